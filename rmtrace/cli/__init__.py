@@ -1,0 +1,1 @@
+"""The rmtrace command line: a thin shell over the library (one module per command)."""

@@ -1,0 +1,73 @@
+"""Entry point: builds the parser from the command modules and turns user errors into exit 2.
+
+Each command is a module in this package with ``NAME``, ``HELP``, ``DESCRIPTION``,
+``add_arguments(parser)`` and ``run(args) -> int``; adding a command is adding
+its module name to ``COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+from rmtrace import __version__
+from rmtrace.errors import RmtraceError
+
+COMMANDS = ("info", "show")
+
+EPILOG = """\
+The loop: record a failing run, find where and why it stalled, replay it against a
+(fixed) host service in every schedule, look at it in the TUI.
+
+  rmtrace record -o run1.trace -- ./my_cuda_program
+  rmtrace info run1.trace
+  rmtrace show run1.trace --failed
+
+Run 'rmtrace COMMAND --help' for each command's options.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rmtrace",
+        description="Record/replay debugger for NVIDIA RM/GSP traffic (RM and UVM ioctls, GSP RPCs, "
+                    "host semaphore-service messages).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"rmtrace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"rmtrace.cli.{name}")
+        cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except RmtraceError as exc:
+        print(f"rmtrace {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader of our output went away (e.g. `rmtrace show ... | head`).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,649 @@
+"""The trace file: header, chunks, index, footer; ``TraceWriter`` and ``TraceReader``.
+
+Layout (docs/trace-format.md has the byte-level description)::
+
+    FileHeader (32 bytes) | metadata JSON, zero padded to 8 |
+    chunk* (ChunkHeader + zstd frame, see rmtrace.chunk) |
+    IndexHeader + IndexEntry* | Footer (32 bytes, at the very end)
+
+The writer streams: a chunk is compressed (on a worker thread, as rr's
+CompressedWriter does) and appended as soon as it fills, so memory stays
+bounded and a recorder killed mid-write leaves every finished chunk readable.
+The reader uses the index when the footer checks out; otherwise it scans the
+chunks from the front, resynchronising past damage, and stops at a torn tail,
+saying what it recovered.  Reads use ``os.pread`` so cursors share one fd.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import queue
+import struct
+import threading
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from construct import Const, Int16ul, Int32ul, Int64ul, Struct
+
+from rmtrace.chunk import (
+    CHUNK_HEADER_SIZE, CHUNK_MAGIC, ChunkDecoder, ChunkEncoder, ChunkInfo, decode_chunk_header,
+)
+from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
+from rmtrace.record import (
+    HEADER, SEQ_OFFSET, TIME_OFFSET, Record, decode_record, encode_record, record_length, struct_codec,
+)
+
+FILE_MAGIC = int.from_bytes(b"RMTRACE\0", "little")
+FORMAT_VERSION = 1
+INDEX_MAGIC = 0x49544D52  # "RMTI"
+FOOTER_MAGIC = 0x46544D52  # "RMTF"
+
+FileHeader = Struct(
+    "magic" / Const(FILE_MAGIC, Int64ul),
+    "format_version" / Int16ul,
+    "header_size" / Int16ul,
+    "meta_len" / Int32ul,
+    "meta_crc" / Int32ul,
+    "flags" / Int32ul,
+    "reserved" / Int64ul,
+)
+"""File header, 32 bytes, then ``meta_len`` bytes of UTF-8 JSON padded to 8."""
+
+IndexHeader = Struct(
+    "magic" / Const(INDEX_MAGIC, Int32ul),
+    "entry_size" / Int32ul,
+    "count" / Int64ul,
+)
+"""Index header, 16 bytes, followed by ``count`` IndexEntry."""
+
+IndexEntry = Struct(
+    "offset" / Int64ul,
+    "first_seq" / Int64ul,
+    "last_seq" / Int64ul,
+    "t_min" / Int64ul,
+    "t_max" / Int64ul,
+    "count" / Int32ul,
+    "comp_len" / Int32ul,
+)
+"""One chunk in the index, 48 bytes."""
+
+Footer = Struct(
+    "magic" / Const(FOOTER_MAGIC, Int32ul),
+    "version" / Int32ul,
+    "index_offset" / Int64ul,
+    "record_count" / Int64ul,
+    "index_crc" / Int32ul,
+    "footer_crc" / Int32ul,
+)
+"""Footer, the last 32 bytes of a finished trace; footer_crc covers its first 28 bytes."""
+
+FILE_HEADER = struct_codec(FileHeader)
+INDEX_HEADER = struct_codec(IndexHeader)
+INDEX_ENTRY = struct_codec(IndexEntry)
+FOOTER = struct_codec(Footer)
+MAX_META = 16 << 20
+
+DEFAULT_CHUNK_BYTES = 512 << 10
+
+
+def _pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def encode_file_header(meta: dict[str, Any]) -> bytes:
+    blob = json.dumps(meta, sort_keys=True, default=str).encode()
+    head = FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, FILE_HEADER.size, len(blob), zlib.crc32(blob), 0, 0)
+    return head + blob + b"\0" * (_pad8(len(blob)) - len(blob))
+
+
+# --------------------------------------------------------------------------- writing
+
+
+class TraceWriter:
+    """Streams records into a trace file with bounded memory.
+
+    ``write`` assigns sequence numbers 0, 1, 2, ... in call order: a record's
+    sequence number is its position in the file.  Records should arrive in
+    time order (the recorder merges by time); the index keeps each chunk's
+    time range either way.
+    """
+
+    def __init__(self, path: str | os.PathLike, meta: dict[str, Any] | None = None, *,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, level: int = 3, threaded: bool = True) -> None:
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._pos = 0
+        self._append(encode_file_header(dict(meta or {})))
+        self._chunk_bytes = chunk_bytes
+        self._encoder = ChunkEncoder(level)
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._first_seq = 0
+        self._t_min = self._t_max = 0
+        self.next_seq = 0
+        self._index: list[tuple[int, int, int, int, int, int, int]] = []
+        self._error: BaseException | None = None
+        self._closed = False
+        self._queue: queue.Queue | None = None
+        self._worker: threading.Thread | None = None
+        if threaded:
+            self._queue = queue.Queue(maxsize=2)
+            self._worker = threading.Thread(target=self._drain, name="rmtrace-compress", daemon=True)
+            self._worker.start()
+
+    # -- public
+
+    def write(self, record: Record) -> int:
+        """Append a record; returns the sequence number it was given."""
+        return self.write_encoded(encode_record(record))
+
+    def write_encoded(self, data: bytes) -> int:
+        """Append a record already in the record format (its seq is restamped)."""
+        seq = self.next_seq
+        self.next_seq += 1
+        data = data[:SEQ_OFFSET] + seq.to_bytes(8, "little") + data[SEQ_OFFSET + 8:]
+        t = int.from_bytes(data[TIME_OFFSET:TIME_OFFSET + 8], "little")
+        if not self._pending:
+            self._first_seq = seq
+            self._t_min = self._t_max = t
+        elif t < self._t_min:
+            self._t_min = t
+        elif t > self._t_max:
+            self._t_max = t
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= self._chunk_bytes:
+            self.flush()
+        return seq
+
+    def flush(self) -> None:
+        """Finish the current chunk now (a recorder calls this so a live reader sees it)."""
+        self._raise_worker_error()
+        if not self._pending:
+            return
+        job = (self._pending, self._first_seq, self.next_seq - 1, self._t_min, self._t_max)
+        self._pending, self._pending_bytes = [], 0
+        if self._queue is None:
+            self._write_chunk(*job)
+        else:
+            self._queue.put(job)
+
+    def sync(self) -> None:
+        """Wait until every finished chunk is in the file (for live readers)."""
+        self.flush()
+        if self._queue is not None:
+            self._queue.join()
+        self._raise_worker_error()
+
+    def close(self) -> None:
+        """Write the last chunk, the index and the footer."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush()
+            if self._queue is not None:
+                self._queue.put(None)
+                self._worker.join()
+            self._raise_worker_error()
+            self._write_index()
+        finally:
+            os.close(self._fd)
+
+    def abandon(self) -> None:
+        """Stop without index or footer (what a crash leaves; used by tests)."""
+        self._closed = True
+        if self._queue is not None:
+            self._queue.put(None)
+            self._worker.join()
+        os.close(self._fd)
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals
+
+    def _append(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        self._pos += len(data)
+
+    def _write_chunk(self, records: list[bytes], first: int, last: int, t_min: int, t_max: int) -> None:
+        header, payload = self._encoder.encode(records, first, last, t_min, t_max)
+        self._index.append((self._pos, first, last, t_min, t_max, len(records), len(payload)))
+        self._append(header + payload)
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                if self._error is None:
+                    self._write_chunk(*job)
+            except BaseException as exc:  # surfaced to the caller by _raise_worker_error
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def _raise_worker_error(self) -> None:
+        if self._error is not None:
+            raise TraceError(f"writing {self.path} failed: {self._error}") from self._error
+
+    def _write_index(self) -> None:
+        index_offset = self._pos
+        body = INDEX_HEADER.pack(INDEX_MAGIC, INDEX_ENTRY.size, len(self._index))
+        body += b"".join(INDEX_ENTRY.pack(*entry) for entry in self._index)
+        footer = FOOTER.pack(FOOTER_MAGIC, FORMAT_VERSION, index_offset, self.next_seq, zlib.crc32(body), 0)
+        footer = footer[:-4] + zlib.crc32(footer[:-4]).to_bytes(4, "little")
+        self._append(body + footer)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """How the reader found the file: complete, or what a scan recovered."""
+
+    complete: bool
+    """True when footer and index checked out."""
+    records: int
+    chunks: int
+    torn_offset: int | None = None
+    """Where the scan stopped at a torn or unreadable tail (None: clean end)."""
+    torn_bytes: int = 0
+    skipped: tuple[tuple[int, int], ...] = ()
+    """(offset, length) of damaged stretches the scan resynchronised past."""
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.complete:
+            return "complete (footer and index intact)"
+        parts = [f"recovered by scanning: {self.records} records in {self.chunks} chunks"]
+        if self.skipped:
+            parts.append(f"{sum(n for _, n in self.skipped)} damaged bytes skipped in {len(self.skipped)} places")
+        if self.torn_offset is not None:
+            parts.append(f"torn tail of {self.torn_bytes} bytes at byte {self.torn_offset}")
+        if self.reason:
+            parts.append(self.reason)
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    """Which records an iteration yields; None means any."""
+
+    source: frozenset[int] | None = None
+    phase: frozenset[int] | None = None
+    pid: frozenset[int] | None = None
+    op: frozenset[int] | None = None
+    t0: int | None = None
+    t1: int | None = None
+    predicate: Callable[[Record], bool] | None = field(default=None, compare=False)
+
+    def header_matches(self, h: tuple) -> bool:
+        # h is the raw header tuple: (magic, version, header_size, total_len, source, phase,
+        # flags, seq, time_ns, pid, tid, call_id, op, ...); see RecordHeader.
+        return ((self.source is None or h[4] in self.source)
+                and (self.phase is None or h[5] in self.phase)
+                and (self.pid is None or h[9] in self.pid)
+                and (self.op is None or h[12] in self.op)
+                and (self.t0 is None or h[8] >= self.t0)
+                and (self.t1 is None or h[8] <= self.t1))
+
+
+def _as_set(value: Any) -> frozenset[int] | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return frozenset((int(value),))
+    return frozenset(int(v) for v in value)
+
+
+class TraceReader:
+    """Reads a trace: metadata, chunk index, records by iteration, sequence or time."""
+
+    def __init__(self, path: str | os.PathLike, *, cache_chunks: int = 8) -> None:
+        self.path = os.fspath(path)
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise TraceError(f"{self.path}: no such file") from None
+        except IsADirectoryError:
+            raise TraceError(f"{self.path}: is a directory, not a trace") from None
+        except OSError as exc:
+            raise TraceError(f"{self.path}: cannot open: {exc.strerror}") from None
+        try:
+            self._decoder = ChunkDecoder()
+            self._cache: OrderedDict[int, tuple] = OrderedDict()
+            self._cache_size = cache_chunks
+            self.meta, self.data_offset = self._read_header()
+            self.chunks: list[ChunkInfo] = []
+            self.recovery = self._read_index() or self._scan()
+            self._first_seqs = [c.first_seq for c in self.chunks]
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    # -- opening
+
+    def _pread(self, n: int, offset: int) -> bytes:
+        return os.pread(self._fd, n, offset)
+
+    def _read_header(self) -> tuple[dict[str, Any], int]:
+        head = self._pread(FILE_HEADER.size, 0)
+        if len(head) < 8 or int.from_bytes(head[:8], "little") != FILE_MAGIC:
+            what = "an empty file" if not head else "not an rmtrace trace (no RMTRACE magic)"
+            raise NotATraceError(f"{self.path}: {what}")
+        if len(head) < FILE_HEADER.size:
+            raise TraceError(f"{self.path}: truncated inside the file header ({len(head)} bytes)")
+        _magic, version, header_size, meta_len, meta_crc, _flags, _res = FILE_HEADER.unpack(head)
+        if version != FORMAT_VERSION:
+            raise TraceVersionError(
+                f"{self.path}: trace format version {version}; this rmtrace reads version {FORMAT_VERSION}")
+        if header_size != FILE_HEADER.size or meta_len > MAX_META:
+            raise CorruptTraceError(f"{self.path}: file header is damaged (header size {header_size}, metadata {meta_len} bytes)")
+        blob = self._pread(meta_len, header_size)
+        if len(blob) < meta_len:
+            raise TraceError(f"{self.path}: truncated inside the metadata ({len(blob)} of {meta_len} bytes)")
+        if zlib.crc32(blob) != meta_crc:
+            raise CorruptTraceError(f"{self.path}: metadata fails its checksum")
+        try:
+            meta = json.loads(blob)
+        except ValueError as exc:
+            raise CorruptTraceError(f"{self.path}: metadata is not JSON: {exc}") from None
+        if not isinstance(meta, dict):
+            raise CorruptTraceError(f"{self.path}: metadata is not a JSON object")
+        return meta, header_size + _pad8(meta_len)
+
+    def _read_index(self) -> Recovery | None:
+        size = os.fstat(self._fd).st_size
+        if size < self.data_offset + FOOTER.size:
+            return None
+        raw = self._pread(FOOTER.size, size - FOOTER.size)
+        magic, _version, index_offset, record_count, index_crc, footer_crc = FOOTER.unpack(raw)
+        if magic != FOOTER_MAGIC or zlib.crc32(raw[:-4]) != footer_crc:
+            return None
+        if not self.data_offset <= index_offset <= size - FOOTER.size - INDEX_HEADER.size:
+            return None
+        body = self._pread(size - FOOTER.size - index_offset, index_offset)
+        if zlib.crc32(body) != index_crc:
+            return None
+        magic, entry_size, count = INDEX_HEADER.unpack_from(body)
+        if magic != INDEX_MAGIC or entry_size != INDEX_ENTRY.size or len(body) != INDEX_HEADER.size + count * entry_size:
+            return None
+        chunks = []
+        for i in range(count):
+            off, first, last, t_min, t_max, n, comp = INDEX_ENTRY.unpack_from(body, INDEX_HEADER.size + i * entry_size)
+            chunks.append(ChunkInfo(off, comp, 0, n, first, last, t_min, t_max, 0))
+        if sum(c.count for c in chunks) != record_count:
+            return None
+        self.chunks = chunks
+        return Recovery(True, record_count, len(chunks))
+
+    def _scan(self) -> Recovery:
+        """Walk chunk headers from the front; resync past damage; stop at a torn tail."""
+        size = os.fstat(self._fd).st_size
+        pos = self.data_offset
+        skipped: list[tuple[int, int]] = []
+        chunks: list[ChunkInfo] = []
+        torn_at, reason = None, ""
+        while pos < size:
+            if size - pos < CHUNK_HEADER_SIZE:
+                torn_at, reason = pos, "last chunk header cut short"
+                break
+            head = self._pread(CHUNK_HEADER_SIZE, pos)
+            if int.from_bytes(head[:4], "little") == INDEX_MAGIC and chunks:
+                reason = "index present but damaged or without footer"
+                break
+            try:
+                info = decode_chunk_header(head, pos)
+                if info.end > size:
+                    torn_at, reason = pos, "last chunk cut short"
+                    break
+                payload = self._pread(info.comp_len, pos + CHUNK_HEADER_SIZE)
+                if zlib.crc32(payload) != info.payload_crc:
+                    raise CorruptTraceError("payload checksum")
+            except CorruptTraceError:
+                nxt = self._find_chunk_magic(pos + 1, size)
+                if nxt is None:
+                    torn_at, reason = pos, "unreadable bytes up to the end"
+                    break
+                skipped.append((pos, nxt - pos))
+                pos = nxt
+                continue
+            chunks.append(info)
+            pos = info.end
+        self.chunks = chunks
+        records = sum(c.count for c in chunks)
+        return Recovery(False, records, len(chunks), torn_at, (size - torn_at) if torn_at is not None else 0,
+                        tuple(skipped), reason)
+
+    def _find_chunk_magic(self, start: int, size: int) -> int | None:
+        """Offset of the next chunk header whose own checksum holds, or None."""
+        needle = CHUNK_MAGIC.to_bytes(4, "little")
+        pos = start
+        step = 1 << 20
+        while pos < size:
+            block = self._pread(step + CHUNK_HEADER_SIZE, pos)
+            i = block.find(needle)
+            while i != -1:
+                try:
+                    decode_chunk_header(self._pread(CHUNK_HEADER_SIZE, pos + i), pos + i)
+                    return pos + i
+                except CorruptTraceError:
+                    i = block.find(needle, i + 1)
+            pos += step
+        return None
+
+    # -- chunks
+
+    def _chunk(self, index: int) -> tuple:
+        """(offsets, records view) of chunk ``index``, through a small LRU cache."""
+        hit = self._cache.get(index)
+        if hit is not None:
+            self._cache.move_to_end(index)
+            return hit
+        entry = self.chunks[index]
+        blob = self._pread(CHUNK_HEADER_SIZE + entry.comp_len, entry.offset)
+        info = decode_chunk_header(blob[:CHUNK_HEADER_SIZE], entry.offset)
+        if (info.first_seq, info.count, info.comp_len) != (entry.first_seq, entry.count, entry.comp_len):
+            raise CorruptTraceError(f"{self.path}: chunk at byte {entry.offset} does not match the index")
+        decoded = self._decoder.decode(info, blob[CHUNK_HEADER_SIZE:])
+        self._cache[index] = decoded
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return decoded
+
+    def refresh(self) -> int:
+        """Pick up chunks appended since opening (a trace still being recorded); returns how many."""
+        if self.recovery.complete:
+            return 0
+        before = len(self.chunks)
+        start = self.chunks[-1].end if self.chunks else self.data_offset
+        size = os.fstat(self._fd).st_size
+        pos = start
+        while size - pos >= CHUNK_HEADER_SIZE:
+            try:
+                info = decode_chunk_header(self._pread(CHUNK_HEADER_SIZE, pos), pos)
+            except CorruptTraceError:
+                break
+            if info.end > size:
+                break
+            self.chunks.append(info)
+            self._first_seqs.append(info.first_seq)
+            pos = info.end
+        added = len(self.chunks) - before
+        if added:
+            self.recovery = Recovery(False, self.record_count, len(self.chunks), reason="live")
+        return added
+
+    # -- queries
+
+    @property
+    def record_count(self) -> int:
+        return sum(c.count for c in self.chunks)
+
+    @property
+    def time_span(self) -> tuple[int, int] | None:
+        if not self.chunks:
+            return None
+        return min(c.t_min for c in self.chunks), max(c.t_max for c in self.chunks)
+
+    def raw_records(self, start_chunk: int = 0, start_index: int = 0) -> Iterator[memoryview]:
+        """Record bytes in file order, without decoding."""
+        for ci in range(start_chunk, len(self.chunks)):
+            offsets, view = self._chunk(ci)
+            n = len(offsets)
+            for k in range(start_index if ci == start_chunk else 0, n):
+                start = offsets[k]
+                end = offsets[k + 1] if k + 1 < n else len(view)
+                yield view[start:end]
+
+    def records(self, *, source: Any = None, phase: Any = None, pid: Any = None, op: Any = None,
+                t0: int | None = None, t1: int | None = None, start_seq: int | None = None,
+                predicate: Callable[[Record], bool] | None = None) -> Iterator[Record]:
+        """Records in file order, filtered on header fields first (cheap), then ``predicate``."""
+        flt = RecordFilter(_as_set(source), _as_set(phase), _as_set(pid), _as_set(op), t0, t1, predicate)
+        return self.iter_filtered(flt, start_seq)
+
+    def iter_filtered(self, flt: RecordFilter, start_seq: int | None = None) -> Iterator[Record]:
+        ci, k = (0, 0) if start_seq is None else self._locate_seq(start_seq)
+        if flt.t0 is not None and start_seq is None:
+            ci, k = self._locate_time(flt.t0)
+        unpack = HEADER.unpack_from
+        stop_after = flt.t1 if flt.t1 is not None and self._time_ordered else None
+        for raw in self.raw_records(ci, k):
+            h = unpack(raw)
+            if stop_after is not None and h[8] > stop_after:
+                return
+            if not flt.header_matches(h):
+                continue
+            rec = decode_record(raw)
+            if flt.predicate is None or flt.predicate(rec):
+                yield rec
+
+    def __iter__(self) -> Iterator[Record]:
+        for raw in self.raw_records():
+            yield decode_record(raw)
+
+    def __len__(self) -> int:
+        return self.record_count
+
+    @property
+    def _time_ordered(self) -> bool:
+        return all(a.t_max <= b.t_min for a, b in zip(self.chunks, self.chunks[1:]))
+
+    def _locate_seq(self, seq: int) -> tuple[int, int]:
+        ci = bisect.bisect_right(self._first_seqs, seq) - 1
+        if ci < 0 or seq > self.chunks[ci].last_seq:
+            raise IndexError(f"sequence {seq} is not in this trace (0..{self.record_count - 1})")
+        return ci, seq - self.chunks[ci].first_seq
+
+    def _locate_time(self, t: int) -> tuple[int, int]:
+        """First record with time >= t (the end when none)."""
+        t_maxes = [c.t_max for c in self.chunks]
+        ci = bisect.bisect_left(t_maxes, t) if self._time_ordered else next(
+            (i for i, c in enumerate(self.chunks) if c.t_max >= t), len(self.chunks))
+        if ci >= len(self.chunks):
+            return len(self.chunks), 0
+        offsets, view = self._chunk(ci)
+        for k, off in enumerate(offsets):
+            if struct.unpack_from("<Q", view, off + TIME_OFFSET)[0] >= t:
+                return ci, k
+        return ci + 1, 0
+
+    def record_at(self, seq: int) -> Record:
+        """The record with sequence number ``seq`` (its position in the file)."""
+        ci, k = self._locate_seq(seq)
+        offsets, view = self._chunk(ci)
+        return decode_record(view, offsets[k])
+
+    def seek_seq(self, seq: int) -> "Cursor":
+        return Cursor(self, *self._locate_seq(seq))
+
+    def seek_time(self, t_ns: int) -> "Cursor":
+        return Cursor(self, *self._locate_time(t_ns))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> "TraceReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Cursor:
+    """A position in a trace with its own state; many cursors share one reader (rr style)."""
+
+    def __init__(self, reader: TraceReader, chunk: int, index: int) -> None:
+        self._reader = reader
+        self._chunk = chunk
+        self._index = index
+
+    @property
+    def seq(self) -> int | None:
+        """Sequence number of the record under the cursor, None at the end."""
+        if self._chunk >= len(self._reader.chunks):
+            return None
+        return self._reader.chunks[self._chunk].first_seq + self._index
+
+    def peek(self) -> Record | None:
+        """The record under the cursor without moving."""
+        if self.seq is None:
+            return None
+        offsets, view = self._reader._chunk(self._chunk)
+        return decode_record(view, offsets[self._index])
+
+    def next(self) -> Record | None:
+        """The record under the cursor, then move on."""
+        rec = self.peek()
+        if rec is not None:
+            self._index += 1
+            if self._index >= self._reader.chunks[self._chunk].count:
+                self._chunk, self._index = self._chunk + 1, 0
+        return rec
+
+    def __iter__(self) -> Iterator[Record]:
+        while (rec := self.next()) is not None:
+            yield rec
+
+
+def open_trace(path: str | os.PathLike) -> TraceReader:
+    """Open a trace for reading (``rmtrace.open``)."""
+    return TraceReader(path)
+
+
+def check_readable(path: str | os.PathLike) -> None:
+    """Decode every record of a trace, raising the first error (used by ``info --check``)."""
+    with TraceReader(path) as reader:
+        for raw in reader.raw_records():
+            record_length(raw)
+            decode_record(raw)
+
+
+__all__ = [
+    "TraceWriter", "TraceReader", "Cursor", "Recovery", "RecordFilter", "open_trace", "check_readable",
+    "FileHeader", "IndexHeader", "IndexEntry", "Footer", "FORMAT_VERSION", "RmtraceError",
+]
