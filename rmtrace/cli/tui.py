@@ -1,0 +1,42 @@
+"""rmtrace tui: the interactive view for hunting wedges (Textual)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rmtrace.errors import RmtraceError
+
+NAME = "tui"
+HELP = "interactive timeline, events, objects and wedges (two traces: a diff; --follow: live)"
+DESCRIPTION = """\
+Open a trace in a terminal UI: one lane per channel and per rank, grouped by
+client, over time; the state of every lane at the cursor and the host
+counters; the events table (filter with f, search with /, Enter for the
+decoded fields and a hex view); the RM object tree per client; w jumps to the
+next wedge with its chain.  Two traces show a diff: aligned lanes, the first
+divergence marked.  --follow watches a trace that is still being recorded.
+Press ? inside for every key.
+
+  rmtrace tui run1.trace
+  rmtrace tui run1.trace run2.trace
+  rmtrace tui --follow live.trace
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("traces", nargs="+", metavar="FILE", help="a trace; two traces to compare them")
+    parser.add_argument("--follow", action="store_true", help="follow a trace that is still being recorded")
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.traces) > 2:
+        raise RmtraceError("give one trace, or two to compare them")
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise RmtraceError("the TUI needs a terminal (for a text listing use 'rmtrace show')")
+    from rmtrace.tui.app import RmtraceApp
+    from rmtrace.tui.services import library_services
+
+    app = RmtraceApp.open(args.traces, library_services(), follow=args.follow)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,327 @@
+"""The application: wires the main screen to the runs and carries messages between areas.
+
+First paint needs only the trace index (the run line, the events table's
+first page); the session model, which folds the whole trace, is built in a
+worker thread started after that paint and attached when it is done.
+``--follow`` polls the trace every half second and refolds it in the
+background when it has grown.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Sequence
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.widgets import TabbedContent
+
+from rmtrace.errors import RmtraceError
+from rmtrace.timefmt import parse_duration
+from rmtrace.trace import TraceReader
+from rmtrace.tui.filters import EventFilter
+from rmtrace.tui.messages import (
+    CursorMoved, ModelFailed, ModelLoaded, ObjectCleared, ObjectSelected, RecordChosen, TraceGrew, WedgeShown,
+)
+from rmtrace.tui.screens.detail import RecordDetail
+from rmtrace.tui.screens.filter import FilterScreen, PromptScreen
+from rmtrace.tui.screens.help import HelpScreen
+from rmtrace.tui.screens.main import MainScreen
+from rmtrace.tui.services import Services
+from rmtrace.tui.view import RunView
+from rmtrace.tui.widgets.events.table import EventsTable
+from rmtrace.tui.widgets.objects.tree import ObjectsTree
+from rmtrace.tui.widgets.state.panel import StatePanel
+from rmtrace.tui.widgets.timeline.timeline import Timeline
+from rmtrace.tui.widgets.wedges.panel import DiffPanel, WedgePanel
+from rmtrace.tui.workspace import Workspace
+
+FOLLOW_POLL_S = 0.5
+"""A recorder flushes a chunk at least this often."""
+REFOLD_EVERY_S = 2.0
+"""A followed trace's model is rebuilt at most this often."""
+
+
+class RmtraceApp(App):
+    TITLE = "rmtrace tui"
+
+    BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("w", "wedge(1)", "Next wedge"),
+        Binding("W", "wedge(-1)", "Prev wedge", show=False),
+        Binding("f", "filter", "Filter"),
+        Binding("slash", "search", "Search"),
+        Binding("g", "goto", "Go to time"),
+        Binding("t", "focus('timeline')", "Timeline", show=False),
+        Binding("e", "focus('events')", "Events", show=False),
+        Binding("s", "tab('tab-state')", "State", show=False),
+        Binding("o", "tab('tab-objects')", "Objects", show=False),
+        Binding("d", "tab('tab-diff')", "Diff", show=False),
+        Binding("x", "switch_run", "A ⇄ B"),
+        Binding("F", "toggle_follow", "Follow"),
+    ]
+
+    def __init__(self, workspace: Workspace) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self._loading: set[int] = set()
+        self._last_fold = [0.0] * len(workspace.runs)
+
+    @classmethod
+    def open(cls, paths: Sequence[str], services: Services, *, follow: bool = False) -> "RmtraceApp":
+        """Open the traces (index only: fast) and make the application."""
+        if not 1 <= len(paths) <= 2:
+            raise RmtraceError("give one trace, or two to compare them")
+        if follow and len(paths) != 1:
+            raise RmtraceError("--follow takes one trace")
+        runs = [RunView(TraceReader(p), services) for p in paths]
+        return cls(Workspace(runs, follow=follow))
+
+    # -- lifecycle
+
+    def on_mount(self) -> None:
+        self.push_screen(MainScreen(self.workspace))
+        self.call_after_refresh(self._start_models)
+        if self.workspace.follow:
+            self.set_interval(FOLLOW_POLL_S, self._poll)
+
+    def _start_models(self) -> None:
+        for index, run in enumerate(self.workspace.runs):
+            if not run.loaded:
+                self._fold(index)
+
+    def _fold(self, index: int) -> None:
+        if index in self._loading:
+            return
+        self._loading.add(index)
+        self._last_fold[index] = time.monotonic()
+        self._build_model(index)
+
+    @work(thread=True, group="model")
+    def _build_model(self, index: int) -> None:
+        run = self.workspace.runs[index]
+        try:
+            model, calls = run.build_model()
+        except RmtraceError as exc:
+            self.post_message(ModelFailed(index, str(exc)))
+            return
+        self.post_message(ModelLoaded(index, model, calls))
+
+    @on(ModelLoaded)
+    def _model_loaded(self, message: ModelLoaded) -> None:
+        self._loading.discard(message.run)
+        self.workspace.runs[message.run].attach(message.model, message.calls)
+        if self.workspace.is_diff and all(r.loaded for r in self.workspace.runs):
+            self._diverge()
+        self.redraw()
+
+    @on(ModelFailed)
+    def _model_failed(self, message: ModelFailed) -> None:
+        self._loading.discard(message.run)
+        self.notify(f"session model: {message.error}", severity="error", timeout=10)
+
+    @work(thread=True, group="diff", exclusive=True)
+    def _diverge(self) -> None:
+        a, b = self.workspace.runs
+        div = a.services.first_divergence(a.model, b.model)
+        self.call_from_thread(self._show_divergence, div)
+
+    def _show_divergence(self, div: Any) -> None:
+        self.workspace.divergence = self.workspace.divergence_from(div)
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Everything drawn from the models again."""
+        screen = self.main
+        if screen is None:
+            return
+        screen.query_one(Timeline).rebuild()
+        screen.query_one(EventsTable).reset()
+        screen.query_one(StatePanel).show(self.workspace.cursor)
+        screen.query_one(ObjectsTree).reload()
+        screen.query_one(WedgePanel).reload()
+        for panel in screen.query(DiffPanel):
+            panel.reload()
+        screen.update_titles()
+
+    @property
+    def main(self) -> MainScreen | None:
+        return next((s for s in self.screen_stack if isinstance(s, MainScreen)), None)
+
+    # -- following a live trace
+
+    def _poll(self) -> None:
+        for index, run in enumerate(self.workspace.runs):
+            added = run.refresh()
+            if added:
+                self.post_message(TraceGrew(index, added))
+
+    @on(TraceGrew)
+    def _grew(self, message: TraceGrew) -> None:
+        screen = self.main
+        if message.run == self.workspace.active and screen is not None:
+            screen.query_one(EventsTable).grew(message.added)
+            if self.workspace.follow:
+                screen.query_one(Timeline).set_cursor(self.workspace.runs[message.run].end_rel, post=False)
+            screen.update_titles()
+        if time.monotonic() - self._last_fold[message.run] >= REFOLD_EVERY_S:
+            self._fold(message.run)
+        else:
+            self.set_timer(REFOLD_EVERY_S, lambda: self._fold(message.run))
+
+    def action_toggle_follow(self) -> None:
+        self.workspace.follow = not self.workspace.follow
+        self.notify("following the trace's end" if self.workspace.follow else "stopped following")
+        self.main.update_titles()
+
+    # -- moving in time
+
+    @on(CursorMoved)
+    def _cursor_moved(self, message: CursorMoved) -> None:
+        self.workspace.cursor = message.t_rel
+        screen = self.main
+        screen.query_one(StatePanel).show(message.t_rel)
+        if message.origin != "events":
+            screen.query_one(EventsTable).follow_time(message.t_rel)
+
+    @on(RecordChosen)
+    def _record_chosen(self, message: RecordChosen) -> None:
+        self.workspace.cursor = message.t_rel
+        screen = self.main
+        screen.query_one(Timeline).set_cursor(message.t_rel, post=False)
+        screen.query_one(StatePanel).show(message.t_rel)
+        if message.origin != "events":
+            screen.query_one(EventsTable).show_seq(message.seq)
+
+    @on(EventsTable.OpenRecord)
+    def _open_record(self, message: EventsTable.OpenRecord) -> None:
+        self.push_screen(RecordDetail(self.workspace.runs[message.run], message.seq))
+
+    def action_goto(self) -> None:
+        def go(text: str | None) -> None:
+            if text:
+                self.main.query_one(Timeline).set_cursor(parse_duration(text))
+        self.push_screen(PromptScreen("Go to a time after the start (e.g. 1.5s, 250ms)", "1.5s", time=True), go)
+
+    # -- objects
+
+    @on(ObjectSelected)
+    def _object_selected(self, message: ObjectSelected) -> None:
+        screen = self.main
+        timeline = screen.query_one(Timeline)
+        timeline.highlighted = message.entities
+        for entity in sorted(message.entities):
+            if timeline.select_entity(entity, self.workspace.active):
+                break
+        timeline.refresh()
+        events = screen.query_one(EventsTable)
+        events.set_filter(replace(events.filter, handles=message.handles, object_label=message.label))
+        screen.update_titles()
+
+    @on(ObjectCleared)
+    def _object_cleared(self) -> None:
+        screen = self.main
+        timeline = screen.query_one(Timeline)
+        timeline.highlighted = frozenset()
+        timeline.refresh()
+        events = screen.query_one(EventsTable)
+        events.set_filter(replace(events.filter, handles=frozenset(), object_label=""))
+        screen.update_titles()
+
+    # -- filter and search
+
+    def action_filter(self) -> None:
+        events = self.main.query_one(EventsTable)
+
+        def apply(flt: EventFilter | None) -> None:
+            if flt is not None:
+                events.set_filter(flt)
+                self.main.update_titles()
+        self.push_screen(FilterScreen(events.filter), apply)
+
+    def action_search(self) -> None:
+        events = self.main.query_one(EventsTable)
+
+        def find(text: str | None) -> None:
+            if text:
+                events.focus()
+                events.search(text)
+        self.push_screen(PromptScreen("Search the events (n / N: next / previous match)", "REGISTER_GPU",
+                                      events.search_text), find)
+
+    # -- wedges
+
+    def action_wedge(self, direction: int) -> None:
+        run = self.workspace.run
+        if not run.loaded:
+            self.notify("The session model is still being built; wedges come with it.", severity="warning")
+            return
+        wedges = run.wedges()
+        if not wedges:
+            self.notify("No wedge found in this run.")
+            return
+        ws = self.workspace
+        ws.wedge_index = (ws.wedge_index + direction) % len(wedges)
+        wedge = wedges[ws.wedge_index]
+        screen = self.main
+        timeline = screen.query_one(Timeline)
+        entity = run.lane_for_wedge(wedge)
+        if entity is not None:
+            timeline.select_entity(entity, ws.active)
+        t_rel = wedge.t_ns - run.start_ns
+        timeline.set_cursor(t_rel, post=False)
+        ws.cursor = t_rel
+        screen.query_one(EventsTable).show_seq(wedge.seq)
+        screen.query_one(StatePanel).show(t_rel)
+        screen.query_one(WedgePanel).reload()
+        screen.query_one(TabbedContent).active = "tab-wedges"
+        self.post_message(WedgeShown(ws.wedge_index, wedge))
+
+    # -- focus, tabs, runs
+
+    def action_focus(self, widget_id: str) -> None:
+        self.main.query_one(f"#{widget_id}").focus()
+
+    def action_tab(self, tab: str) -> None:
+        tabs = self.main.query_one(TabbedContent)
+        if tabs.get_child_by_id(tab, expect_type=None) is not None or tab != "tab-diff":
+            tabs.active = tab
+
+    def action_switch_run(self) -> None:
+        ws = self.workspace
+        ws.active = 1 - ws.active
+        ws.wedge_index = -1
+        screen = self.main
+        events = screen.query_one(EventsTable)
+        events.set_filter(EventFilter())
+        screen.query_one(StatePanel).show(ws.cursor)
+        screen.query_one(ObjectsTree).reload()
+        screen.query_one(WedgePanel).reload()
+        screen.update_titles()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Hide what does not apply now: run switching outside a diff, following outside --follow."""
+        if action in ("switch_run",) or (action == "tab" and parameters == ("tab-diff",)):
+            return self.workspace.is_diff
+        if action == "toggle_follow":
+            return self._followable
+        return True
+
+    @property
+    def _followable(self) -> bool:
+        return len(self.workspace.runs) == 1 and not self.workspace.runs[0].complete
+
+    # -- help
+
+    def action_help(self) -> None:
+        areas = [("Everywhere", self.BINDINGS), ("Timeline", Timeline.BINDINGS), ("Events", EventsTable.BINDINGS),
+                 ("Objects", ObjectsTree.BINDINGS), ("Field tree + hex", RecordDetail.BINDINGS),
+                 ("Filter", FilterScreen.BINDINGS)]
+        self.push_screen(HelpScreen(areas, dict(self.workspace.run.services.symbols)))
+
+    def on_unmount(self) -> None:
+        for run in self.workspace.runs:
+            run.close()

@@ -1,0 +1,92 @@
+"""Messages that cross areas of the screen (a widget's own messages live in the widget).
+
+Times are nanoseconds relative to the run's start (see ``rmtrace.tui.view``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from rmtrace.tui.filters import EventFilter
+
+
+@dataclass
+class CursorMoved(Message):
+    """The time cursor moved; ``origin`` names the area that moved it, so it does not follow itself."""
+
+    t_rel: int
+    origin: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, CursorMoved)
+
+
+@dataclass
+class RecordChosen(Message):
+    """A record was picked (events table pointer, a wedge); others show its moment."""
+
+    run: int
+    seq: int
+    t_rel: int
+    origin: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RecordChosen)
+
+
+@dataclass
+class ObjectSelected(Message):
+    """An RM object was selected in the tree: its lanes light up and the events narrow to it."""
+
+    client_id: str
+    handle: int
+    label: str
+    entities: frozenset[str]
+    handles: frozenset[int]
+
+
+@dataclass
+class ObjectCleared(Message):
+    """The object selection was dropped."""
+
+
+@dataclass
+class FilterChanged(Message):
+    filter: EventFilter
+
+
+@dataclass
+class ModelLoaded(Message):
+    """A worker finished folding a run's session model (with its call index); the app attaches it."""
+
+    run: int
+    model: Any
+    calls: Any
+
+
+@dataclass
+class ModelFailed(Message):
+    run: int
+    error: str
+
+
+@dataclass
+class TraceGrew(Message):
+    """A followed trace has new records."""
+
+    run: int
+    added: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TraceGrew) and message.run == self.run
+
+
+@dataclass
+class WedgeShown(Message):
+    """A wedge was jumped to (``w``)."""
+
+    index: int
+    wedge: Any

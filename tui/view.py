@@ -1,0 +1,447 @@
+"""What the TUI's widgets see of one run: the trace through its index at once, the session model once folded.
+
+A :class:`RunView` answers every question a widget asks (rows of the events
+table, lanes, state at a time, objects, wedges) so that no widget opens a
+file or knows the model's shape (habit 8).  It is usable the moment the trace
+is opened: the index gives the time span, the record count and any record by
+sequence number, which is all the first screen needs.  The session model,
+which folds the whole trace, is built by a worker and attached later
+(:meth:`RunView.attach`); until then the model-backed answers are empty.
+
+Times handed to widgets are nanoseconds relative to the run's start, so two
+runs of a diff share one axis.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from rmtrace.record import Phase, Record, Source, enum_name
+from rmtrace.trace import TraceReader
+
+from rmtrace.tui.services import Services
+from rmtrace.tui.states import look
+
+if TYPE_CHECKING:
+    from rmtrace.tui.filters import EventFilter
+
+PHASE_MARKS: Mapping[int, str] = {
+    Phase.ENTER: "→", Phase.EXIT: "←", Phase.SEND: "⇢", Phase.RECV: "⇠", Phase.EVENT: "•",
+}
+"""One character per phase in the operation column."""
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One line of the events table."""
+
+    seq: int
+    t_rel: int
+    pid: int
+    tid: int
+    client: str
+    source: str
+    phase: str
+    operation: str
+    obj: str
+    status: str
+    latency_ns: int | None
+    error: bool = False
+    in_flight: bool = False
+    handles: frozenset[int] = frozenset()
+
+    @property
+    def text(self) -> str:
+        """Everything a text filter or search looks at."""
+        return " ".join((self.client, self.source, self.phase, self.operation, self.obj, self.status,
+                         f"{self.pid}/{self.tid}", " ".join(f"{h:#x}" for h in sorted(self.handles))))
+
+
+@dataclass(frozen=True)
+class LaneRow:
+    """One timeline lane, its segments relative to the run's start."""
+
+    entity: str
+    kind: str
+    group: str
+    label: str
+    segments: tuple[tuple[int, int, str, str], ...]
+    """(t0, t1, state, detail)"""
+
+
+@dataclass(frozen=True)
+class ObjectNode:
+    """One RM object in a client's tree."""
+
+    client_id: str
+    handle: int
+    class_name: str
+    stable_name: str
+    alloc_rel: int | None
+    free_rel: int | None
+    status: str
+    children: tuple["ObjectNode", ...] = ()
+
+    @property
+    def label(self) -> str:
+        life = "" if self.alloc_rel is None else f" {_ms(self.alloc_rel)}…{_ms(self.free_rel) if self.free_rel is not None else 'end'}"
+        return f"{self.class_name} {self.handle:#010x}{life}"
+
+
+def _ms(ns: int) -> str:
+    return f"+{ns / 1e6:.3f}ms"
+
+
+@dataclass
+class CallIndex:
+    """Calls found by the sequence number of their enter or exit record, in arrays (a trace holds millions)."""
+
+    calls: Sequence[Any]
+    by_enter: array = field(default_factory=lambda: array("q"))
+    enter_idx: array = field(default_factory=lambda: array("q"))
+    by_exit: array = field(default_factory=lambda: array("q"))
+    exit_idx: array = field(default_factory=lambda: array("q"))
+
+    @classmethod
+    def build(cls, calls: Sequence[Any]) -> "CallIndex":
+        enters = sorted((c.enter_seq, i) for i, c in enumerate(calls))
+        exits = sorted((c.exit_seq, i) for i, c in enumerate(calls) if c.exit_seq is not None)
+        return cls(calls, array("q", (s for s, _ in enters)), array("q", (i for _, i in enters)),
+                   array("q", (s for s, _ in exits)), array("q", (i for _, i in exits)))
+
+    def call_at(self, seq: int) -> Any | None:
+        for keys, idx in ((self.by_enter, self.enter_idx), (self.by_exit, self.exit_idx)):
+            k = bisect.bisect_left(keys, seq)
+            if k < len(keys) and keys[k] == seq:
+                return self.calls[idx[k]]
+        return None
+
+
+class RunView:
+    """One run (a recording or a replay) as the widgets see it."""
+
+    def __init__(self, reader: TraceReader, services: Services, *, label: str | None = None) -> None:
+        self.reader = reader
+        self.services = services
+        self.path = reader.path
+        self.label = label or reader.path.rsplit("/", 1)[-1]
+        span = reader.time_span
+        self.start_ns = span[0] if span else 0
+        self._end_ns = span[1] if span else 0
+        self.model: Any | None = None
+        self.generation = 0
+        """Bumped whenever what the rows show may change (model attached, trace grew)."""
+        self._calls: CallIndex | None = None
+        self._wedges: list[Any] | None = None
+        self._lanes: list[LaneRow] | None = None
+
+    # -- what the index alone answers
+
+    @property
+    def record_count(self) -> int:
+        return self.reader.record_count
+
+    @property
+    def end_rel(self) -> int:
+        """Length of the run in ns (its last record's time relative to the start)."""
+        end = self._end_ns
+        if self.model is not None:
+            end = max(end, self.model.end_ns)
+        return max(0, end - self.start_ns)
+
+    @property
+    def complete(self) -> bool:
+        return self.reader.recovery.complete
+
+    def record(self, seq: int) -> Record:
+        return self.reader.record_at(seq)
+
+    def seq_at(self, t_rel: int) -> int:
+        """The first record at or after ``t_rel`` (the last record when none)."""
+        seq = self.reader.seek_time(self.start_ns + t_rel).seq
+        return self.record_count - 1 if seq is None else seq
+
+    def t_rel_of(self, seq: int) -> int:
+        return self.record(seq).time_ns - self.start_ns
+
+    def refresh(self) -> int:
+        """Pick up chunks a recorder appended; returns how many records arrived."""
+        before = self.record_count
+        if self.reader.refresh():
+            span = self.reader.time_span
+            if span:
+                self._end_ns = span[1]
+            self.generation += 1
+        return self.record_count - before
+
+    # -- the session model
+
+    @property
+    def loaded(self) -> bool:
+        return self.model is not None
+
+    def build_model(self) -> tuple[Any, CallIndex]:
+        """Fold the trace (its own reader, so this may run in a worker thread)."""
+        model = self.services.load_model(self.path)
+        return model, CallIndex.build(model.calls)
+
+    def attach(self, model: Any, calls: CallIndex | None = None) -> None:
+        """Use this model from now on (on the UI thread)."""
+        self.model = model
+        self._calls = calls or CallIndex.build(model.calls)
+        self._wedges = None
+        self._lanes = None
+        self.generation += 1
+
+    def call_at(self, seq: int) -> Any | None:
+        return self._calls.call_at(seq) if self._calls is not None else None
+
+    def decoded(self, rec: Record) -> Any | None:
+        if self.model is None:
+            return None
+        return self.model.decoders.decode(rec)
+
+    # -- rows
+
+    def row(self, seq: int) -> EventRow:
+        rec = self.record(seq)
+        dec = self.decoded(rec)
+        call = self.call_at(seq)
+        client = (self.model.client_of(seq) or "") if self.model is not None else ""
+        handles = frozenset(_handles_of(dec))
+        return EventRow(
+            seq=seq, t_rel=rec.time_ns - self.start_ns, pid=rec.pid, tid=rec.tid, client=client,
+            source=enum_name(Source, rec.source), phase=enum_name(Phase, rec.phase).lower(),
+            operation=f"{PHASE_MARKS.get(rec.phase, '?')} {self._operation(rec, dec)}",
+            obj=self._object_text(client, handles),
+            status=_status_text(rec, dec, call),
+            latency_ns=(call.t_exit - call.t_enter) if call is not None and call.t_exit is not None else None,
+            error=_is_error(rec, dec, call),
+            in_flight=bool(call is not None and call.in_flight),
+            handles=handles,
+        )
+
+    @staticmethod
+    def _operation(rec: Record, dec: Any | None) -> str:
+        if dec is not None:
+            detail = getattr(dec, "detail", "") or ""
+            return f"{dec.name} {detail}".strip()
+        return f"op {rec.op:#x}"
+
+    def _object_text(self, client: str, handles: frozenset[int]) -> str:
+        if not handles:
+            return ""
+        names = []
+        for h in sorted(handles):
+            obj = self.model.objects.get((client, h)) if self.model is not None else None
+            names.append(f"{obj.class_name} {h:#x}" if obj is not None else f"{h:#x}")
+        return ", ".join(names)
+
+    # -- time
+
+    def lanes(self) -> list[LaneRow]:
+        if self.model is None:
+            return []
+        if self._lanes is None:
+            start = self.start_ns
+            self._lanes = [
+                LaneRow(lane.entity, lane.kind, lane.group, lane.label,
+                        tuple((s.t0 - start, s.t1 - start, s.state, s.detail) for s in lane.segments))
+                for lane in self.model.lanes()
+            ]
+        return self._lanes
+
+    def group_labels(self) -> dict[str, str]:
+        """Lane group -> a heading: a client's label, or the host's."""
+        labels = {"host": "host (ranks)"}
+        if self.model is not None:
+            labels.update({c.id: c.label for c in self.model.clients})
+        return labels
+
+    def state_at(self, t_rel: int) -> Any | None:
+        return None if self.model is None else self.model.state_at(self.start_ns + t_rel)
+
+    # -- objects and wedges
+
+    def object_trees(self) -> dict[str, list[ObjectNode]]:
+        """Client id -> its root objects, children nested, in allocation order."""
+        if self.model is None:
+            return {}
+        children: dict[tuple[str, int | None], list[Any]] = {}
+        handles = {key for key in self.model.objects}
+        for (client_id, _), obj in sorted(self.model.objects.items(), key=lambda kv: kv[1].alloc_seq):
+            parent = obj.parent if (client_id, obj.parent) in handles and obj.parent != obj.handle else None
+            children.setdefault((client_id, parent), []).append(obj)
+
+        def node(obj: Any) -> ObjectNode:
+            return ObjectNode(
+                obj.client_id, obj.handle, obj.class_name, obj.stable_name,
+                None if obj.alloc_ns is None else obj.alloc_ns - self.start_ns,
+                None if obj.free_ns is None else obj.free_ns - self.start_ns, obj.status,
+                tuple(node(c) for c in children.get((obj.client_id, obj.handle), ())))
+
+        return {c.id: [node(o) for o in children.get((c.id, None), ())] for c in self.model.clients}
+
+    def entities_of(self, client_id: str, handle: int) -> set[str]:
+        """Lane entities an object is about: a channel it is, or the channels and ranks below it."""
+        if self.model is None:
+            return set()
+        under = self.object_handles(client_id, handle)
+        found = set()
+        for ch in self.model.channels.values():
+            if ch.client_id == client_id and ch.handle in under:
+                found.add(ch.id)
+                if ch.rank is not None:
+                    found.add(f"rank{ch.rank}")
+        if not found and any(c.id == client_id for c in self.model.clients) and handle == self._client_handle(client_id):
+            found.add(client_id)
+        return found
+
+    def _client_handle(self, client_id: str) -> int | None:
+        return next((c.h_client for c in self.model.clients if c.id == client_id), None)
+
+    def object_handles(self, client_id: str, handle: int) -> frozenset[int]:
+        """The handle and every handle below it (what the events filter matches)."""
+        if self.model is None:
+            return frozenset({handle})
+        under = {handle}
+        grew = True
+        while grew:
+            grew = False
+            for (cid, h), obj in self.model.objects.items():
+                if cid == client_id and obj.parent in under and h not in under:
+                    under.add(h)
+                    grew = True
+        return frozenset(under)
+
+    def wedges(self) -> list[Any]:
+        if self.model is None:
+            return []
+        if self._wedges is None:
+            self._wedges = list(self.services.find_wedges(self.model))
+        return self._wedges
+
+    def lane_for_wedge(self, wedge: Any) -> str | None:
+        """The lane to select for a wedge: its client's lane in the most severe state at the wedge's time."""
+        t = wedge.t_ns - self.start_ns
+        best: tuple[int, str] | None = None
+        for lane in self.lanes():
+            if lane.group != wedge.client_id and lane.entity != wedge.client_id:
+                continue
+            for t0, t1, state, _ in lane.segments:
+                if t0 <= t <= t1:
+                    rank = (look(state).severity, lane.entity)
+                    if best is None or rank[0] > best[0]:
+                        best = rank
+        return best[1] if best else None
+
+    def client_seqs(self, client_id: str) -> Sequence[int]:
+        return self.model.client_seqs(client_id) if self.model is not None else ()
+
+    def channel_handles(self, wanted: Iterable[str]) -> frozenset[int]:
+        """Channel ids (``c1/ch0``) or handles (``0xcaf000d4``) -> handles."""
+        out = set()
+        for text in wanted:
+            if self.model is not None and text in self.model.channels:
+                out.add(self.model.channels[text].handle)
+            else:
+                out.add(int(text, 0))
+        return frozenset(out)
+
+    # -- scans (each through a private reader: they run in worker threads)
+
+    def _private(self) -> "RunView":
+        private = RunView(TraceReader(self.path), self.services, label=self.label)
+        private.start_ns = self.start_ns
+        private.model, private._calls = self.model, self._calls
+        return private
+
+    def scan(self, flt: "EventFilter", start: int = 0, end: int | None = None, *, batch: int = 2000,
+             stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[list[int], int]]:
+        """Sequence numbers in ``[start, end)`` matching ``flt``, in batches, each with how many were looked at.
+
+        A filter naming clients walks just their records (the model knows
+        them); ``stop`` is polled between batches.
+        """
+        private = self._private()
+        try:
+            end = private.record_count if end is None else end
+            by_client = start == 0 and bool(flt.clients) and self.model is not None
+            seqs: Iterable[int] = range(start, end)
+            if by_client:
+                merged = heapq.merge(*(self.client_seqs(c) for c in sorted(flt.clients)))
+                seqs = itertools.takewhile(lambda seq: seq < end, merged)
+            channels = self.channel_handles(flt.channels) if flt.channels else frozenset()
+            # rows are dear (decoding); a client's records come from the model, so only
+            # operation, status, text, channel and object filters need them
+            need_rows = flt.needs_rows or bool(flt.clients) and (self.model is None or not by_client)
+            found: list[int] = []
+            looked = 0
+            for seq in seqs:
+                looked += 1
+                rec = private.record(seq)
+                if flt.header_matches(rec.pid, rec.source) and (
+                        not need_rows or flt.row_matches(private.row(seq), channels)):
+                    found.append(seq)
+                if looked % batch == 0:
+                    yield found, looked
+                    found = []
+                    if stop():
+                        return
+            yield found, looked
+        finally:
+            private.close()
+
+    def find_text(self, text: str, seqs: Iterable[int], *, stop: Callable[[], bool] = lambda: False,
+                  check_every: int = 500) -> int | None:
+        """Position in ``seqs`` of the first row whose text contains ``text`` (case-blind), or None."""
+        private = self._private()
+        needle = text.lower()
+        try:
+            for n, seq in enumerate(seqs):
+                if needle in private.row(seq).text.lower():
+                    return n
+                if n % check_every == 0 and stop():
+                    return None
+            return None
+        finally:
+            private.close()
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _handles_of(dec: Any | None) -> Iterable[int]:
+    if dec is None:
+        return ()
+    handles = getattr(dec, "handles", None) or ()
+    if isinstance(handles, Mapping):
+        handles = handles.values()
+    return (h for h in handles if isinstance(h, int) and h)
+
+
+def _status_text(rec: Record, dec: Any | None, call: Any | None) -> str:
+    if call is not None and call.in_flight:
+        return "in flight"
+    name = getattr(dec, "status_name", None) if dec is not None else None
+    if name:
+        return str(name)
+    if call is not None and call.status_name:
+        return str(call.status_name)
+    if rec.phase == Phase.EXIT:
+        return f"ret {rec.ret}" + (f" errno {rec.err}" if rec.err else "")
+    return ""
+
+
+def _is_error(rec: Record, dec: Any | None, call: Any | None) -> bool:
+    status = getattr(dec, "status", None) if dec is not None else None
+    if isinstance(status, int):
+        return status != 0
+    if call is not None and isinstance(call.status, int):
+        return call.status != 0
+    return rec.phase == Phase.EXIT and (rec.err != 0 or rec.ret < 0)

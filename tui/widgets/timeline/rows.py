@@ -1,0 +1,93 @@
+"""The timeline's rows: a heading per lane group (a client, or the host's ranks), its lanes below.
+
+In a diff the same lane of both runs sits on adjacent rows (``A c1/ch0`` over
+``B c1/ch0``), matched by entity id, which the session model keeps stable
+across runs of the same program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from rmtrace.tui.states import LOOKS
+from rmtrace.tui.view import LaneRow
+from rmtrace.tui.widgets.timeline.scale import LaneIndex
+from rmtrace.tui.workspace import Workspace
+
+SEVERITY = {state: look.severity for state, look in LOOKS.items()}
+KIND_ORDER = {"client": 0, "channel": 1, "rank": 2}
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    group: str
+    label: str
+    run: int = 0
+    lane: LaneRow | None = None
+    index: LaneIndex | None = None
+
+    @property
+    def is_group(self) -> bool:
+        return self.lane is None
+
+    @property
+    def entity(self) -> str | None:
+        return None if self.lane is None else self.lane.entity
+
+
+def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
+               cache: dict[int, tuple[LaneRow, LaneIndex]] | None = None) -> list[TimelineRow]:
+    """Every row in screen order; a collapsed group keeps only its heading.
+
+    ``cache`` keeps each lane's index between calls (by lane identity; the
+    entry holds the lane so the id stays valid).
+    """
+    cache = {} if cache is None else cache
+    per_run = [run.lanes() for run in workspace.runs]
+    headings: dict[str, str] = {}
+    for run in workspace.runs:
+        for group, label in run.group_labels().items():
+            headings.setdefault(group, label)
+    groups: list[str] = []
+    entities: dict[str, list[tuple[str, str]]] = {}
+    for lanes in per_run:
+        for lane in lanes:
+            if lane.group not in entities:
+                groups.append(lane.group)
+                entities[lane.group] = []
+            key = (lane.kind, lane.entity)
+            if key not in entities[lane.group]:
+                entities[lane.group].append(key)
+    groups.sort(key=lambda g: g == "host")
+    by_key: list[Mapping[tuple[str, str], LaneRow]] = [
+        {(lane.kind, lane.entity): lane for lane in lanes} for lanes in per_run]
+    rows: list[TimelineRow] = []
+    for group in groups:
+        mark = "▸" if group in collapsed else "▾"
+        rows.append(TimelineRow(group, f"{mark} {headings.get(group, group)}"))
+        if group in collapsed:
+            continue
+        for key in sorted(entities[group], key=lambda k: KIND_ORDER.get(k[0], 9)):
+            for run_index, lanes in enumerate(by_key):
+                lane = lanes.get(key)
+                if lane is None:
+                    continue
+                tag = workspace.tag(run_index)
+                rows.append(TimelineRow(group, f"  {tag + ' ' if tag else ''}{lane.label}", run_index, lane,
+                                        _index(lane, cache)))
+    return rows
+
+
+def _index(lane: LaneRow, cache: dict[int, tuple[LaneRow, LaneIndex]]) -> LaneIndex:
+    hit = cache.get(id(lane))
+    if hit is None or hit[0] is not lane:
+        hit = cache[id(lane)] = (lane, LaneIndex.build([(t0, t1, state) for t0, t1, state, _ in lane.segments], SEVERITY))
+    return hit[1]
+
+
+def find_row(rows: Sequence[TimelineRow], entity: str, run: int | None = None) -> int | None:
+    for i, row in enumerate(rows):
+        if row.entity == entity and (run is None or row.run == run):
+            return i
+    return None

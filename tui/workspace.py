@@ -1,0 +1,61 @@
+"""The runs on screen and what they share: the cursor, which run the tables show, a diff's divergence.
+
+One run for ``rmtrace tui FILE``, two for ``rmtrace tui A B``.  Widgets get
+this object (never a path); the application changes it and tells the widgets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from rmtrace.tui.view import RunView
+
+RUN_TAGS = ("A", "B")
+"""How a diff names its runs on screen."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where two runs first differ, as the screen marks it."""
+
+    t_rel: tuple[int | None, int | None]
+    """Time of the divergent record in each run (None: that run has no such record)."""
+    seq: tuple[int | None, int | None]
+    lines: tuple[str, ...]
+    """What differs, in plain words."""
+
+
+@dataclass
+class Workspace:
+    runs: Sequence[RunView]
+    active: int = 0
+    cursor: int = 0
+    """The time cursor, ns relative to each run's start."""
+    follow: bool = False
+    divergence: Divergence | None = None
+    wedge_index: int = -1
+
+    @property
+    def run(self) -> RunView:
+        return self.runs[self.active]
+
+    @property
+    def is_diff(self) -> bool:
+        return len(self.runs) > 1
+
+    @property
+    def end_rel(self) -> int:
+        return max(r.end_rel for r in self.runs)
+
+    def tag(self, index: int) -> str:
+        return RUN_TAGS[index] if self.is_diff else ""
+
+    def divergence_from(self, div: Any) -> Divergence | None:
+        """The analysis' answer in screen terms (see ``rmtrace.analysis.diff``)."""
+        if div is None:
+            return None
+        seqs = (getattr(div, "seq_a", None), getattr(div, "seq_b", None))
+        times = tuple(None if s is None else run.t_rel_of(s) for s, run in zip(seqs, self.runs))
+        lines = tuple(getattr(div, "lines", None) or (str(getattr(div, "summary", div)),))
+        return Divergence(times, seqs, lines)
