@@ -4,6 +4,7 @@ import threading
 from dataclasses import replace
 
 import pytest
+from textual import events
 from textual.widgets import Input, TabbedContent
 
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
@@ -121,15 +122,26 @@ async def test_timeline_mouse(story_paths):
         await settle(pilot)
         timeline, _, _ = parts(app)
         x = timeline.label_width + timeline.plot_width // 2
-        await pilot.click(Timeline, offset=(x, 3))
+        await pilot.click(Timeline, offset=(x, 4))  # border, ruler, c1 heading, c1 calls, c1/ch0
         assert timeline.selected_row.entity == "c1/ch0"
         assert abs(timeline.cursor - timeline.window.time_at(timeline.plot_width // 2)) <= timeline.window.ns_per_col
+        # wheel over the lanes zooms around the pointer; over the labels it scrolls lanes
         span = timeline.window.span
+        await pilot._post_mouse_events([events.MouseScrollUp], Timeline, offset=(x, 3))
+        assert timeline.window.span < span
+        await pilot._post_mouse_events([events.MouseScrollDown], Timeline, offset=(x, 3))
+        await pilot._post_mouse_events([events.MouseScrollDown], Timeline, offset=(x, 3))
+        assert timeline.window.span > span * 0.9
+        await pilot.press("plus", "plus")
+        # drag pans (and is not a click: the cursor stays)
+        t0, cursor = timeline.window.t0, timeline.cursor
         await pilot.mouse_down(Timeline, offset=(x, 3))
-        await pilot.pause()
-        await pilot.app._post_mouse_events  # noqa: B018 (attribute exists: fails loudly if Pilot changes)
-        await pilot.scroll_up(Timeline, offset=(x, 3)) if hasattr(pilot, "scroll_up") else None
-        timeline.post_message  # keep the widget referenced
+        await pilot._post_mouse_events([events.MouseMove], Timeline, offset=(x - 10, 3), button=1)
+        await pilot.mouse_up(Timeline, offset=(x - 10, 3))
+        assert timeline.window.t0 > t0 and timeline.cursor == cursor
+        # a click on a group heading's label folds it
+        await pilot.click(Timeline, offset=(2, 2))
+        assert timeline.rows[0].label.startswith("▸")
 
 
 @pilot_test
@@ -285,7 +297,7 @@ async def test_help_lists_every_key_and_any_key_closes(story_paths):
         await settle(pilot)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        text = "".join(str(w.render()) for w in app.screen.query("Static"))
+        text = app.screen.text.plain
         for binding in (*RmtraceApp.BINDINGS, *Timeline.BINDINGS, *EventsTable.BINDINGS):
             assert binding.description in text
         assert "wedged" in text

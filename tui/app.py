@@ -286,9 +286,7 @@ class RmtraceApp(App):
         self.main.query_one(f"#{widget_id}").focus()
 
     def action_tab(self, tab: str) -> None:
-        tabs = self.main.query_one(TabbedContent)
-        if tabs.get_child_by_id(tab, expect_type=None) is not None or tab != "tab-diff":
-            tabs.active = tab
+        self.main.query_one(TabbedContent).active = tab
 
     def action_switch_run(self) -> None:
         ws = self.workspace

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -42,38 +41,36 @@ def binding_rows(bindings: Iterable[Binding | tuple]) -> list[tuple[str, str]]:
     return out
 
 
+def help_text(areas: Sequence[tuple[str, Sequence]], symbols: Mapping[str, str]) -> Text:
+    """Every area's keys, the mouse, and the lane states with their symbols."""
+    sections = [(title, binding_rows(bindings)) for title, bindings in areas]
+    sections.append(("Mouse", list(MOUSE)))
+    sections.append(("Lane states (symbol: state)", legend(symbols)))
+    width = max(len(key) for _, rows in sections for key, _ in rows) + 2
+    out = Text("rmtrace tui: keys (any key closes this)\n", style="bold")
+    for title, rows in sections:
+        out.append(f"\n{title}\n", style="bold underline")
+        for key, what in rows:
+            out.append(f"  {key.ljust(width)}", style="bold cyan")
+            out.append(f"{what}\n")
+    return out
+
+
 class HelpScreen(ModalScreen[None]):
     """Any key closes it."""
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90; max-width: 96%; height: 90%; border: thick $accent; background: $surface; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 96%; height: 90%; border: thick $accent; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, areas: Sequence[tuple[str, Sequence]], symbols: dict[str, str]) -> None:
+    def __init__(self, areas: Sequence[tuple[str, Sequence]], symbols: Mapping[str, str]) -> None:
         super().__init__()
-        self.areas = areas
-        self.symbols = symbols
+        self.text = help_text(areas, symbols)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(Text("rmtrace tui: keys (any key closes this)", style="bold"))
-            for title, bindings in self.areas:
-                yield Static(self._table(title, binding_rows(bindings)))
-            yield Static(self._table("Mouse", MOUSE))
-            yield Static(self._legend())
-
-    @staticmethod
-    def _table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
-        table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2))
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
-        for key, what in rows:
-            table.add_row(key, what)
-        return table
-
-    def _legend(self) -> Table:
-        return self._table("Lane states (symbol, state)", legend(self.symbols))
+            yield Static(self.text, id="help-text")
 
     def on_key(self, event) -> None:
         event.stop()

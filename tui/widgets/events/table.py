@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
-from textual import on, work
+from textual import events, on, work
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -181,9 +181,12 @@ class EventsTable(ScrollView, can_focus=True):
         if self.row_count:
             self.post_message(self.OpenRecord(self.workspace.active, self.seq_of(self.pointer)))
 
-    def on_click(self, event) -> None:
-        index = self.scroll_offset.y + event.y - 1
-        if event.y >= 1 and index < self.row_count:
+    def on_click(self, event: events.Click) -> None:
+        at = event.get_content_offset(self)
+        if at is None or at.y < 1:
+            return
+        index = self.scroll_offset.y + at.y - 1
+        if index < self.row_count:
             self._set_pointer(index)
 
     # -- filter

@@ -229,14 +229,17 @@ class Timeline(Widget, can_focus=True):
         return None
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
-        if event.x >= self.label_width:
-            self._drag_from, self._dragged = event.x, False
+        at = event.get_content_offset(self)
+        self._dragged = False
+        if at is not None and at.x >= self.label_width:
+            self._drag_from = at.x
             self.capture_mouse()
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
-        if self._drag_from is not None and event.button and event.x != self._drag_from:
-            self.action_pan((self._drag_from - event.x) / max(1, self.window.width))
-            self._drag_from, self._dragged = event.x, True
+        x = event.get_content_offset_capture(self).x
+        if self._drag_from is not None and event.button and x != self._drag_from:
+            self.action_pan((self._drag_from - x) / max(1, self.window.width))
+            self._drag_from, self._dragged = x, True
 
     def on_mouse_up(self, event: events.MouseUp) -> None:
         if self._drag_from is not None:
@@ -244,28 +247,30 @@ class Timeline(Widget, can_focus=True):
             self._drag_from = None
 
     def on_click(self, event: events.Click) -> None:
-        if self._dragged:
+        at = event.get_content_offset(self)
+        if self._dragged or at is None:
             self._dragged = False
             return
-        row = self._row_at_y(event.y)
+        row = self._row_at_y(at.y)
         if row is not None:
             self.selected = row
-            if event.x < self.label_width and self.rows[row].is_group:
+            if at.x < self.label_width and self.rows[row].is_group:
                 self.action_fold()
                 return
-        if event.x >= self.label_width:
-            self.set_cursor(self._time_at_x(event.x))
+        if at.x >= self.label_width:
+            self.set_cursor(self._time_at_x(at.x))
 
     def _wheel(self, event: events.MouseEvent, zoom: float, lanes: int) -> None:
         event.stop()
-        if event.x < self.label_width:
+        at = event.get_content_offset_capture(self)
+        if at.x < self.label_width:
             self.top = max(0, min(max(0, len(self.rows) - self.lane_rows), self.top + lanes))
             self.refresh()
         elif event.shift:
             self.action_pan(lanes * 0.1)
         else:
             self._fitted = False
-            self.window = self.window.zoomed(zoom, self._time_at_x(event.x), self._total)
+            self.window = self.window.zoomed(zoom, self._time_at_x(at.x), self._total)
             self._strips.clear()
             self.refresh()
 
