@@ -51,13 +51,20 @@ async def test_first_screen_needs_only_the_index(story_paths):
     gate = threading.Event()
     path = list(story_paths)[0]
     services = double_services(story_paths)
-    held = replace(services, load_model=lambda p: (gate.wait(10), story_paths[p])[1])
+    held = replace(services, load_model=lambda p: (gate.wait(10), story_paths[p])[1],
+                   decoders_for=lambda reader: story_paths[reader.path].decoders)
     app = RmtraceApp.open([path], held)
     messages = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         await pilot.pause()
         timeline, events, _ = parts(app)
         assert events.row_count == 25 and not app.workspace.run.loaded
+        for _ in range(50):
+            if app.workspace.run.decoders is not None:
+                break
+            await pilot.pause(0.02)
+        await pilot.pause()
+        assert "RM_ALLOC" in events.render_line(2).text  # named by the decoders, before the model
         assert "building the session model" in timeline.status_text()
         assert "building the session model" in str(app.main.query_one("#run-line").render())
         await pilot.press("w")

@@ -166,7 +166,7 @@ class DoubleDecoders:
         self.handles = handles
         self.status = status
 
-    def decode(self, rec: Record) -> Decoded:
+    def decode(self, rec: Record, level: object = None) -> Decoded:
         name = self.NAMES.get((rec.source, rec.op), f"op {rec.op:#x}")
         status = self.status.get(rec.seq)
         return Decoded(name, "", status, None if status is None else ("OK" if status == 0 else f"rc {status}"),

@@ -23,7 +23,7 @@ from rmtrace.timefmt import parse_duration
 from rmtrace.trace import TraceReader
 from rmtrace.tui.filters import EventFilter
 from rmtrace.tui.messages import (
-    CursorMoved, ModelFailed, ModelLoaded, ObjectCleared, ObjectSelected, RecordChosen, TraceGrew, WedgeShown,
+    CursorMoved, DecodersReady, ModelFailed, ModelLoaded, ObjectCleared, ObjectSelected, RecordChosen, TraceGrew, WedgeShown,
 )
 from rmtrace.tui.screens.detail import RecordDetail
 from rmtrace.tui.screens.filter import FilterScreen, PromptScreen
@@ -90,8 +90,27 @@ class RmtraceApp(App):
 
     def _start_models(self) -> None:
         for index, run in enumerate(self.workspace.runs):
+            if run.services.decoders_for is not None and run.decoders is None:
+                self._build_decoders(index)
             if not run.loaded:
                 self._fold(index)
+
+    @work(thread=True, group="decoders")
+    def _build_decoders(self, index: int) -> None:
+        try:
+            decoders = self.workspace.runs[index].build_decoders()
+        except RmtraceError as exc:
+            self.post_message(ModelFailed(index, f"decoders: {exc}"))
+            return
+        self.post_message(DecodersReady(index, decoders))
+
+    @on(DecodersReady)
+    def _decoders_ready(self, message: DecodersReady) -> None:
+        run = self.workspace.runs[message.run]
+        if not run.loaded:
+            run.attach_decoders(message.decoders)
+            if self.main is not None and message.run == self.workspace.active:
+                self.main.query_one(EventsTable).reset()
 
     def _fold(self, index: int) -> None:
         if index in self._loading:

@@ -68,6 +68,14 @@ class ModelLoaded(Message):
 
 
 @dataclass
+class DecodersReady(Message):
+    """A worker built a run's decoders: rows get their names before the model is done."""
+
+    run: int
+    decoders: Any
+
+
+@dataclass
 class ModelFailed(Message):
     run: int
     error: str

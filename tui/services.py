@@ -21,13 +21,21 @@ class Services:
     """Two session models -> where they first differ, or None."""
     symbols: Mapping[str, str]
     """Lane state -> one character, so a lane reads without colour."""
+    decoders_for: Callable[[Any], Any] | None = None
+    """Trace reader -> its DecoderSet, so rows are named before the model is built (cheap; a worker)."""
+    row_level: Any = None
+    """How deep a row of the events table is decoded (name, status, handles)."""
+    full_level: Any = None
+    """How deep the field-tree screen decodes (every buffer, field by field)."""
 
 
 def library_services() -> Services:
     """The session model and analyses of ``rmtrace`` itself."""
     from rmtrace.analysis.diff import first_divergence
     from rmtrace.analysis.wedges import find_wedges
+    from rmtrace.decoders import decoders_for
+    from rmtrace.decoders.base import Level
     from rmtrace.session import STATE_SYMBOLS, load_session
 
     return Services(load_model=load_session, find_wedges=find_wedges, first_divergence=first_divergence,
-                    symbols=STATE_SYMBOLS)
+                    symbols=STATE_SYMBOLS, decoders_for=decoders_for, row_level=Level.CALL, full_level=Level.FULL)

@@ -134,6 +134,8 @@ class RunView:
         self.start_ns = span[0] if span else 0
         self._end_ns = span[1] if span else 0
         self.model: Any | None = None
+        self.decoders: Any | None = None
+        """The trace's DecoderSet before the model (which brings its own) is built."""
         self.generation = 0
         """Bumped whenever what the rows show may change (model attached, trace grew)."""
         self._calls: CallIndex | None = None
@@ -201,10 +203,26 @@ class RunView:
     def call_at(self, seq: int) -> Any | None:
         return self._calls.call_at(seq) if self._calls is not None else None
 
-    def decoded(self, rec: Record) -> Any | None:
-        if self.model is None:
+    def build_decoders(self) -> Any | None:
+        """The trace's decoders (runs in a worker thread; the profile is chosen from the metadata)."""
+        make = self.services.decoders_for
+        if make is None:
             return None
-        return self.model.decoders.decode(rec)
+        reader = TraceReader(self.path)
+        try:
+            return make(reader)
+        finally:
+            reader.close()
+
+    def attach_decoders(self, decoders: Any) -> None:
+        self.decoders = decoders
+        self.generation += 1
+
+    def decoded(self, rec: Record, *, full: bool = False) -> Any | None:
+        decoders = self.model.decoders if self.model is not None else self.decoders
+        if decoders is None:
+            return None
+        return decoders.decode(rec, self.services.full_level if full else self.services.row_level)
 
     # -- rows
 
@@ -358,7 +376,7 @@ class RunView:
     def _private(self) -> "RunView":
         private = RunView(TraceReader(self.path), self.services, label=self.label)
         private.start_ns = self.start_ns
-        private.model, private._calls = self.model, self._calls
+        private.model, private._calls, private.decoders = self.model, self._calls, self.decoders
         return private
 
     def scan(self, flt: "EventFilter", start: int = 0, end: int | None = None, *, batch: int = 2000,
@@ -428,6 +446,8 @@ def _handles_of(dec: Any | None) -> Iterable[int]:
 def _status_text(rec: Record, dec: Any | None, call: Any | None) -> str:
     if call is not None and call.in_flight:
         return "in flight"
+    if dec is not None and getattr(dec, "errno", None):
+        return f"errno {dec.errno}"
     name = getattr(dec, "status_name", None) if dec is not None else None
     if name:
         return str(name)
@@ -439,6 +459,9 @@ def _status_text(rec: Record, dec: Any | None, call: Any | None) -> str:
 
 
 def _is_error(rec: Record, dec: Any | None, call: Any | None) -> bool:
+    ok = getattr(dec, "ok", None) if dec is not None else None
+    if ok is not None:
+        return not ok
     status = getattr(dec, "status", None) if dec is not None else None
     if isinstance(status, int):
         return status != 0

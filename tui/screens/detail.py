@@ -17,6 +17,8 @@ from rmtrace.timefmt import format_duration, format_offset
 from rmtrace.tui.view import RunView
 
 HEX_WIDTH = 16
+HEX_KEYS = frozenset({"hex"})
+"""Keys of a decoded record's dict that hold raw bytes: the hex view beside the tree shows those."""
 
 
 def hexdump(data: bytes, width: int = HEX_WIDTH) -> list[str]:
@@ -49,7 +51,8 @@ def fill_tree(node: TreeNode, value: Any, name: str = "") -> None:
     if isinstance(value, dict):
         branch = node.add(name, expand=True) if name else node
         for key, sub in value.items():
-            fill_tree(branch, sub, str(key))
+            if key not in HEX_KEYS:
+                fill_tree(branch, sub, str(key))
     elif isinstance(value, (list, tuple)) and value and any(isinstance(v, (dict, list, tuple)) for v in value):
         branch = node.add(f"{name} [{len(value)}]", expand=len(value) <= 16)
         for i, sub in enumerate(value):
@@ -85,7 +88,7 @@ class RecordDetail(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         rec = self.run.record(self.seq)
         row = self.run.row(self.seq)
-        dec = self.run.decoded(rec)
+        dec = self.run.decoded(rec, full=True)
         latency = f"  latency {format_duration(row.latency_ns)}" if row.latency_ns is not None else ""
         title = (f"record {self.seq}  {format_offset(row.t_rel)}  [{row.pid}/{row.tid}]  {row.client or '-'}  "
                  f"{row.source} {row.operation}  {row.status}{latency}")
