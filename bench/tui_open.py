@@ -1,0 +1,169 @@
+"""Time for `rmtrace tui` to paint its first screen and to jump to the end, beside `rmtrace info`.
+
+    python bench/tui_open.py [--records 1000000] [--trace FILE]
+
+Writes a trace of realistic synthetic records (bench/trace_io.py's RM/UVM
+enter/exit pairs with 100-600 byte parameters), or takes --trace, then in the
+same run:
+
+* baseline: `rmtrace info FILE` in a fresh process (reads every record header);
+* `rmtrace tui FILE` in a fresh process, headless at 120x34: wall time from
+  spawning it to the first events row on screen, to the last row on screen
+  after End in the events table, to the timeline at the trace's end after End
+  there, and to the session model attached (it folds the whole trace in a
+  worker; the first screen does not wait for it).
+
+Both processes pay the interpreter's start.  Goal: first paint < 1 s on
+1,000,000 records, and far below `rmtrace info`, which reads the whole file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD_TIMEOUT_S = 600
+
+
+def child(path: str, wait_model: bool) -> None:
+    """Run the TUI headless on ``path``, printing one JSON line per milestone (monotonic seconds)."""
+    import asyncio
+
+    from rmtrace.errors import RmtraceError
+    from rmtrace.tui.app import RmtraceApp
+    from rmtrace.tui.messages import ModelFailed, ModelLoaded
+    from rmtrace.tui.services import Services, library_services
+    from rmtrace.tui.widgets.events.table import EventsTable
+
+    def say(event: str, **kw) -> None:
+        print(json.dumps({"event": event, "t": time.monotonic(), **kw}), flush=True)
+
+    try:
+        services = library_services()
+    except ImportError as exc:
+        say("note", text=f"no session model in this tree ({exc}); timing the index-only path")
+
+        def unavailable(_path: str):
+            raise RmtraceError("session model not available")
+        services = Services(load_model=unavailable, find_wedges=lambda m: [], first_divergence=lambda a, b: None,
+                            symbols={})
+
+    drawn: dict[int, float] = {}
+    original = EventsTable.render_line
+
+    def render_line(self, y):
+        strip = original(self, y)
+        if y >= 1:
+            seq = self.scroll_offset.y + y - 1
+            if seq < self.row_count and seq not in drawn:
+                drawn[seq] = time.monotonic()
+        return strip
+    EventsTable.render_line = render_line
+
+    async def main() -> None:
+        app = RmtraceApp.open([path], services)
+        model_done = asyncio.Event()
+
+        def hook(message) -> None:
+            if isinstance(message, (ModelLoaded, ModelFailed)):
+                say("model" if isinstance(message, ModelLoaded) else "model_failed")
+                model_done.set()
+
+        async with app.run_test(size=(120, 34), message_hook=hook) as pilot:
+            while 0 not in drawn:
+                await pilot.pause(0.005)
+            say("first_paint", seq=0)
+            events = app.main.query_one(EventsTable)
+            events.focus()
+            last = events.row_count - 1
+            await pilot.press("end")
+            while last not in drawn:
+                await pilot.pause(0.005)
+            say("events_end", seq=last)
+            await pilot.press("t", "end")
+            await pilot.pause()
+            say("timeline_end")
+            if wait_model:
+                await asyncio.wait_for(model_done.wait(), CHILD_TIMEOUT_S)
+    asyncio.run(main())
+
+
+def run_child(path: str, wait_model: bool) -> dict[str, float]:
+    start = time.monotonic()
+    cmd = [sys.executable, __file__, "--child", path] + (["--wait-model"] if wait_model else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    if out.returncode != 0:
+        raise SystemExit(f"tui child failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    times: dict[str, float] = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            ev = json.loads(line)
+            if ev["event"] == "note":
+                print(f"# {ev['text']}")
+            else:
+                times[ev["event"]] = ev["t"] - start
+    return times
+
+
+def time_info(path: str) -> float:
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "info", path], check=True, capture_output=True)
+    return time.monotonic() - start
+
+
+def write_trace(path: str, n: int) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from trace_io import realistic_records  # the same synthetic RM/UVM traffic as the trace I/O bench
+
+    from rmtrace.trace import TraceWriter
+    with TraceWriter(path, {"backend": "bench", "driver_version": "580.159.04", "command": ["bench"]}) as w:
+        for rec in realistic_records(n):
+            w.write_encoded(rec)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--trace", help="time this trace instead of a synthetic one")
+    parser.add_argument("--no-model", action="store_true", help="do not wait for the session model")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--wait-model", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.wait_model)
+        return 0
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.trace
+        if path is None:
+            path = os.path.join(tmp, "bench.trace")
+            print(f"writing {args.records:,} records ...", file=sys.stderr)
+            write_trace(path, args.records)
+        info = time_info(path)
+        tui = run_child(path, wait_model=not args.no_model)
+        size = os.path.getsize(path)
+
+    rows = [
+        ("trace", f"{args.trace or 'synthetic'}: {args.records if not args.trace else '?'} records, {size / 1e6:.0f} MB"),
+        ("rmtrace info (baseline)", f"{info:7.3f} s"),
+        ("tui first paint", f"{tui['first_paint']:7.3f} s   ratio to info {tui['first_paint'] / info:.2f}"),
+        ("tui End in events", f"{tui['events_end']:7.3f} s   (+{tui['events_end'] - tui['first_paint']:.3f} s)"),
+        ("tui End on timeline", f"{tui['timeline_end']:7.3f} s   (+{tui['timeline_end'] - tui['events_end']:.3f} s)"),
+    ]
+    if "model" in tui:
+        rows.append(("tui session model attached", f"{tui['model']:7.3f} s   ratio to info {tui['model'] / info:.2f}"))
+    elif "model_failed" in tui:
+        rows.append(("tui session model", "not built (see the note above)"))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
