@@ -322,6 +322,8 @@ async def test_diff_aligns_lanes_and_marks_the_divergence(story_paths):
         assert labels.index("A calls") + 1 == labels.index("B calls")
         div = app.workspace.divergence
         assert div is not None and div.seq[0] is not None
+        assert timeline.cursor == div.t_rel[0]  # the cursor starts where the runs part
+        assert any(kind == "diverge" for kind, _ in timeline._marks())
         await pilot.press("d")
         assert app.main.query_one(TabbedContent).active == "tab-diff"
         assert "first divergence" in str(app.main.query_one("#diff-text").render())
@@ -385,3 +387,10 @@ async def test_small_and_large_terminals(story_paths, size):
         assert events.render_line(1).text.strip().startswith("+0.000ms")
         await pilot.press("w")
         assert timeline.selected_row.entity == "c2"
+
+
+def test_the_document_names_every_key(repo_root):
+    text = (repo_root / "docs" / "tui.md").read_text()
+    for owner in (RmtraceApp, Timeline, EventsTable, ObjectsTree, RecordDetail, FilterScreen):
+        for binding in owner.BINDINGS:
+            assert binding.description in text, f"docs/tui.md does not mention {owner.__name__}: {binding.description}"

@@ -46,6 +46,7 @@ REFOLD_EVERY_S = 2.0
 
 class RmtraceApp(App):
     TITLE = "rmtrace tui"
+    ENABLE_COMMAND_PALETTE = False
 
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
@@ -149,8 +150,12 @@ class RmtraceApp(App):
         self.call_from_thread(self._show_divergence, div)
 
     def _show_divergence(self, div: Any) -> None:
-        self.workspace.divergence = self.workspace.divergence_from(div)
+        ws = self.workspace
+        ws.divergence = ws.divergence_from(div)
         self.redraw()
+        t_rel = ws.divergence.t_rel[ws.active] if ws.divergence is not None else None
+        if t_rel is not None and ws.cursor == 0:
+            self.main.query_one(Timeline).set_cursor(t_rel)  # start where the runs part
 
     def redraw(self) -> None:
         """Everything drawn from the models again."""

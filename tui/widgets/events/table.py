@@ -48,8 +48,8 @@ class EventsTable(ScrollView, can_focus=True):
         Binding("home", "edge(0)", "First", show=False),
         Binding("end", "edge(1)", "Last", show=False),
         Binding("enter", "open", "Fields + hex"),
-        Binding("n", "search_again(1)", "Next match"),
-        Binding("N", "search_again(-1)", "Prev match"),
+        Binding("n", "search_again(1)", "Next match", show=False),
+        Binding("N", "search_again(-1)", "Prev match", show=False),
         Binding("c", "clear_filter", "Clear filter"),
     ]
 

@@ -1,0 +1,79 @@
+"""The TUI in a real terminal (tmux), as a person would run it; and the CLI's refusals."""
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rmtrace.record import Phase, Record, Source
+from rmtrace.trace import TraceWriter
+
+STORY_APP = Path(__file__).parent / "tui_story_app.py"
+
+
+def rmtrace(*args):
+    return subprocess.run([sys.executable, "-m", "rmtrace.cli.main", *map(str, args)], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL)
+
+
+def test_cli_refuses_without_a_terminal_and_bad_arguments(tmp_path):
+    path = tmp_path / "t.trace"
+    with TraceWriter(path, {}) as w:
+        w.write(Record(Source.RM, Phase.ENTER, 0x2A, time_ns=1))
+    out = rmtrace("tui", path)
+    assert out.returncode == 2 and "needs a terminal" in out.stderr and "Traceback" not in out.stderr
+    out = rmtrace("tui", path, path, path)
+    assert out.returncode == 2 and "two to compare" in out.stderr
+    assert "--follow" in rmtrace("tui", "--help").stdout
+
+
+class Tmux:
+    def __init__(self, name, command, size=(120, 34)):
+        self.name = name
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), command],
+                       check=True)
+
+    def screen(self):
+        return subprocess.run(["tmux", "capture-pane", "-t", self.name, "-p"], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(self, text, timeout=20.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            shown = self.screen()
+            if text in shown:
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
+
+    def keys(self, *keys):
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def close(self):
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_a_new_user_finds_the_wedge_in_a_real_terminal(tmp_path):
+    term = Tmux(f"rmtrace-tui-{tmp_path.name}", f"{sys.executable} {STORY_APP} {tmp_path}")
+    try:
+        first = term.wait_for("1 wedge")
+        assert "Timeline" in first and "Events (25)" in first and "? Help" in first
+        term.keys("?")
+        assert "Next wedge" in term.wait_for("any key closes")
+        term.keys("x")
+        term.wait_for("Events (25)")
+        term.keys("w")
+        shown = term.wait_for("never returned")
+        assert "stuck_call" in shown and "in flight" in shown
+        term.keys("q")
+        end = time.monotonic() + 10
+        while subprocess.run(["tmux", "has-session", "-t", term.name], capture_output=True).returncode == 0:
+            assert time.monotonic() < end, "q did not quit"
+            time.sleep(0.2)
+    finally:
+        term.close()
