@@ -107,14 +107,14 @@ async def test_timeline_keys(story_paths):
         assert timeline.window.t1 >= app.workspace.end_rel
         # lanes: down to ch0 and jump between its events
         await pilot.press("home", "down", "down")
-        assert timeline.selected_row.entity == "c1/ch0"
+        assert timeline.selected_row.entity == "chan/c1/ch0"
         await pilot.press("n")
         first = timeline.cursor
         await pilot.press("n")
         assert timeline.cursor > first > 0
         await pilot.press("p")
         assert timeline.cursor == first
-        assert "ch0 0xcaf000d4: allocated" in timeline.status_text()
+        assert "c1/ch0 0xcaf000d4: allocated" in timeline.status_text()
         # fold the c1 group and unfold it
         await pilot.press("up", "up", "space")
         assert len(timeline.rows) == 5 and timeline.rows[0].label.startswith("▸")
@@ -130,7 +130,7 @@ async def test_timeline_mouse(story_paths):
         timeline, _, _ = parts(app)
         x = timeline.label_width + timeline.plot_width // 2
         await pilot.click(Timeline, offset=(x, 4))  # border, ruler, c1 heading, c1 calls, c1/ch0
-        assert timeline.selected_row.entity == "c1/ch0"
+        assert timeline.selected_row.entity == "chan/c1/ch0"
         assert abs(timeline.cursor - timeline.window.time_at(timeline.plot_width // 2)) <= timeline.window.ns_per_col
         # wheel over the lanes zooms around the pointer; over the labels it scrolls lanes
         span = timeline.window.span
@@ -250,8 +250,8 @@ async def test_objects_select_and_clear(story_paths):
         tree.select_node(device)
         await settle(pilot)
         picked = [m for m in messages if isinstance(m, ObjectSelected)][-1]
-        assert picked.entities == {"c1/ch0", "rank2"} and picked.handles == {0x5C000001, 0xCAF000D4}
-        assert timeline.highlighted == {"c1/ch0", "rank2"}
+        assert picked.entities == {"chan/c1/ch0", "rank/2"} and picked.handles == {0x5C000001, 0xCAF000D4}
+        assert timeline.highlighted == {"chan/c1/ch0", "rank/2"}
         assert all(app.workspace.run.row(s).handles & picked.handles for s in events.matches)
         assert len(events.matches) > 5
         await pilot.press("escape")
@@ -271,7 +271,7 @@ async def test_w_jumps_to_the_wedge(story_paths):
         shown = [m for m in messages if isinstance(m, WedgeShown)][-1]
         run = app.workspace.run
         assert timeline.cursor == shown.wedge.t_ns - run.start_ns
-        assert timeline.selected_row.entity == "c2"
+        assert timeline.selected_row.entity == "client/c2"
         assert events.pointer_seq == shown.wedge.seq
         assert app.main.query_one(TabbedContent).active == "tab-wedges"
         text = str(app.main.query_one("#wedge-text").render())
@@ -386,7 +386,7 @@ async def test_small_and_large_terminals(story_paths, size):
         assert timeline.size.height >= 7 and events.size.height >= 5
         assert events.render_line(1).text.strip().startswith("+0.000ms")
         await pilot.press("w")
-        assert timeline.selected_row.entity == "c2"
+        assert timeline.selected_row.entity == "client/c2"
 
 
 def test_the_document_names_every_key(repo_root):

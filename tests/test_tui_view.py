@@ -45,9 +45,9 @@ def test_lanes_are_relative_to_the_start(story):
     run, model = story
     run.attach(model)
     lanes = {lane.entity: lane for lane in run.lanes()}
-    assert set(lanes) == {"c1", "c1/ch0", "c2", "rank2"}
+    assert set(lanes) == {"client/c1", "chan/c1/ch0", "client/c2", "rank/2"}
     assert all(0 <= seg[0] <= seg[1] <= run.end_rel for lane in lanes.values() for seg in lane.segments)
-    assert lanes["c1/ch0"].segments[-1][2] == "stale"
+    assert lanes["chan/c1/ch0"].segments[-1][2] == "stale"
     assert run.group_labels()["c2"] == "c2 pid 200 (victory_mail)"
 
 
@@ -58,9 +58,9 @@ def test_objects_nest_by_parent_and_map_to_lanes(story):
     assert list(trees) == ["c1", "c2"]
     root = trees["c1"][0]
     assert root.class_name == "NV01_ROOT_CLIENT" and root.children[0].children[0].class_name == "AMPERE_CHANNEL_GPFIFO_A"
-    assert run.entities_of("c1", 0x5C000001) == {"c1/ch0", "rank2"}
+    assert run.entities_of("c1", 0x5C000001) == {"chan/c1/ch0", "rank/2"}
     assert run.object_handles("c1", 0xC1D00001) == {0xC1D00001, 0x5C000001, 0xCAF000D4}
-    assert run.lane_for_wedge(run.wedges()[0]) == "c2"
+    assert run.lane_for_wedge(run.wedges()[0]) == "client/c2"
 
 
 def test_call_index_finds_both_ends():

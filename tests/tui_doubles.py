@@ -56,6 +56,10 @@ class Client:
     gsp_session: int | None
     label: str
 
+    @property
+    def entity(self) -> str:
+        return f"client/{self.id}"
+
 
 @dataclass(frozen=True)
 class RmObject:
@@ -84,6 +88,20 @@ class Channel:
     tsg: int | None
     uvm_registered: bool
     stable_name: str
+
+    @property
+    def entity(self) -> str:
+        return f"chan/{self.id}"
+
+
+@dataclass(frozen=True)
+class Rank:
+    id: str
+    index: int
+
+    @property
+    def entity(self) -> str:
+        return f"rank/{self.index}"
 
 
 @dataclass(frozen=True)
@@ -122,14 +140,16 @@ class State:
 
 @dataclass(frozen=True)
 class Wedge:
-    rank: int
     kind: str
-    client_id: str
-    seq: int
-    t_ns: int
-    since_ns: int
     summary: str
-    chain: list[str]
+    client_id: str | None = None
+    seq: int | None = None
+    t_ns: int | None = None
+    since_ns: int | None = None
+    chain: list[str] = field(default_factory=list)
+    score: float = 0.0
+    rank: int = 0
+    entity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,9 +167,13 @@ class Decoded:
 
 @dataclass
 class Divergence:
-    seq_a: int | None
-    seq_b: int | None
+    client_id: str
+    kind: str
+    index: int
     summary: str
+    a: Call | None = None
+    b: Call | None = None
+    details: list[str] = field(default_factory=list)
 
 
 class DoubleDecoders:
@@ -187,6 +211,7 @@ class DoubleModel:
     wedge_list: list[Wedge]
     decoders: DoubleDecoders
     owner: dict[int, str]
+    ranks: dict[str, Rank] = field(default_factory=dict)
     lane_defs: list[tuple[str, str, str, str]] = field(default_factory=list)
     """(entity, kind, group, label)"""
 
@@ -230,9 +255,10 @@ def double_services(models: dict[str, DoubleModel]) -> Services:
 
 
 def _diverge(a: DoubleModel, b: DoubleModel) -> Divergence | None:
-    for ta, tb in zip(a.transitions, b.transitions):
-        if (ta.entity, ta.attr, ta.value) != (tb.entity, tb.attr, tb.value):
-            return Divergence(ta.seq, tb.seq, f"{ta.entity} {ta.attr}: A {ta.value}, B {tb.value}")
+    for i, (ca, cb) in enumerate(zip(a.calls, b.calls)):
+        if (ca.name, ca.in_flight, ca.status) != (cb.name, cb.in_flight, cb.status):
+            return Divergence(ca.client_id, "status", i, f"{ca.name}: A {'in flight' if ca.in_flight else ca.status}, "
+                              f"B {'in flight' if cb.in_flight else cb.status}", ca, cb, ["(the double's diff)"])
     return None
 
 
@@ -312,49 +338,49 @@ def wedge_story(path: str, *, second_client_recovers: bool = False) -> DoubleMod
     s.write("c1", Record(Source.SYS, Phase.EVENT, SysOp.OPEN, pid=100, tid=100, fd=3,
                          buffers=(Buffer(Role.PATH, When.ONCE, b"/dev/nvidiactl"),)))
     seq = s.alloc("c1", 100, root1, None, 0x41, "NV01_ROOT_CLIENT", "NV01_ROOT_CLIENT")
-    s.state(seq, "c1", "allocated")
+    s.state(seq, "client/c1", "allocated")
     s.alloc("c1", 100, dev1, root1, 0x80, "NV01_DEVICE_0", "NV01_ROOT_CLIENT/NV01_DEVICE_0#0")
     seq = s.alloc("c1", 100, ch1, dev1, 0xC56F, "AMPERE_CHANNEL_GPFIFO_A",
                   "NV01_ROOT_CLIENT/NV01_DEVICE_0#0/AMPERE_CHANNEL_GPFIFO_A#0")
-    s.state(seq, "c1/ch0", "allocated", handle=ch1)
+    s.state(seq, "chan/c1/ch0", "allocated", handle=ch1)
     seq = s.sema("c1", Phase.SEND, 1, (ch1,), 0, pid=100)
-    s.state(seq, "c1/ch0", "registered", rank=2)
+    s.state(seq, "chan/c1/ch0", "registered", rank=2)
     seq = s.sema("c1", Phase.SEND, 3, (ch1,), 0, pid=100)
-    s.state(seq, "c1/ch0", "published")
+    s.state(seq, "chan/c1/ch0", "published")
     s.counters.append((s.t, {"pub_calls": 1, "gr_rel": 0, "faked": 0, "drain_held": 0}))
     seq = s.sema("c1", Phase.EVENT, 8, (ch1,))
-    s.state(seq, "rank2", "latch_armed")
+    s.state(seq, "rank/2", "latch_armed")
     seq = s.sema("c1", Phase.SEND, 5, (ch1,), 0, pid=100)
-    s.state(seq, "c1/ch0", "waiting")
+    s.state(seq, "chan/c1/ch0", "waiting")
     seq = s.sema("c1", Phase.RECV, 6, (ch1,), 0, pid=100)
-    s.state(seq, "c1/ch0", "completed")
+    s.state(seq, "chan/c1/ch0", "completed")
     s.counters.append((s.t, {"pub_calls": 1, "gr_rel": 1, "faked": 0, "drain_held": 0}))
     seq = s.sema("c1", Phase.EVENT, 9, (ch1,))
-    s.state(seq, "rank2", "latch_fired")
+    s.state(seq, "rank/2", "latch_fired")
     seq, _ = s.call("c1", 100, Source.UVM, 38, "UVM_UNREGISTER_GPU")
-    s.state(seq, "c1", "in_flight")
+    s.state(seq, "client/c1", "in_flight")
     for _ in range(2):
         seq = s.sema("c1", Phase.SEND, 5, (ch1,), -22, pid=100)
-    s.state(seq, "c1/ch0", "stale")
+    s.state(seq, "chan/c1/ch0", "stale")
     seq = s.sema("c1", Phase.EVENT, 10, (ch1,))
-    s.state(seq, "rank2", "drain_held")
+    s.state(seq, "rank/2", "drain_held")
     s.counters.append((s.t, {"pub_calls": 1, "gr_rel": 1, "faked": 0, "drain_held": 2}))
     seq = s.write("c1", Record(Source.SYS, Phase.EVENT, SysOp.EXIT, pid=100, tid=100))
-    s.state(seq, "c1", "freed")
+    s.state(seq, "client/c1", "exited")
 
     root2 = 0xC1D00002
     s.write("c2", Record(Source.SYS, Phase.EVENT, SysOp.OPEN, pid=200, tid=200, fd=3,
                          buffers=(Buffer(Role.PATH, When.ONCE, b"/dev/nvidiactl"),)), gap_us=2000)
     seq = s.alloc("c2", 200, root2, None, 0x41, "NV01_ROOT_CLIENT", "NV01_ROOT_CLIENT")
-    s.state(seq, "c2", "allocated")
+    s.state(seq, "client/c2", "allocated")
     enter, _ = s.call("c2", 200, Source.UVM, 37, "UVM_REGISTER_GPU", returns=second_client_recovers)
-    s.state(enter, "c2", "completed" if second_client_recovers else "in_flight")
+    s.state(enter, "client/c2", "completed" if second_client_recovers else "in_flight")
     since = s.t
     s.sema("c2", Phase.EVENT, 14)
     s.t += 3000 * US
     if not second_client_recovers:
         s.write("c2", Record(Source.MARK, Phase.EVENT, MarkOp.IN_FLIGHT, pid=200, tid=200, call_id=s.call_ids))
-        s.state(enter, "c2", "wedged")
+        s.state(enter, "client/c2", "wedged")
     s.writer.close()
 
     clients = (
@@ -366,17 +392,16 @@ def wedge_story(path: str, *, second_client_recovers: bool = False) -> DoubleMod
     channels = {"c1/ch0": Channel("c1/ch0", "c1", ch1, "AMPERE_CHANNEL_GPFIFO_A", "CE", 2, 7, None, True,
                                   "NV01_ROOT_CLIENT/NV01_DEVICE_0#0/AMPERE_CHANNEL_GPFIFO_A#0")}
     wedges = [] if second_client_recovers else [Wedge(
-        1, "stuck_call", "c2", enter, s.t, since,
-        "c2's UVM_REGISTER_GPU never returned",
-        ["c2 pid 200 entered UVM_REGISTER_GPU and never left it",
+        "stuck_call", "c2's UVM_REGISTER_GPU never returned", "c2", enter, s.t, since, ["c2 pid 200 entered UVM_REGISTER_GPU and never left it",
          "c1's channel 0xcaf000d4 went stale: two COMPLETION_HINTs answered rc=-22",
          "rank2's one-shot latch fired and was never re-armed; a drain hold kept 2 completions",
-         "so the host completion path is quiet for c2 and the guest UVM global lock stays held"])]
-    lanes = [("c1", "client", "c1", "calls"), ("c1/ch0", "channel", "c1", "ch0 0xcaf000d4"),
-             ("c2", "client", "c2", "calls"), ("rank2", "rank", "host", "rank2")]
+         "so the host completion path is quiet for c2 and the guest UVM global lock stays held"],
+        score=1.0, rank=1, entity="client/c2")]
+    lanes = [("client/c1", "client", "c1", "calls"), ("chan/c1/ch0", "channel", "c1", "c1/ch0 0xcaf000d4"),
+             ("client/c2", "client", "c2", "calls"), ("rank/2", "rank", "host", "rank 2")]
     return DoubleModel(str(path), T0 + 50 * US, s.t, clients, s.objects, channels, s.calls,
                        sorted(s.transitions, key=lambda t: (t.t_ns, t.seq)), s.counters, wedges,
-                       DoubleDecoders(s.handles, s.status), s.owner, lanes)
+                       DoubleDecoders(s.handles, s.status), s.owner, {"rank2": Rank("rank2", 2)}, lanes)
 
 
 def pilot_test(fn):

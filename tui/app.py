@@ -295,10 +295,14 @@ class RmtraceApp(App):
         entity = run.lane_for_wedge(wedge)
         if entity is not None:
             timeline.select_entity(entity, ws.active)
-        t_rel = wedge.t_ns - run.start_ns
+        t_rel = run.wedge_time(wedge)
         timeline.set_cursor(t_rel, post=False)
         ws.cursor = t_rel
-        screen.query_one(EventsTable).show_seq(wedge.seq)
+        events = screen.query_one(EventsTable)
+        if wedge.seq is not None:
+            events.show_seq(wedge.seq)
+        else:
+            events.follow_time(t_rel)
         screen.query_one(StatePanel).show(t_rel)
         screen.query_one(WedgePanel).reload()
         screen.query_one(TabbedContent).active = "tab-wedges"

@@ -36,12 +36,15 @@ LOOKS: Mapping[str, StateLook] = {
     "stale":       StateLook("red3", 11),
     "wedged":      StateLook("red", 12),
     "freed":       StateLook("grey23", 0),
+    "exited":      StateLook("grey23", 0),
+    "running":     StateLook("dark_sea_green4", 2),
+    "quiet":       StateLook("dark_slate_gray3", 6),
 }
 
 UNKNOWN = StateLook("grey50", 1)
 """A state this TUI has no colour for (a newer model): still drawn, with its symbol."""
 
-OPEN_STATES = frozenset({"in_flight", "waiting", "wedged", "drain_held"})
+OPEN_STATES = frozenset({"in_flight", "waiting", "wedged", "drain_held", "quiet"})
 """States that, still open at the trace's end, are drawn as an open bar (``▶``)."""
 
 

@@ -310,18 +310,17 @@ class RunView:
         if self.model is None:
             return set()
         under = self.object_handles(client_id, handle)
+        ranks = {rank.index: rank.entity for rank in self.model.ranks.values()}
         found = set()
         for ch in self.model.channels.values():
             if ch.client_id == client_id and ch.handle in under:
-                found.add(ch.id)
-                if ch.rank is not None:
-                    found.add(f"rank{ch.rank}")
-        if not found and any(c.id == client_id for c in self.model.clients) and handle == self._client_handle(client_id):
-            found.add(client_id)
+                found.add(ch.entity)
+                if ch.rank in ranks:
+                    found.add(ranks[ch.rank])
+        client = next((c for c in self.model.clients if c.id == client_id), None)
+        if not found and client is not None and handle == client.h_client:
+            found.add(client.entity)
         return found
-
-    def _client_handle(self, client_id: str) -> int | None:
-        return next((c.h_client for c in self.model.clients if c.id == client_id), None)
 
     def object_handles(self, client_id: str, handle: int) -> frozenset[int]:
         """The handle and every handle below it (what the events filter matches)."""
@@ -344,9 +343,19 @@ class RunView:
             self._wedges = list(self.services.find_wedges(self.model))
         return self._wedges
 
+    def wedge_time(self, wedge: Any) -> int:
+        """When a wedge shows, relative to the start: its own time, its record's, or the end."""
+        if wedge.t_ns is not None:
+            return wedge.t_ns - self.start_ns
+        if wedge.seq is not None:
+            return self.t_rel_of(wedge.seq)
+        return self.end_rel
+
     def lane_for_wedge(self, wedge: Any) -> str | None:
-        """The lane to select for a wedge: its client's lane in the most severe state at the wedge's time."""
-        t = wedge.t_ns - self.start_ns
+        """The wedge's own lane, else its client's lane in the most severe state at the wedge's time."""
+        if getattr(wedge, "entity", None) and any(lane.entity == wedge.entity for lane in self.lanes()):
+            return wedge.entity
+        t = self.wedge_time(wedge)
         best: tuple[int, str] | None = None
         for lane in self.lanes():
             if lane.group != wedge.client_id and lane.entity != wedge.client_id:
@@ -362,14 +371,14 @@ class RunView:
         return self.model.client_seqs(client_id) if self.model is not None else ()
 
     def channel_handles(self, wanted: Iterable[str]) -> frozenset[int]:
-        """Channel ids (``c1/ch0``) or handles (``0xcaf000d4``) -> handles."""
+        """Channel ids (``c1/ch0``) or handles (``0xcaf000d4``) -> handles; an unknown id matches nothing."""
         out = set()
         for text in wanted:
-            if self.model is not None and text in self.model.channels:
-                out.add(self.model.channels[text].handle)
-            else:
+            if "/" not in text:
                 out.add(int(text, 0))
-        return frozenset(out)
+            elif self.model is not None and text in self.model.channels:
+                out.add(self.model.channels[text].handle)
+        return frozenset(out) or frozenset({-1})
 
     # -- scans (each through a private reader: they run in worker threads)
 

@@ -55,7 +55,6 @@ class Workspace:
         """The analysis' answer in screen terms (see ``rmtrace.analysis.diff``)."""
         if div is None:
             return None
-        seqs = (getattr(div, "seq_a", None), getattr(div, "seq_b", None))
+        seqs = tuple(None if call is None else call.enter_seq for call in (div.a, div.b))
         times = tuple(None if s is None else run.t_rel_of(s) for s, run in zip(seqs, self.runs))
-        lines = tuple(getattr(div, "lines", None) or (str(getattr(div, "summary", div)),))
-        return Divergence(times, seqs, lines)
+        return Divergence(times, seqs, (f"{div.client_id}: {div.summary}", *div.details))

@@ -376,7 +376,7 @@ class Timeline(Widget, can_focus=True):
         marks = []
         for run in self.workspace.runs:
             for wedge in run.wedges():
-                marks.append(("wedge", wedge.t_ns - run.start_ns))
+                marks.append(("wedge", run.wedge_time(wedge)))
         div = self.workspace.divergence
         if div is not None:
             marks.extend(("diverge", t) for t in div.t_rel if t is not None)

@@ -27,19 +27,21 @@ def wedge_text(workspace: Workspace) -> Text:
             continue
         for i, wedge in enumerate(wedges):
             current = run_index == workspace.active and i == workspace.wedge_index
-            out.append_text(_one(wedge, run.start_ns, f"{tag}{' ' if tag else ''}#{i + 1}", current))
+            out.append_text(_one(wedge, run.start_ns + run.wedge_time(wedge), run.start_ns,
+                                 f"{tag}{' ' if tag else ''}#{i + 1}", current))
     if not any_run_loaded:
         out.append("building the session model…")
     return out
 
 
-def _one(wedge: Any, start_ns: int, name: str, current: bool) -> Text:
+def _one(wedge: Any, t_ns: int, start_ns: int, name: str, current: bool) -> Text:
     out = Text()
     marker = "▶ " if current else "  "
-    since = getattr(wedge, "since_ns", None)
-    waited = f", stuck {format_duration(wedge.t_ns - since)}" if since is not None and since <= wedge.t_ns else ""
-    out.append(f"{marker}{name} {wedge.kind}  client {wedge.client_id}  at {format_offset(wedge.t_ns - start_ns)}"
-               f"{waited}\n", style="bold red" if current else "bold")
+    since = wedge.since_ns
+    waited = f", stuck {format_duration(t_ns - since)}" if since is not None and since <= t_ns else ""
+    who = f"client {wedge.client_id}" if wedge.client_id else "the host"
+    out.append(f"{marker}{name} {wedge.kind}  {who}  at {format_offset(t_ns - start_ns)}{waited}\n",
+               style="bold red" if current else "bold")
     out.append(f"    {wedge.summary}\n")
     if current:
         for step, line in enumerate(wedge.chain, 1):
