@@ -70,6 +70,8 @@ class RmtraceApp(App):
         self.workspace = workspace
         self._loading: set[int] = set()
         self._last_fold = [0.0] * len(workspace.runs)
+        self._refold_pending: set[int] = set()
+        self._folded_upto = [0] * len(workspace.runs)
 
     @classmethod
     def open(cls, paths: Sequence[str], services: Services, *, follow: bool = False) -> "RmtraceApp":
@@ -118,6 +120,7 @@ class RmtraceApp(App):
             return
         self._loading.add(index)
         self._last_fold[index] = time.monotonic()
+        self._folded_upto[index] = self.workspace.runs[index].record_count
         self._build_model(index)
 
     @work(thread=True, group="model")
@@ -133,7 +136,10 @@ class RmtraceApp(App):
     @on(ModelLoaded)
     def _model_loaded(self, message: ModelLoaded) -> None:
         self._loading.discard(message.run)
-        self.workspace.runs[message.run].attach(message.model, message.calls)
+        run = self.workspace.runs[message.run]
+        run.attach(message.model, message.calls)
+        if run.record_count > self._folded_upto[message.run]:
+            self._refold_soon(message.run)  # it grew while this fold ran
         if self.workspace.is_diff and all(r.loaded for r in self.workspace.runs):
             self._diverge()
         self.redraw()
@@ -191,10 +197,19 @@ class RmtraceApp(App):
             if self.workspace.follow:
                 screen.query_one(Timeline).set_cursor(self.workspace.runs[message.run].end_rel, post=False)
             screen.update_titles()
-        if time.monotonic() - self._last_fold[message.run] >= REFOLD_EVERY_S:
-            self._fold(message.run)
-        else:
-            self.set_timer(REFOLD_EVERY_S, lambda: self._fold(message.run))
+        self._refold_soon(message.run)
+
+    def _refold_soon(self, index: int) -> None:
+        """Refold a grown trace at most every REFOLD_EVERY_S (one timer per run, however often it grows)."""
+        if index in self._refold_pending:
+            return
+        wait = max(0.0, REFOLD_EVERY_S - (time.monotonic() - self._last_fold[index]))
+        self._refold_pending.add(index)
+
+        def go() -> None:
+            self._refold_pending.discard(index)
+            self._fold(index)
+        self.set_timer(wait, go)
 
     def action_toggle_follow(self) -> None:
         self.workspace.follow = not self.workspace.follow

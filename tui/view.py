@@ -141,6 +141,7 @@ class RunView:
         self._calls: CallIndex | None = None
         self._wedges: list[Any] | None = None
         self._lanes: list[LaneRow] | None = None
+        self._children: dict[tuple[str, int], list[int]] | None = None
 
     # -- what the index alone answers
 
@@ -198,6 +199,7 @@ class RunView:
         self._calls = calls or CallIndex.build(model.calls)
         self._wedges = None
         self._lanes = None
+        self._children = None
         self.generation += 1
 
     def call_at(self, seq: int) -> Any | None:
@@ -326,14 +328,17 @@ class RunView:
         """The handle and every handle below it (what the events filter matches)."""
         if self.model is None:
             return frozenset({handle})
-        under = {handle}
-        grew = True
-        while grew:
-            grew = False
+        if self._children is None:
+            self._children = {}
             for (cid, h), obj in self.model.objects.items():
-                if cid == client_id and obj.parent in under and h not in under:
-                    under.add(h)
-                    grew = True
+                if obj.parent is not None and obj.parent != h:
+                    self._children.setdefault((cid, obj.parent), []).append(h)
+        under, todo = {handle}, [handle]
+        while todo:
+            for child in self._children.get((client_id, todo.pop()), ()):
+                if child not in under:
+                    under.add(child)
+                    todo.append(child)
         return frozenset(under)
 
     def wedges(self) -> list[Any]:
