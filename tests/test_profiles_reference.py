@@ -23,10 +23,14 @@ def test_escapes(pair):
     profile, ref = pair
     for name, (nr, size, struct) in ref["escapes"].items():
         esc = profile.escapes[nr]
-        assert (esc.name, esc.size, esc.struct) == (name, size, struct), name
+        assert (esc.name, esc.size) == (name, size), name
+        # the profile names a struct by its typedef; the reference sometimes by its tag
+        assert esc.struct in (struct, f"{struct}_t"), name
         if size is not None:
             assert esc.request == (3 << 30) | (size << 16) | (0x46 << 8) | nr
-    assert len(profile.escapes) == len(ref["escapes"])
+    # 535's reference misses the NUMA escapes that kernel-open/common/inc/nv-ioctl-numa.h defines
+    extra = {e.name for e in profile.escapes.values()} - set(ref["escapes"])
+    assert extra <= {"NV_ESC_NUMA_INFO", "NV_ESC_SET_NUMA_STATUS"}
 
 
 def test_class_ids(pair):
@@ -120,6 +124,9 @@ def test_channel_alloc_params(pair):
                                   "rpc_dup_object_v03_00"])
 def test_gsp_layouts(pair, name):
     profile, ref = pair
+    if name not in ref["gsp_key_layouts"]:  # e.g. 595 dropped rpc_run_cpu_sequencer_v17_00
+        assert name not in profile.gsp_payloads.values()
+        return
     _check_layout(profile, name, ref["gsp_key_layouts"][name])
 
 
@@ -131,8 +138,9 @@ def test_gsp_constants(pair):
     assert c["rpc_header_version"] == consts["NV_VGPU_MSG_HEADER_VERSION_MAJOR_TOT"] << 24
     assert c["msgq_prefix_size"] == consts["offsetof(GSP_MSG_QUEUE_ELEMENT,rpc)"]
     assert c["rpc_header_size"] == consts["sizeof(rpc_message_header_v)"]
-    assert c["msgq_element_size"] == consts.get("GSP_MSG_QUEUE_ELEMENT_SIZE_MIN", 4096)
-    assert c["max_rpc_size"] == consts.get("GSP_MSG_QUEUE_RPC_SIZE_MAX", 65488)
+    # 595 sets the queue sizes at run time (the reference has no macro for them): same values
+    assert c["msgq_element_size"] == (consts.get("GSP_MSG_QUEUE_ELEMENT_SIZE_MIN") or 4096)
+    assert c["max_rpc_size"] == (consts.get("GSP_MSG_QUEUE_RPC_SIZE_MAX") or 65488)
     assert (c["nv_ioctl_magic"], c["nv_ioctl_base"]) == (ord("F"), 200)
 
 

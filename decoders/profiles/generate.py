@@ -22,7 +22,9 @@ How each table is derived (rules, not lists):
   (``(FINN_..._INTERFACE_ID << 8) | ...``), or a ``*_CTRL_CMD_*`` macro whose
   value falls in an interface FINN defines (outside its reserved category 0).
   Params: the ``X`` of the FINN comment's ``X_MESSAGE_ID``, else
-  ``<PREFIX>_CTRL_<REST>_PARAMS``, else ``<NAME>_PARAMS``.
+  ``<PREFIX>_CTRL_<REST>_PARAMS``, else ``<NAME>_PARAMS``, else the same with
+  the verb (GET/SET...) or a leading ``INTERNAL_`` dropped, else the params of
+  its GET/SET twin.
 * UVM: macros of the UVM ioctl headers that expand ``UVM_IOCTL_BASE(n)``, and
   the integer macros of uvm_linux_ioctl.h; params ``<NAME>_PARAMS``.
 * GSP: the ``NV_VGPU_MSG_FUNCTION_*``/``NV_VGPU_MSG_EVENT_*`` enumerators;
@@ -36,6 +38,7 @@ How each table is derived (rules, not lists):
 from __future__ import annotations
 
 import re
+import subprocess
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -54,8 +57,9 @@ TREE = {
     "unix": ("src/nvidia/arch/nvalloc/unix/include",),
     "generated": ("src/nvidia/generated",),
     "kernel": ("src/nvidia/inc/kernel",),
+    "kernel_old": ("src/nvidia/kernel/inc",),  # vgpu/ lived here up to 550
     "nvidia_inc": ("src/nvidia/inc",),
-    "msgq": ("src/common/shared/msgq/inc",),
+    "msgq": ("src/common/shared/msgq/inc", "src/nvidia/inc/libraries"),  # moved in 595
     "common_src": ("src/common/inc",),
     "uvm": ("kernel-open/nvidia-uvm",),
     "common": ("kernel-open/common/inc",),
@@ -67,7 +71,7 @@ TREE = {
 }
 # The subtrees the generator reads, for extracting a tree quickly (git archive TAG <these>).
 NEEDED_PATHS = tuple(p for paths in TREE.values() for p in paths)
-OPTIONAL = frozenset(("escape_c", "osapi_c", "nv_c", "resource_list", "version_mk"))
+OPTIONAL = frozenset(("escape_c", "osapi_c", "nv_c", "resource_list", "version_mk", "kernel_old"))
 
 # g_allclasses.h comes first: it defines each class id only where no class header has yet.
 RM_HEADERS = ("nvtypes.h", "g_allclasses.h", "nvstatus.h", "nvos.h")
@@ -159,6 +163,25 @@ class UnitResult:
     facts: ObjectFacts
 
 
+def extract_tag(repo: str | Path, tag: str, dest: str | Path) -> Path:
+    """Extract just the files the generator reads from ``tag`` of a git clone of
+    open-gpu-kernel-modules (bare or not) into ``dest``; returns ``dest``."""
+    dest = Path(dest)
+    git = ["git", "-C", str(repo)]
+    listed = subprocess.run([*git, "ls-tree", "-r", "--name-only", tag, "--", *NEEDED_PATHS],
+                            capture_output=True, text=True)
+    if listed.returncode != 0:
+        raise RmtraceError(f"{repo}: cannot list tag {tag!r}: {listed.stderr.strip()}")
+    present = sorted({p for p in NEEDED_PATHS if any(f == p or f.startswith(p + "/") for f in listed.stdout.split())})
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen([*git, "archive", tag, "--", *present], stdout=subprocess.PIPE)
+    untar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, capture_output=True)
+    archive.stdout.close()
+    if archive.wait() != 0 or untar.returncode != 0:
+        raise RmtraceError(f"{repo}: extracting {tag} failed: {untar.stderr.decode(errors='replace').strip()}")
+    return dest
+
+
 def locate(tree: Path) -> dict[str, Path]:
     found = {}
     for key, candidates in TREE.items():
@@ -189,8 +212,8 @@ def make_units(paths: dict[str, Path]) -> list[Unit]:
     for i in range(CTRL_UNITS):
         units.append(Unit(f"ctrl{i}", ("nvtypes.h", "nvos.h", *ctrl[i::CTRL_UNITS]), (str(sdk),)))
     units.append(Unit("uvm", ("uvm_linux_ioctl.h",), (str(paths["uvm"]), str(paths["common"]))))
-    gsp_dirs = (str(paths["kernel"]), str(paths["nvidia_inc"]), str(paths["generated"]), str(sdk),
-                str(paths["msgq"]), str(paths["common_src"]))
+    gsp_dirs = tuple(str(paths[k]) for k in ("kernel", "kernel_old", "nvidia_inc", "generated", "sdk", "msgq",
+                                             "common_src") if k in paths)
     prelude = []
     for switches, header in GSP_SWITCHED:
         prelude += [f"#define {s}" for s in switches.split()] + [f'#include "{header}"']
@@ -260,13 +283,15 @@ def _constants(results: dict[str, UnitResult]) -> dict[str, int]:
 
 
 def _handler_regions(sources: list[str], name: str) -> str:
-    """The text of the kernel's handlers for one escape (case label or == test to the next)."""
+    """The text of the kernel's handlers for one escape: its ``case`` labels first, then
+    the ``== NV_ESC_X`` tests, each up to the next escape's."""
     regions = []
-    pattern = re.compile(rf"(?:case\s+{name}\s*:|==\s*{name}\b)")
-    for text in sources:
-        for m in pattern.finditer(text):
-            end = re.compile(r"case\s+NV_ESC_\w+\s*:|arg_cmd\s*==").search(text, m.end())
-            regions.append(text[m.end(): end.start() if end else m.end() + 4000])
+    end_of_region = re.compile(r"case\s+NV_ESC_\w+\s*:|arg_cmd\s*==")
+    for pattern in (rf"case\s+{name}\s*:", rf"==\s*{name}\b"):
+        for text in sources:
+            for m in re.finditer(pattern, text):
+                end = end_of_region.search(text, m.end())
+                regions.append(text[m.end(): end.start() if end else m.end() + 4000])
     return "\n".join(regions)
 
 
@@ -281,6 +306,7 @@ def _escapes(rm: UnitResult, sources: list[str], magic: int | None) -> dict[int,
         struct = OVERRIDES["escape_structs"].get(m.name)
         if struct is None:
             struct = next((w for w in re.findall(r"\b\w+\b", region) if w in aggregates), None)
+        struct = rm.facts.layout_name(struct) or struct if struct else None
         size = rm.facts.size_of(struct) if struct else None
         device = "ctl" if "NV_CTL_DEVICE_ONLY" in region else "gpu" if "NV_ACTUAL_DEVICE_ONLY" in region else "any"
         request = (3 << 30) | (size << 16) | (magic << 8) | nr if size is not None and magic is not None else None
@@ -417,7 +443,9 @@ def _control_params(m: Macro, result: UnitResult) -> str | None:
     verbless = "_".join(split[0][:split[1]] + split[0][split[1] + 1:]) if split else None
     candidates = [OVERRIDES["control_params"].get(m.name), finn.group(1) if finn else None,
                   f"{head}_CTRL_{rest}_PARAMS", m.name + "_PARAMS",
-                  f"{head}_CTRL_{verbless}_PARAMS" if verbless else None]
+                  f"{head}_CTRL_{verbless}_PARAMS" if verbless else None,
+                  # an INTERNAL_ command often takes its public twin's params
+                  f"{head}_CTRL_{rest.removeprefix('INTERNAL_')}_PARAMS"]
     return next((c for c in candidates if c and facts.layout_name(c)), None)
 
 
