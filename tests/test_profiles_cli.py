@@ -10,7 +10,7 @@ import pytest
 from rmtrace.cli.main import main
 from rmtrace.decoders.profiles import available_profiles
 from rmtrace.decoders.profiles.serial import decode
-from synthetic_ogkm import write_tree
+from tests.synthetic_ogkm import write_tree
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

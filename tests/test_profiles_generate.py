@@ -19,7 +19,7 @@ from rmtrace.decoders.profiles.generate import build_profile, extract_tag
 from rmtrace.decoders.profiles.model import Field
 from rmtrace.decoders.profiles.serial import decode, encode, profile_to_dict
 from rmtrace.errors import RmtraceError
-from synthetic_ogkm import write_tree
+from tests.synthetic_ogkm import write_tree
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the profile generator needs gcc")
 
