@@ -16,7 +16,7 @@ of change; every list is sorted so the output is stable:
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 from rmtrace.decoders.profiles.model import DriverProfile, Layout
 
