@@ -365,7 +365,7 @@ async def test_follow_a_growing_trace(tmp_path):
         for i in range(10, 30):
             writer.write(rec(i))
         writer.sync()
-        for _ in range(20):
+        for _ in range(100):  # the app polls every FOLLOW_POLL_S; a loaded machine may be slow
             await pilot.pause(0.1)
             if events.row_count == 30:
                 break
