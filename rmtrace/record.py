@@ -189,7 +189,12 @@ class Buffer:
     flags: int = 0
     addr: int = 0
     orig_len: int | None = None
+    """Bytes the program pointed at; None means len(data) (nothing was cut)."""
     slot: int = 0
+
+    def __post_init__(self) -> None:
+        if self.orig_len is None:
+            object.__setattr__(self, "orig_len", len(self.data))
 
     @property
     def encoded_size(self) -> int:
@@ -238,8 +243,7 @@ def encode_record(rec: Record) -> bytes:
     total = HEADER_SIZE
     for buf in rec.buffers:
         n = len(buf.data)
-        orig = n if buf.orig_len is None else buf.orig_len
-        parts.append(BUFFER.pack(buf.role, buf.when, buf.flags, n, buf.addr, orig, buf.slot))
+        parts.append(BUFFER.pack(buf.role, buf.when, buf.flags, n, buf.addr, buf.orig_len, buf.slot))
         parts.append(buf.data)
         pad = _pad(n) - n
         if pad:
@@ -343,7 +347,7 @@ def record_to_dict(rec: Record) -> dict:
         "op": rec.op, "call_id": rec.call_id, "fd": rec.fd, "ret": rec.ret, "err": rec.err, "flags": rec.flags,
         "buffers": [
             {"role": enum_name(Role, b.role), "when": enum_name(When, b.when), "flags": b.flags,
-             "addr": b.addr, "len": len(b.data), "orig_len": len(b.data) if b.orig_len is None else b.orig_len,
+             "addr": b.addr, "len": len(b.data), "orig_len": b.orig_len,
              "slot": b.slot, "hex": b.data.hex()}
             for b in rec.buffers
         ],

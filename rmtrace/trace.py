@@ -20,6 +20,7 @@ import bisect
 import json
 import os
 import queue
+import stat
 import struct
 import threading
 import zlib
@@ -324,6 +325,9 @@ class TraceReader:
             raise TraceError(f"{self.path}: is a directory, not a trace") from None
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot open: {exc.strerror}") from None
+        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+            self.close()
+            raise TraceError(f"{self.path}: is not a regular file (a directory?), not a trace")
         try:
             self._decoder = ChunkDecoder()
             self._cache: OrderedDict[int, tuple] = OrderedDict()
@@ -333,7 +337,7 @@ class TraceReader:
             self.recovery = self._read_index() or self._scan()
             self._first_seqs = [c.first_seq for c in self.chunks]
         except BaseException:
-            os.close(self._fd)
+            self.close()
             raise
 
     # -- opening

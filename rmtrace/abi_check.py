@@ -1,0 +1,40 @@
+"""Check a construct mirror against the C struct it mirrors, through DWARF.
+
+A C header is the single definition of every structure rmtrace shares with C
+(the record, the ring control page, the sema-service messages).  Each Python
+mirror is a flat construct ``Struct``; ``compare`` lists every difference in
+field names, order, offsets and sizes between the two.
+"""
+
+from __future__ import annotations
+
+from construct import Struct
+
+from rmtrace.dwarf import StructLayout
+
+
+def mirror_fields(definition: Struct) -> list[tuple[str, int, int]]:
+    """(name, offset, size) of each field of a flat, fixed-size construct Struct."""
+    fields, offset = [], 0
+    for sub in definition.subcons:
+        size = sub.sizeof()
+        fields.append((sub.name, offset, size))
+        offset += size
+    return fields
+
+
+def compare(layout: StructLayout, definition: Struct) -> list[str]:
+    """Differences between a C layout and its construct mirror; empty when they agree."""
+    problems = []
+    c_fields = [(m.name, m.offset, m.size) for m in layout.members]
+    py_fields = mirror_fields(definition)
+    if layout.size != definition.sizeof():
+        problems.append(f"{layout.name}: C size {layout.size}, mirror size {definition.sizeof()}")
+    c_names = [f[0] for f in c_fields]
+    py_names = [f[0] for f in py_fields]
+    if c_names != py_names:
+        problems.append(f"{layout.name}: C fields {c_names} != mirror fields {py_names}")
+    for (cn, co, cs), (pn, po, ps) in zip(c_fields, py_fields):
+        if cn == pn and (co, cs) != (po, ps):
+            problems.append(f"{layout.name}.{cn}: C offset {co} size {cs}, mirror offset {po} size {ps}")
+    return problems

@@ -1,0 +1,92 @@
+"""The CLI plumbing on real trace files: info, show, help and user errors (exit 2, no traceback)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rmtrace.record import Buffer, MarkOp, Phase, Record, Role, Source, When
+from rmtrace.trace import TraceWriter
+
+
+def rmtrace(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "rmtrace.cli.main", *map(str, args)], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def small_trace(tmp_path):
+    path = tmp_path / "small.trace"
+    meta = {"host": "h200", "kernel": "6.18.44", "driver_version": "580.159.04", "backend": "preload",
+            "gpus": [{"name": "NVIDIA H200"}], "command": ["./prog", "--x"], "start_time": "2026-11-29T15:00:00Z"}
+    with TraceWriter(path, meta) as w:
+        w.write(Record(Source.SYS, Phase.EVENT, op=1, time_ns=1_000, pid=41, tid=41, fd=3,
+                       buffers=(Buffer(Role.PATH, When.ONCE, b"/dev/nvidiactl"),)))
+        w.write(Record(Source.RM, Phase.ENTER, op=0x2A, time_ns=2_000, pid=41, tid=41, call_id=1, fd=3,
+                       buffers=(Buffer(Role.ARG, When.BEFORE, bytes(32)),)))
+        w.write(Record(Source.RM, Phase.EXIT, op=0x2A, time_ns=40_000, pid=41, tid=41, call_id=1, fd=3,
+                       buffers=(Buffer(Role.ARG, When.AFTER, bytes(32)),)))
+        w.write(Record(Source.UVM, Phase.ENTER, op=37, time_ns=50_000, pid=42, tid=43, call_id=2, fd=4))
+        w.write(Record(Source.MARK, Phase.EVENT, op=MarkOp.IN_FLIGHT, time_ns=90_000, pid=42, tid=43, call_id=2))
+    return path
+
+
+def test_info(small_trace):
+    out = rmtrace("info", small_trace).stdout
+    assert "580.159.04" in out and "NVIDIA H200" in out and "./prog --x" in out
+    assert "complete" in out and "5 in 1 chunks" in out
+    assert "RM" in out and "enter 1, exit 1" in out
+    assert "1 calls still in flight" in out
+    data = json.loads(rmtrace("info", "--json", small_trace).stdout)
+    assert data["records"] == 5 and data["processes"] == [41, 42] and data["sources"]["UVM"] == {"enter": 1}
+    assert data["time_span_ns"] == 89_000
+
+
+def test_show_raw_and_json(small_trace):
+    assert len(rmtrace("show", small_trace).stdout.splitlines()) >= 4
+    objs = [json.loads(line) for line in rmtrace("show", "--json", small_trace).stdout.splitlines()]
+    assert len(objs) == 5
+    first_rm = next(o for o in objs if o["source"] == "RM")
+    assert first_rm["op"] == 0x2A and first_rm["pid"] == 41
+    assert any(b.get("role") == "ARG" or b.get("role") == "arg" for o in objs for b in o.get("buffers", []))
+    only_uvm = rmtrace("show", "--json", "--source", "uvm", small_trace).stdout.splitlines()
+    assert len(only_uvm) == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    (b"", "empty file"),
+    (b"GIF89a" + bytes(100), "not an rmtrace trace"),
+])
+def test_user_errors_exit_2_without_traceback(tmp_path, content, message):
+    path = tmp_path / "bad.trace"
+    if content is not None:
+        path.write_bytes(content)
+    for cmd in ("info", "show"):
+        proc = rmtrace(cmd, path, check=False)
+        assert proc.returncode == 2
+        assert message in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_truncated_file_is_read_and_says_so(small_trace, tmp_path):
+    data = small_trace.read_bytes()
+    cut = tmp_path / "cut.trace"
+    cut.write_bytes(data[:-40])  # footer and part of the index gone
+    out = rmtrace("info", cut).stdout
+    assert "recovered by scanning" in out and "5 in 1 chunks" in out
+    first_chunk = 32 + (int.from_bytes(data[12:16], "little") + 7) // 8 * 8
+    cut.write_bytes(data[:first_chunk + 30])  # inside the first chunk: nothing intact
+    proc = rmtrace("info", cut)
+    assert "0 in 0 chunks" in proc.stdout and "torn tail" in proc.stdout
+
+
+def test_help_explains(small_trace):
+    top = rmtrace("--help").stdout
+    assert "record" in top.lower() and "info" in top and "show" in top
+    assert "metadata" in rmtrace("info", "--help").stdout
+    proc = rmtrace("show", small_trace, "--source", "bogus", check=False)
+    assert proc.returncode == 2 and "unknown source 'bogus'" in proc.stderr and "Traceback" not in proc.stderr
