@@ -35,10 +35,10 @@ def arg_buffer(records: Sequence[Record], role: int, when: int) -> Buffer | None
     return None
 
 
-def summary_args(layout: Any, value: Any, hide: frozenset[str]) -> dict[str, Any]:
+def summary_args(layout: Any, value: Any, hide: frozenset[str], layouts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The members a one-line summary shows: all but pointers, statuses and ``hide``."""
     args: dict[str, Any] = {}
-    for f, v in top_fields(layout, value):
+    for f, v in top_fields(layout, value, layouts):
         if f.kind == "ptr" or f.type == "NvP64" or f.name in STATUS_FIELDS or f.name in hide:
             continue
         args[HANDLE_ALIASES.get(f.name, f.name)] = v
@@ -103,14 +103,15 @@ class IoctlOp(Op):
         main = after or (decoded[0] if decoded else None)
         if main is not None:
             self.describe(out, main.value, main.layout)
-            out.handles = handles_of(main.layout, main.value)
-            out.args = summary_args(main.layout, main.value, self.hide)
+            layouts = self.ctx.defs.layouts
+            out.handles = handles_of(main.layout, main.value, layouts)
+            out.args = summary_args(main.layout, main.value, self.hide, layouts)
         if exit_ is not None and not returned:
             out.errno = exit_.err or None
             out.status_name = errno_name(exit_.err) if exit_.err else f"ret {exit_.ret}"
             out.ok = False
         elif after is not None:
-            out.status = status_of(after.layout, after.value)
+            out.status = status_of(after.layout, after.value, self.ctx.defs.layouts)
             if out.status is not None:
                 out.status_name = self.ctx.names.status(out.status)
                 out.ok = self.ctx.names.status_ok(out.status)

@@ -85,25 +85,36 @@ def peek(layouts: Mapping[str, Any], layout_name: str | None, field: str) -> Pee
         return None
 
 
-def top_fields(layout: Any, value: Any) -> Iterator[tuple[Any, Any]]:
-    """(Field, value) of a parsed struct's top-level members, bitfields flattened."""
+def top_fields(layout: Any, value: Any, layouts: Mapping[str, Any] | None = None) -> Iterator[tuple[Any, Any]]:
+    """(Field, value) of a parsed struct's members, bitfields flattened.
+
+    With ``layouts``, members that are structs themselves (a wrapper such as
+    NVOS02-with-fd, or rpc_free's NVOS00) are walked into as well.
+    """
     for f in layout.fields:
         if f.bit_size is not None:
             unit = value.get(f"_bits{f.offset}")
             if unit is not None and f.name in unit:
                 yield f, unit[f.name]
-        elif f.name in value:
+            continue
+        if f.name not in value:
+            continue
+        inner = layouts.get(f.type) if layouts is not None and f.kind == "struct" else None
+        if inner is not None and hasattr(value[f.name], "items"):
+            yield from top_fields(inner, value[f.name], layouts)
+        else:
             yield f, value[f.name]
 
 
-def handles_of(layout: Any, value: Any) -> dict[str, int]:
+def handles_of(layout: Any, value: Any, layouts: Mapping[str, Any] | None = None) -> dict[str, int]:
     """The handle members of a parsed struct, under the names rmtrace shows."""
-    return {HANDLE_ALIASES.get(f.name, f.name): v for f, v in top_fields(layout, value) if f.type in HANDLE_TYPES}
+    return {HANDLE_ALIASES.get(f.name, f.name): v for f, v in top_fields(layout, value, layouts)
+            if f.type in HANDLE_TYPES}
 
 
-def status_of(layout: Any, value: Any) -> int | None:
+def status_of(layout: Any, value: Any, layouts: Mapping[str, Any] | None = None) -> int | None:
     """The NV_STATUS member of a parsed struct, if it has one."""
-    for name in STATUS_FIELDS:
-        if name in value and not isinstance(value[name], (bytes, list)):
-            return value[name]
+    for f, v in top_fields(layout, value, layouts):
+        if f.name in STATUS_FIELDS and isinstance(v, int):
+            return v
     return None

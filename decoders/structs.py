@@ -34,7 +34,7 @@ import io
 import struct as _struct
 import weakref
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from construct import (
     Adapter, Array, Bytes, Construct, Default, FormatField, ListContainer, Rebuild, Struct, Union, len_, this,
@@ -173,9 +173,18 @@ class Definitions:
         stream = io.BytesIO(data)
         return parser.parse_stream(stream), stream.tell()
 
+    def variant(self, name: str, overrides: Mapping[str, Callable[[Construct], Construct]], *,
+                flex: bool = True) -> Construct:
+        """Layout ``name`` with some members replaced: ``overrides[member](default) -> subcon``.
+
+        For composite definitions (a queue element whose checksum and element
+        count are rebuilt); not cached, the caller keeps what it builds.
+        """
+        return self._build(self.layouts[name], flex, overrides)
+
     # -- the factory ---------------------------------------------------------------------
 
-    def _build(self, layout: Any, flex: bool) -> Construct:
+    def _build(self, layout: Any, flex: bool, overrides: Mapping[str, Callable[[Construct], Construct]] = {}) -> Construct:
         if layout.kind == "union":
             members = [self._member(f, i) for i, f in enumerate(layout.fields) if f.size]
             return Union(0, "_raw" / Bytes(layout.size), *members)
@@ -203,6 +212,8 @@ class Definitions:
                 sub = f.name / Rebuild(self._field(f), _flex_length(flex_field.name, bias))
             else:
                 sub = self._member(f, index)
+            if f.name in overrides:
+                sub = f.name / overrides[f.name](sub.subcon)
             if f.offset > pos:
                 subcons.append(_padding(pos, f.offset - pos))
             elif f.offset < pos:
