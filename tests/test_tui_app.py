@@ -20,7 +20,8 @@ from rmtrace.tui.widgets.events.table import EventsTable
 from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel
 from rmtrace.tui.widgets.timeline.timeline import Timeline
-from tests.tui_doubles import double_services, pilot_test, wedge_story
+from rmtrace.tui.widgets.wedges.panel import wedge_text
+from tests.tui_doubles import double_services, pilot_test, plain, wedge_story
 
 SIZE = (120, 34)
 
@@ -274,7 +275,7 @@ async def test_w_jumps_to_the_wedge(story_paths):
         assert timeline.selected_row.entity == "client/c2"
         assert events.pointer_seq == shown.wedge.seq
         assert app.main.query_one(TabbedContent).active == "tab-wedges"
-        text = str(app.main.query_one("#wedge-text").render())
+        text = plain(wedge_text(app.workspace), width=200)
         assert "stuck_call" in text and "1. c2 pid 200 entered UVM_REGISTER_GPU" in text
         await pilot.press("s")
         assert app.main.query_one(TabbedContent).active == "tab-state"

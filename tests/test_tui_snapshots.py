@@ -1,10 +1,16 @@
-"""One SVG per screen at a fixed terminal size (pytest-textual-snapshot); update with --snapshot-update."""
+"""One SVG per screen at a fixed terminal size (pytest-textual-snapshot); update with --snapshot-update.
+
+The traces are the constructed second-client wedge (tests/scenarios.py: built
+with the decoders' own definitions, folded by the real session model); the
+diff puts the wedged boot beside the fixed one.
+"""
 
 import pytest
 from textual.widgets import Input
 
 from rmtrace.tui.app import RmtraceApp
-from tests.tui_doubles import double_services, wedge_story
+from rmtrace.tui.services import library_services
+from tests.scenarios import sequential
 
 SIZE = (120, 34)
 
@@ -15,14 +21,14 @@ def no_cursor_blink(monkeypatch):
     monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
 
 
-@pytest.fixture
-def models(tmp_path):
-    a, b = str(tmp_path / "run1.trace"), str(tmp_path / "run2.trace")
-    return {a: wedge_story(a), b: wedge_story(b, second_client_recovers=True)}
+@pytest.fixture(scope="module")
+def boots(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("boots")
+    return str(sequential(folder / "wedge.trace", True)), str(sequential(folder / "fixed.trace", False))
 
 
-def app_for(models, n=1):
-    return RmtraceApp.open(list(models)[:n], double_services(models))
+def app_for(*paths):
+    return RmtraceApp.open(list(paths), library_services())
 
 
 async def settled(pilot):
@@ -40,29 +46,34 @@ def keys(*pressed):
     return run_before
 
 
-def test_main_screen(snap_compare, models):
-    assert snap_compare(app_for(models), run_before=keys(), terminal_size=SIZE)
+def test_main_screen(snap_compare, boots):
+    assert snap_compare(app_for(boots[0]), run_before=keys(), terminal_size=SIZE)
 
 
-def test_wedge_view(snap_compare, models):
-    assert snap_compare(app_for(models), run_before=keys("w"), terminal_size=SIZE)
+def test_wedge_view(snap_compare, boots):
+    assert snap_compare(app_for(boots[0]), run_before=keys("w"), terminal_size=SIZE)
 
 
-def test_diff(snap_compare, models):
-    assert snap_compare(app_for(models, 2), run_before=keys("d"), terminal_size=SIZE)
+def test_wedge_view_zoomed(snap_compare, boots):
+    assert snap_compare(app_for(boots[0]), run_before=keys("w", "t", "plus", "plus", "plus", "plus", "plus"),
+                        terminal_size=SIZE)
 
 
-def test_small_terminal(snap_compare, models):
-    assert snap_compare(app_for(models), run_before=keys("w"), terminal_size=(80, 24))
+def test_diff(snap_compare, boots):
+    assert snap_compare(app_for(*boots), run_before=keys("d"), terminal_size=SIZE)
 
 
-def test_help_screen(snap_compare, models):
-    assert snap_compare(app_for(models), run_before=keys("question_mark"), terminal_size=SIZE)
+def test_small_terminal(snap_compare, boots):
+    assert snap_compare(app_for(boots[0]), run_before=keys("w"), terminal_size=(80, 24))
 
 
-def test_record_detail(snap_compare, models):
-    assert snap_compare(app_for(models), run_before=keys("down", "enter"), terminal_size=SIZE)
+def test_help_screen(snap_compare, boots):
+    assert snap_compare(app_for(boots[0]), run_before=keys("question_mark"), terminal_size=SIZE)
 
 
-def test_filter_screen(snap_compare, models):
-    assert snap_compare(app_for(models), run_before=keys("f"), terminal_size=SIZE)
+def test_record_detail(snap_compare, boots):
+    assert snap_compare(app_for(boots[0]), run_before=keys("down", "down", "enter"), terminal_size=SIZE)
+
+
+def test_filter_screen(snap_compare, boots):
+    assert snap_compare(app_for(boots[0]), run_before=keys("f"), terminal_size=SIZE)

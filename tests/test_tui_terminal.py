@@ -4,14 +4,13 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from rmtrace.record import Phase, Record, Source
 from rmtrace.trace import TraceWriter
+from tests.scenarios import sequential
 
-STORY_APP = Path(__file__).parent / "tui_story_app.py"
 
 
 def rmtrace(*args):
@@ -64,18 +63,25 @@ class Tmux:
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_a_new_user_finds_the_wedge_in_a_real_terminal(tmp_path):
+    trace = sequential(tmp_path / "wedge.trace", True)
     term = Tmux(f"rmtrace-tui-{tmp_path.name}")
     try:
-        term.type(f"PS1='$ '; {sys.executable} {STORY_APP} {tmp_path}; echo exited $?")
-        first = term.wait_for("1 wedge")
-        assert "Timeline" in first and "Events (25)" in first and "? Help" in first
+        term.type(f"PS1='$ '; {sys.executable} -m rmtrace.cli.main tui {trace}; echo exited $?")
+        first = term.wait_for("6 wedges")
+        assert "Timeline" in first and "Events (106)" in first and "? Help" in first
+        assert "▾ c2 pid 1002" in first and "RM_ALLOC" in first
         term.keys("?")
         assert "Next wedge" in term.wait_for("any key closes")
         term.keys("x")
         term.wait_for("State  Objects  Wedges")
         term.keys("w")
-        shown = term.wait_for("never returned")
-        assert "stuck_call" in shown and "in flight" in shown
+        shown = term.wait_for("UVM_REGISTER_GPU never")
+        assert "in flight" in shown and "c2 pid 1002: in_flight (UVM_REGISTER_GPU)" in shown
+        term.keys("t")
+        term.wait_for("+ Zoom in")  # the footer follows the focus; keys sent before it may go to the old widget
+        for span in ("1.062s", "531.142ms", "265.571ms", "132.785ms", "66.393ms"):
+            term.keys("+")
+            term.wait_for(f"{span}/screen")
         term.keys("q")
         term.wait_for("exited 0")
     finally:

@@ -11,6 +11,7 @@ traces through the real model elsewhere.
 from __future__ import annotations
 
 import asyncio
+import io
 import bisect
 import functools
 from dataclasses import dataclass, field
@@ -410,3 +411,12 @@ def pilot_test(fn):
     def run(*args, **kwargs):
         return asyncio.run(fn(*args, **kwargs))
     return run
+
+
+def plain(renderable, width: int = 80) -> str:
+    """What a Rich renderable shows, as text (for asserting on panels built from Groups)."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()

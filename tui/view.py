@@ -240,7 +240,7 @@ class RunView:
             operation=f"{PHASE_MARKS.get(rec.phase, '?')} {self._operation(rec, dec)}",
             obj=self._object_text(client, handles),
             status=_status_text(rec, dec, call),
-            latency_ns=(call.t_exit - call.t_enter) if call is not None and call.t_exit is not None else None,
+            latency_ns=_latency(call),
             error=_is_error(rec, dec, call),
             in_flight=bool(call is not None and call.in_flight),
             handles=handles,
@@ -455,6 +455,13 @@ def _handles_of(dec: Any | None) -> Iterable[int]:
     if isinstance(handles, Mapping):
         handles = handles.values()
     return (h for h in handles if isinstance(h, int) and h)
+
+
+def _latency(call: Any | None) -> int | None:
+    """Enter to exit of a call; None for a lone record (an event, a message) or a call still in flight."""
+    if call is None or call.t_exit is None or call.exit_seq == call.enter_seq:
+        return None
+    return call.t_exit - call.t_enter
 
 
 def _status_text(rec: Record, dec: Any | None, call: Any | None) -> str:

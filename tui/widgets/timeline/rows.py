@@ -74,9 +74,17 @@ def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
                 if lane is None:
                     continue
                 tag = workspace.tag(run_index)
-                rows.append(TimelineRow(group, f"  {tag + ' ' if tag else ''}{lane.label}", run_index, lane,
+                rows.append(TimelineRow(group, f"  {tag + ' ' if tag else ''}{lane_label(lane)}", run_index, lane,
                                         _index(lane, cache)))
     return rows
+
+
+def lane_label(lane: LaneRow) -> str:
+    """A lane's label under its group's heading: a client's own lane is its calls; the group prefix goes."""
+    if lane.kind == "client":
+        return "calls"
+    prefix = f"{lane.group}/"
+    return lane.label[len(prefix):] if lane.label.startswith(prefix) else lane.label
 
 
 def _index(lane: LaneRow, cache: dict[int, tuple[LaneRow, LaneIndex]]) -> LaneIndex:

@@ -298,11 +298,13 @@ class Timeline(Widget, can_focus=True):
             # a state still open at the run's end covers the end itself
             at = min(self.cursor, max(0, self.workspace.runs[row.run].end_rel - 1))
             seg = row.index.state_in(at, at + 1)
+            tag = self.workspace.tag(row.run)
+            name = f"{tag + ' ' if tag else ''}{row.lane.label}"
             if seg is None:
-                parts.append(f"{row.label.strip()}: –")
+                parts.append(f"{name}: –")
             else:
                 detail = row.lane.segments[row.index.order[seg]][3]
-                parts.append(f"{row.label.strip()}: {row.index.states[seg]}" + (f" ({detail})" if detail else ""))
+                parts.append(f"{name}: {row.index.states[seg]}" + (f" ({detail})" if detail else ""))
         elif not any(run.loaded for run in self.workspace.runs):
             parts.append("building the session model…")
         parts.append(f"{format_duration(self.window.span)}/screen")
@@ -366,8 +368,10 @@ class Timeline(Widget, can_focus=True):
             if 0 <= col < len(line):
                 line[col], styles[col] = MARKS[kind]
         cursor_col = self.window.column(self.cursor)
-        if 0 <= cursor_col < len(line):
-            line[cursor_col], styles[cursor_col] = "▼", Style(bold=True)
+        if 0 <= cursor_col < len(line):  # keep a tick label readable: mark the cursor by style there
+            if line[cursor_col] in " |":
+                line[cursor_col] = "▼"
+            styles[cursor_col] += CURSOR
         title = f"time {format_duration(self.window.span)}"[: self.label_width - 1].ljust(self.label_width)
         segments = [Segment(title, Style(bold=True))] + [Segment(c, s) for c, s in zip(line, styles)]
         return Strip(Segment.simplify(segments), width).crop(0, width)

@@ -4,48 +4,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
+from rich.padding import Padding
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from rmtrace.timefmt import format_duration, format_offset
+from rmtrace.tui.view import RunView
 from rmtrace.tui.workspace import Workspace
 
 
-def wedge_text(workspace: Workspace) -> Text:
-    """Every wedge of every run, the one jumped to (``w``) first with its whole chain."""
-    out = Text()
-    any_run_loaded = False
+INDENT = 4
+
+
+def wedge_text(workspace: Workspace) -> Group:
+    """Every wedge of every run; the one jumped to (``w``) with its whole chain, numbered."""
+    parts: list = []
     for run_index, run in enumerate(workspace.runs):
         if not run.loaded:
             continue
-        any_run_loaded = True
         tag = workspace.tag(run_index)
         wedges = run.wedges()
         if not wedges:
-            out.append(f"{tag + ': ' if tag else ''}no wedge found\n", style="green")
-            continue
+            parts.append(Text(f"{tag + ': ' if tag else ''}no wedge found", style="green"))
         for i, wedge in enumerate(wedges):
             current = run_index == workspace.active and i == workspace.wedge_index
-            out.append_text(_one(wedge, run.start_ns + run.wedge_time(wedge), run.start_ns,
-                                 f"{tag}{' ' if tag else ''}#{i + 1}", current))
-    if not any_run_loaded:
-        out.append("building the session model…")
-    return out
+            parts.extend(_one(run, wedge, f"{tag}{' ' if tag else ''}#{i + 1}", current))
+    if not parts:
+        parts.append(Text("building the session model…"))
+    return Group(*parts)
 
 
-def _one(wedge: Any, t_ns: int, start_ns: int, name: str, current: bool) -> Text:
-    out = Text()
-    marker = "▶ " if current else "  "
-    since = wedge.since_ns
-    waited = f", stuck {format_duration(t_ns - since)}" if since is not None and since <= t_ns else ""
+def _one(run: RunView, wedge: Any, name: str, current: bool) -> list:
+    """A heading line, the summary, and (for the current wedge) the chain; wrapped lines keep their indent."""
+    at = run.wedge_time(wedge)
+    since = None if wedge.since_ns is None else wedge.since_ns - run.start_ns
+    stuck = f", stuck since {format_offset(since)} ({format_duration(run.end_rel - since)} by the end)" \
+        if since is not None and since <= at else ""
     who = f"client {wedge.client_id}" if wedge.client_id else "the host"
-    out.append(f"{marker}{name} {wedge.kind}  {who}  at {format_offset(t_ns - start_ns)}{waited}\n",
-               style="bold red" if current else "bold")
-    out.append(f"    {wedge.summary}\n")
+    out: list = [Text(f"{'▶ ' if current else '  '}{name} {wedge.kind}  {who}  at {format_offset(at)}{stuck}",
+                      style="bold red" if current else "bold"),
+                 Padding(Text(wedge.summary), (0, 0, 0, INDENT))]
     if current:
-        for step, line in enumerate(wedge.chain, 1):
-            out.append(f"    {step}. {line}\n")
+        out.extend(Padding(Text(f"{step}. {line}"), (0, 0, 0, INDENT)) for step, line in enumerate(wedge.chain, 1))
     return out
 
 

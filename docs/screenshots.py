@@ -1,0 +1,57 @@
+"""Make the TUI screenshots in docs/ (Textual's SVG export, headless, 120x34).
+
+    python docs/screenshots.py [TRACE]
+
+With no TRACE it folds the constructed second-client wedge of
+tests/scenarios.py (and its fixed boot, for the diff) with the real session
+model; with TRACE (a real capture) it shows that instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rmtrace.tui.app import RmtraceApp  # noqa: E402
+from rmtrace.tui.services import library_services  # noqa: E402
+
+SHOTS = (
+    ("tui-wedge.svg", 1, ("w", "t", "plus", "plus", "plus", "plus", "plus", "down", "down")),
+    ("tui-diff.svg", 2, ("d",)),
+)
+"""(file, how many traces, keys pressed before the shot)."""
+
+
+async def shoot(paths: list[str], out: Path, keys: tuple[str, ...]) -> None:
+    app = RmtraceApp.open(paths, library_services())
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        app.save_screenshot(out.name, str(out.parent))
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        if len(sys.argv) > 1:
+            traces = sys.argv[1:3]
+        else:
+            from tests.scenarios import sequential
+            traces = [str(sequential(Path(tmp) / "wedge.trace", True)), str(sequential(Path(tmp) / "fixed.trace", False))]
+        for name, n, keys in SHOTS:
+            if len(traces) >= n:
+                asyncio.run(shoot(traces[:n], ROOT / "docs" / name, keys))
+                print(f"docs/{name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
