@@ -48,7 +48,7 @@ def child(path: str, wait_model: bool) -> None:
     except ImportError as exc:
         say("note", text=f"no session model in this tree ({exc}); timing the index-only path")
 
-        def unavailable(_path: str):
+        def unavailable(_path: str, _decoders):
             raise RmtraceError("session model not available")
         services = Services(load_model=unavailable, find_wedges=lambda m: [], first_divergence=lambda a, b: None,
                             symbols={})

@@ -52,7 +52,7 @@ async def test_first_screen_needs_only_the_index(story_paths):
     gate = threading.Event()
     path = list(story_paths)[0]
     services = double_services(story_paths)
-    held = replace(services, load_model=lambda p: (gate.wait(10), story_paths[p])[1],
+    held = replace(services, load_model=lambda p, decoders: (gate.wait(10), story_paths[p])[1],
                    decoders_for=lambda reader: story_paths[reader.path].decoders)
     app = RmtraceApp.open([path], held)
     messages = []
@@ -356,7 +356,7 @@ async def test_follow_a_growing_trace(tmp_path):
         writer.write(rec(i))
     writer.sync()
     model = wedge_story(str(tmp_path / "other.trace"))
-    services = replace(double_services({}), load_model=lambda p: model)
+    services = replace(double_services({}), load_model=lambda p, decoders: model)
     app = RmtraceApp.open([path], services, follow=True)
     messages = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:

@@ -38,7 +38,7 @@ async def test_the_second_client_wedge(boots):
         run = app.workspace.run
         timeline = app.main.query_one(Timeline)
         events = app.main.query_one(EventsTable)
-        assert run.loaded and run.decoders is not None
+        assert run.loaded and run.decoders is not None and run.model.decoders is run.decoders  # built once
         groups = [r.label for r in timeline.rows if r.is_group]
         assert groups[0].startswith("▾ c1 pid 1001") and groups[-1] == "▾ host (ranks)"
         assert "RM_ALLOC" in events.render_line(3).text  # decoded names in the table

@@ -248,7 +248,7 @@ class DoubleModel:
 def double_services(models: dict[str, DoubleModel]) -> Services:
     """Services whose model loader hands back the double made for each path."""
     return Services(
-        load_model=lambda path: models[str(path)],
+        load_model=lambda path, decoders: models[str(path)],
         find_wedges=lambda model: model.wedge_list,
         first_divergence=lambda a, b: _diverge(a, b),
         symbols=SYMBOLS,

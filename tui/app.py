@@ -93,27 +93,15 @@ class RmtraceApp(App):
 
     def _start_models(self) -> None:
         for index, run in enumerate(self.workspace.runs):
-            if run.services.decoders_for is not None and run.decoders is None:
-                self._build_decoders(index)
             if not run.loaded:
                 self._fold(index)
-
-    @work(thread=True, group="decoders")
-    def _build_decoders(self, index: int) -> None:
-        try:
-            decoders = self.workspace.runs[index].build_decoders()
-        except RmtraceError as exc:
-            self.post_message(ModelFailed(index, f"decoders: {exc}"))
-            return
-        self.post_message(DecodersReady(index, decoders))
 
     @on(DecodersReady)
     def _decoders_ready(self, message: DecodersReady) -> None:
         run = self.workspace.runs[message.run]
-        if not run.loaded:
-            run.attach_decoders(message.decoders)
-            if self.main is not None and message.run == self.workspace.active:
-                self.main.query_one(EventsTable).reset()
+        run.attach_decoders(message.decoders)
+        if self.main is not None and message.run == self.workspace.active:
+            self.main.query_one(EventsTable).reset()
 
     def _fold(self, index: int) -> None:
         if index in self._loading:
@@ -125,9 +113,14 @@ class RmtraceApp(App):
 
     @work(thread=True, group="model")
     def _build_model(self, index: int) -> None:
+        """The decoders first (cheap: rows get their names), then the session model folded with them."""
         run = self.workspace.runs[index]
         try:
-            model, calls = run.build_model()
+            decoders = run.decoders
+            if decoders is None and run.services.decoders_for is not None:
+                decoders = run.build_decoders()
+                self.post_message(DecodersReady(index, decoders))
+            model, calls = run.build_model(decoders)
         except RmtraceError as exc:
             self.post_message(ModelFailed(index, str(exc)))
             return

@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 @dataclass(frozen=True)
 class Services:
-    load_model: Callable[[str], Any]
-    """Path of a trace -> its session model (folds the whole trace; runs in a worker thread)."""
+    load_model: Callable[[str, Any], Any]
+    """(path of a trace, its DecoderSet or None) -> its session model (folds the whole trace; a worker thread)."""
     find_wedges: Callable[[Any], Sequence[Any]]
     """Session model -> its wedges, most likely first."""
     first_divergence: Callable[[Any, Any], Any]
@@ -37,5 +37,5 @@ def library_services() -> Services:
     from rmtrace.decoders.base import Level
     from rmtrace.session import STATE_SYMBOLS, load_session
 
-    return Services(load_model=load_session, find_wedges=find_wedges, first_divergence=first_divergence,
+    return Services(load_model=lambda path, decoders: load_session(path, decoders=decoders), find_wedges=find_wedges, first_divergence=first_divergence,
                     symbols=STATE_SYMBOLS, decoders_for=decoders_for, row_level=Level.CALL, full_level=Level.FULL)

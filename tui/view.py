@@ -188,9 +188,9 @@ class RunView:
     def loaded(self) -> bool:
         return self.model is not None
 
-    def build_model(self) -> tuple[Any, CallIndex]:
-        """Fold the trace (its own reader, so this may run in a worker thread)."""
-        model = self.services.load_model(self.path)
+    def build_model(self, decoders: Any | None = None) -> tuple[Any, CallIndex]:
+        """Fold the trace (its own reader, so this may run in a worker thread), with ``decoders`` if given."""
+        model = self.services.load_model(self.path, decoders)
         return model, CallIndex.build(model.calls)
 
     def attach(self, model: Any, calls: CallIndex | None = None) -> None:
