@@ -39,6 +39,7 @@ def child(path: str, wait_model: bool) -> None:
     from rmtrace.tui.messages import ModelFailed, ModelLoaded
     from rmtrace.tui.services import Services, library_services
     from rmtrace.tui.widgets.events.table import EventsTable
+    from rmtrace.tui.widgets.timeline.timeline import Timeline
 
     def say(event: str, **kw) -> None:
         print(json.dumps({"event": event, "t": time.monotonic(), **kw}), flush=True)
@@ -54,16 +55,27 @@ def child(path: str, wait_model: bool) -> None:
                             symbols={})
 
     drawn: dict[int, float] = {}
-    original = EventsTable.render_line
+    timeline_at_end: list[float] = []
+    events_line, timeline_line = EventsTable.render_line, Timeline.render_line
 
-    def render_line(self, y):
-        strip = original(self, y)
+    def render_events(self, y):
+        strip = events_line(self, y)
         if y >= 1:
             seq = self.scroll_offset.y + y - 1
             if seq < self.row_count and seq not in drawn:
                 drawn[seq] = time.monotonic()
         return strip
-    EventsTable.render_line = render_line
+
+    def render_timeline(self, y):
+        if self.cursor == self.workspace.end_rel and self.cursor and not timeline_at_end:
+            timeline_at_end.append(time.monotonic())
+        return timeline_line(self, y)
+    EventsTable.render_line, Timeline.render_line = render_events, render_timeline
+
+    async def until(done) -> None:
+        # poll with plain sleeps: Pilot's pause waits for the process to go idle, which a fold never lets it
+        while not done():
+            await asyncio.sleep(0.002)
 
     async def main() -> None:
         app = RmtraceApp.open([path], services)
@@ -74,19 +86,18 @@ def child(path: str, wait_model: bool) -> None:
                 say("model" if isinstance(message, ModelLoaded) else "model_failed")
                 model_done.set()
 
-        async with app.run_test(size=(120, 34), message_hook=hook) as pilot:
-            while 0 not in drawn:
-                await pilot.pause(0.005)
+        async with app.run_test(size=(120, 34), message_hook=hook):
+            await until(lambda: 0 in drawn)
             say("first_paint", seq=0)
             events = app.main.query_one(EventsTable)
-            events.focus()
             last = events.row_count - 1
-            await pilot.press("end")
-            while last not in drawn:
-                await pilot.pause(0.005)
+            app.simulate_key("end")  # the events table has the focus
+            await until(lambda: last in drawn)
             say("events_end", seq=last)
-            await pilot.press("t", "end")
-            await pilot.pause()
+            app.simulate_key("t")
+            await until(lambda: app.focused is app.main.query_one(Timeline))
+            app.simulate_key("end")
+            await until(lambda: bool(timeline_at_end))
             say("timeline_end")
             if wait_model:
                 await asyncio.wait_for(model_done.wait(), CHILD_TIMEOUT_S)

@@ -9,6 +9,7 @@ background when it has grown.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from typing import Any, Sequence
@@ -42,6 +43,9 @@ FOLLOW_POLL_S = 0.5
 """A recorder flushes a chunk at least this often."""
 REFOLD_EVERY_S = 2.0
 """A followed trace's model is rebuilt at most this often."""
+WORKER_SWITCH_S = 0.0005
+"""The interpreter's thread switch interval while workers fold traces: the default 5 ms lets a fold
+starve the screen (every keypress waits for the lock); this keeps keys and redraws prompt."""
 
 
 class RmtraceApp(App):
@@ -87,11 +91,12 @@ class RmtraceApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(MainScreen(self.workspace))
-        self.call_after_refresh(self._start_models)
         if self.workspace.follow:
             self.set_interval(FOLLOW_POLL_S, self._poll)
 
-    def _start_models(self) -> None:
+    def start_models(self) -> None:
+        """Decode and fold every run in workers (the main screen calls this once it has painted)."""
+        sys.setswitchinterval(WORKER_SWITCH_S)
         for index, run in enumerate(self.workspace.runs):
             if not run.loaded:
                 self._fold(index)

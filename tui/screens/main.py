@@ -76,6 +76,7 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         self.update_titles()
         self.query_one(EventsTable).focus()
+        self.call_after_refresh(self.app.start_models)  # index first: the folding starts once this is on screen
 
     def update_titles(self) -> None:
         self.query_one("#run-line", Static).update(run_line(self.workspace))
