@@ -109,6 +109,8 @@ async def test_timeline_keys(story_paths):
         # lanes: down to ch0 and jump between its events
         await pilot.press("home", "down", "down")
         assert timeline.selected_row.entity == "chan/c1/ch0"
+        lanes = [lane.entity for lane in app.workspace.run.lanes()]
+        assert state.query_one("DataTable").cursor_row == lanes.index("chan/c1/ch0")  # the state row follows
         await pilot.press("n")
         first = timeline.cursor
         await pilot.press("n")

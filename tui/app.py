@@ -233,6 +233,11 @@ class RmtraceApp(App):
         if message.origin != "events":
             screen.query_one(EventsTable).show_seq(message.seq)
 
+    @on(Timeline.LaneSelected)
+    def _lane_selected(self, message: Timeline.LaneSelected) -> None:
+        if message.run == self.workspace.active and self.main is not None:
+            self.main.query_one(StatePanel).select(message.entity)
+
     @on(EventsTable.OpenRecord)
     def _open_record(self, message: EventsTable.OpenRecord) -> None:
         self.push_screen(RecordDetail(self.workspace.runs[message.run], message.seq))

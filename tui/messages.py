@@ -10,8 +10,6 @@ from typing import Any
 
 from textual.message import Message
 
-from rmtrace.tui.filters import EventFilter
-
 
 @dataclass
 class CursorMoved(Message):
@@ -51,11 +49,6 @@ class ObjectSelected(Message):
 @dataclass
 class ObjectCleared(Message):
     """The object selection was dropped."""
-
-
-@dataclass
-class FilterChanged(Message):
-    filter: EventFilter
 
 
 @dataclass

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from rmtrace.record import Phase, Record, Source, enum_name
+from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader
 
 from rmtrace.tui.services import Services
@@ -89,12 +90,11 @@ class ObjectNode:
 
     @property
     def label(self) -> str:
-        life = "" if self.alloc_rel is None else f" {_ms(self.alloc_rel)}…{_ms(self.free_rel) if self.free_rel is not None else 'end'}"
+        if self.alloc_rel is None:
+            return f"{self.class_name} {self.handle:#010x}"
+        freed = format_offset(self.free_rel) if self.free_rel is not None else "end"
+        life = f" {format_offset(self.alloc_rel)}…{freed}"
         return f"{self.class_name} {self.handle:#010x}{life}"
-
-
-def _ms(ns: int) -> str:
-    return f"+{ns / 1e6:.3f}ms"
 
 
 @dataclass

@@ -55,6 +55,7 @@ class StatePanel(Vertical):
     def __init__(self, workspace: Workspace, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.workspace = workspace
+        self.selected: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="state-counters")
@@ -79,3 +80,11 @@ class StatePanel(Vertical):
         for label, name, symbol, others in state_rows(self.workspace, state):
             table.add_row(label, Text(f"{symbol} {name}", style=f"on {look(name).colour}" if name != "–" else ""),
                           others)
+        self.select(self.selected)
+
+    def select(self, entity: str | None) -> None:
+        """Put the table's cursor on ``entity``'s row (the lane selected in the timeline)."""
+        self.selected = entity
+        lanes = [lane.entity for lane in self.workspace.run.lanes()]
+        if entity in lanes:
+            self.query_one(DataTable).move_cursor(row=lanes.index(entity))
