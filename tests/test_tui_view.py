@@ -29,7 +29,7 @@ def test_before_the_model_the_index_answers(story):
 
 def test_with_the_model_rows_are_named_and_timed(story):
     run, model = story
-    run.attach(*run.build_model()[:1])
+    run.attach(run.build_model())
     assert run.generation == 1
     enter = run.row(1)
     assert (enter.client, enter.operation, enter.status, enter.latency_ns) == ("c1", "→ RM_ALLOC", "OK", 120 * US)
@@ -43,7 +43,7 @@ def test_with_the_model_rows_are_named_and_timed(story):
 
 def test_lanes_are_relative_to_the_start(story):
     run, model = story
-    run.attach(model)
+    run.attach(run.fold(model))
     lanes = {lane.entity: lane for lane in run.lanes()}
     assert set(lanes) == {"client/c1", "chan/c1/ch0", "client/c2", "rank/2"}
     assert all(0 <= seg[0] <= seg[1] <= run.end_rel for lane in lanes.values() for seg in lane.segments)
@@ -53,7 +53,7 @@ def test_lanes_are_relative_to_the_start(story):
 
 def test_objects_nest_by_parent_and_map_to_lanes(story):
     run, model = story
-    run.attach(model)
+    run.attach(run.fold(model))
     trees = run.object_trees()
     assert list(trees) == ["c1", "c2"]
     root = trees["c1"][0]
@@ -75,7 +75,7 @@ def test_call_index_finds_both_ends():
 
 def test_scans_filter_by_header_client_and_row(story):
     run, model = story
-    run.attach(model)
+    run.attach(run.fold(model))
 
     def scan(flt, **kw):
         return [seq for found, _ in run.scan(flt, **kw) for seq in found]
@@ -92,7 +92,7 @@ def test_scans_filter_by_header_client_and_row(story):
 
 def test_find_text(story):
     run, model = story
-    run.attach(model)
+    run.attach(run.fold(model))
     seqs = list(range(run.record_count))
     at = run.find_text("register_gpu", seqs)
     assert run.row(seqs[at]).operation == "→ UVM_UNREGISTER_GPU"

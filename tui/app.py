@@ -35,6 +35,7 @@ from rmtrace.tui.view import RunView
 from rmtrace.tui.widgets.events.table import EventsTable
 from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel
+from rmtrace.tui.widgets.timeline.rows import index_lanes
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import DiffPanel, WedgePanel
 from rmtrace.tui.workspace import Workspace
@@ -125,17 +126,19 @@ class RmtraceApp(App):
             if decoders is None and run.services.decoders_for is not None:
                 decoders = run.build_decoders()
                 self.post_message(DecodersReady(index, decoders))
-            model, calls = run.build_model(decoders)
+            folded = run.build_model(decoders)
         except RmtraceError as exc:
             self.post_message(ModelFailed(index, str(exc)))
             return
-        self.post_message(ModelLoaded(index, model, calls))
+        self.post_message(ModelLoaded(index, folded, index_lanes(folded.lanes)))
 
     @on(ModelLoaded)
     def _model_loaded(self, message: ModelLoaded) -> None:
         self._loading.discard(message.run)
         run = self.workspace.runs[message.run]
-        run.attach(message.model, message.calls)
+        run.attach(message.folded)
+        if self.main is not None:
+            self.main.query_one(Timeline).adopt_indexes(message.lane_indexes)
         if run.record_count > self._folded_upto[message.run]:
             self._refold_soon(message.run)  # it grew while this fold ran
         if self.workspace.is_diff and all(r.loaded for r in self.workspace.runs):

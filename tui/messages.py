@@ -53,11 +53,11 @@ class ObjectCleared(Message):
 
 @dataclass
 class ModelLoaded(Message):
-    """A worker finished folding a run's session model (with its call index); the app attaches it."""
+    """A worker finished folding a run (``rmtrace.tui.view.Folded``) and indexing its lanes; the app attaches it."""
 
     run: int
-    model: Any
-    calls: Any
+    folded: Any
+    lane_indexes: dict
 
 
 @dataclass

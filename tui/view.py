@@ -122,6 +122,43 @@ class CallIndex:
         return None
 
 
+@dataclass
+class Folded:
+    """Everything drawn from a session model, computed off the UI thread (a fold takes seconds, and so
+    can finding wedges or building object trees on a large trace)."""
+
+    model: Any
+    calls: CallIndex
+    lanes: list[LaneRow]
+    wedges: list[Any]
+    trees: dict[str, list[ObjectNode]]
+
+
+def lane_rows(model: Any, start_ns: int) -> list[LaneRow]:
+    """The model's lanes with their segments relative to ``start_ns``."""
+    return [LaneRow(lane.entity, lane.kind, lane.group, lane.label,
+                    tuple((s.t0 - start_ns, s.t1 - start_ns, s.state, s.detail) for s in lane.segments))
+            for lane in model.lanes()]
+
+
+def object_trees(model: Any, start_ns: int) -> dict[str, list[ObjectNode]]:
+    """Client id -> its root objects, children nested, in allocation order."""
+    children: dict[tuple[str, int | None], list[Any]] = {}
+    handles = set(model.objects)
+    for (client_id, _), obj in sorted(model.objects.items(), key=lambda kv: kv[1].alloc_seq):
+        parent = obj.parent if (client_id, obj.parent) in handles and obj.parent != obj.handle else None
+        children.setdefault((client_id, parent), []).append(obj)
+
+    def node(obj: Any) -> ObjectNode:
+        return ObjectNode(
+            obj.client_id, obj.handle, obj.class_name, obj.stable_name,
+            None if obj.alloc_ns is None else obj.alloc_ns - start_ns,
+            None if obj.free_ns is None else obj.free_ns - start_ns, obj.status,
+            tuple(node(c) for c in children.get((obj.client_id, obj.handle), ())))
+
+    return {c.id: [node(o) for o in children.get((c.id, None), ())] for c in model.clients}
+
+
 class RunView:
     """One run (a recording or a replay) as the widgets see it."""
 
@@ -138,9 +175,7 @@ class RunView:
         """The trace's DecoderSet before the model (which brings its own) is built."""
         self.generation = 0
         """Bumped whenever what the rows show may change (model attached, trace grew)."""
-        self._calls: CallIndex | None = None
-        self._wedges: list[Any] | None = None
-        self._lanes: list[LaneRow] | None = None
+        self._folded: Folded | None = None
         self._children: dict[tuple[str, int], list[int]] | None = None
 
     # -- what the index alone answers
@@ -188,22 +223,24 @@ class RunView:
     def loaded(self) -> bool:
         return self.model is not None
 
-    def build_model(self, decoders: Any | None = None) -> tuple[Any, CallIndex]:
-        """Fold the trace (its own reader, so this may run in a worker thread), with ``decoders`` if given."""
-        model = self.services.load_model(self.path, decoders)
-        return model, CallIndex.build(model.calls)
+    def build_model(self, decoders: Any | None = None) -> Folded:
+        """Fold the trace (its own reader, so this runs in a worker thread), with ``decoders`` if given."""
+        return self.fold(self.services.load_model(self.path, decoders))
 
-    def attach(self, model: Any, calls: CallIndex | None = None) -> None:
-        """Use this model from now on (on the UI thread)."""
-        self.model = model
-        self._calls = calls or CallIndex.build(model.calls)
-        self._wedges = None
-        self._lanes = None
+    def fold(self, model: Any) -> Folded:
+        """What the screen draws from ``model``: lanes, wedges, object trees, the call index."""
+        return Folded(model, CallIndex.build(model.calls), lane_rows(model, self.start_ns),
+                      list(self.services.find_wedges(model)), object_trees(model, self.start_ns))
+
+    def attach(self, folded: Folded) -> None:
+        """Use this folded model from now on (on the UI thread)."""
+        self._folded = folded
+        self.model = folded.model
         self._children = None
         self.generation += 1
 
     def call_at(self, seq: int) -> Any | None:
-        return self._calls.call_at(seq) if self._calls is not None else None
+        return self._folded.calls.call_at(seq) if self._folded is not None else None
 
     def build_decoders(self) -> Any | None:
         """The trace's decoders (runs in a worker thread; the profile is chosen from the metadata)."""
@@ -265,16 +302,7 @@ class RunView:
     # -- time
 
     def lanes(self) -> list[LaneRow]:
-        if self.model is None:
-            return []
-        if self._lanes is None:
-            start = self.start_ns
-            self._lanes = [
-                LaneRow(lane.entity, lane.kind, lane.group, lane.label,
-                        tuple((s.t0 - start, s.t1 - start, s.state, s.detail) for s in lane.segments))
-                for lane in self.model.lanes()
-            ]
-        return self._lanes
+        return self._folded.lanes if self._folded is not None else []
 
     def group_labels(self) -> dict[str, str]:
         """Lane group -> a heading: a client's label, or the host's."""
@@ -289,23 +317,7 @@ class RunView:
     # -- objects and wedges
 
     def object_trees(self) -> dict[str, list[ObjectNode]]:
-        """Client id -> its root objects, children nested, in allocation order."""
-        if self.model is None:
-            return {}
-        children: dict[tuple[str, int | None], list[Any]] = {}
-        handles = {key for key in self.model.objects}
-        for (client_id, _), obj in sorted(self.model.objects.items(), key=lambda kv: kv[1].alloc_seq):
-            parent = obj.parent if (client_id, obj.parent) in handles and obj.parent != obj.handle else None
-            children.setdefault((client_id, parent), []).append(obj)
-
-        def node(obj: Any) -> ObjectNode:
-            return ObjectNode(
-                obj.client_id, obj.handle, obj.class_name, obj.stable_name,
-                None if obj.alloc_ns is None else obj.alloc_ns - self.start_ns,
-                None if obj.free_ns is None else obj.free_ns - self.start_ns, obj.status,
-                tuple(node(c) for c in children.get((obj.client_id, obj.handle), ())))
-
-        return {c.id: [node(o) for o in children.get((c.id, None), ())] for c in self.model.clients}
+        return self._folded.trees if self._folded is not None else {}
 
     def entities_of(self, client_id: str, handle: int) -> set[str]:
         """Lane entities an object is about: a channel it is, or the channels and ranks below it."""
@@ -342,11 +354,7 @@ class RunView:
         return frozenset(under)
 
     def wedges(self) -> list[Any]:
-        if self.model is None:
-            return []
-        if self._wedges is None:
-            self._wedges = list(self.services.find_wedges(self.model))
-        return self._wedges
+        return self._folded.wedges if self._folded is not None else []
 
     def wedge_time(self, wedge: Any) -> int:
         """When a wedge shows, relative to the start: its own time, its record's, or the end."""
@@ -390,7 +398,7 @@ class RunView:
     def _private(self) -> "RunView":
         private = RunView(TraceReader(self.path), self.services, label=self.label)
         private.start_ns = self.start_ns
-        private.model, private._calls, private.decoders = self.model, self._calls, self.decoders
+        private.model, private._folded, private.decoders = self.model, self._folded, self.decoders
         return private
 
     def scan(self, flt: "EventFilter", start: int = 0, end: int | None = None, *, batch: int = 2000,

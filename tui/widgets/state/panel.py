@@ -14,6 +14,7 @@ from rmtrace.tui.states import look
 from rmtrace.tui.workspace import Workspace
 
 COUNTERS = ("pub_calls", "gr_rel", "faked", "drain_held")
+STATE_COLUMNS = (("lane", 26), ("state", 15), ("detail", 60))
 """The host service's own counters, shown first when the trace has them."""
 
 
@@ -60,7 +61,8 @@ class StatePanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="state-counters")
         table = DataTable(id="state-table", cursor_type="row", zebra_stripes=False)
-        table.add_columns("lane", "state", "detail")
+        for title, width in STATE_COLUMNS:  # fixed widths: no reflow as the cursor moves
+            table.add_column(title, width=width)
         yield table
 
     def on_mount(self) -> None:

@@ -87,6 +87,14 @@ def lane_label(lane: LaneRow) -> str:
     return lane.label[len(prefix):] if lane.label.startswith(prefix) else lane.label
 
 
+def index_lanes(lanes: Sequence[LaneRow]) -> dict[int, tuple[LaneRow, LaneIndex]]:
+    """Every lane's index, for ``build_rows``' cache (a worker builds it: many lanes take a while)."""
+    cache: dict[int, tuple[LaneRow, LaneIndex]] = {}
+    for lane in lanes:
+        _index(lane, cache)
+    return cache
+
+
 def _index(lane: LaneRow, cache: dict[int, tuple[LaneRow, LaneIndex]]) -> LaneIndex:
     hit = cache.get(id(lane))
     if hit is None or hit[0] is not lane:

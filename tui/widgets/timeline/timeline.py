@@ -101,6 +101,11 @@ class Timeline(Widget, can_focus=True):
         self._strips.clear()
         self.refresh()
 
+    def adopt_indexes(self, indexes: dict) -> None:
+        """Lane indexes a worker built (see ``rows.index_lanes``); then redraw with them."""
+        self._index_cache.update(indexes)
+        self.rebuild()
+
     @property
     def label_width(self) -> int:
         return min(LABEL_MAX, max(LABEL_MIN, self.size.width // 4))
