@@ -397,3 +397,23 @@ def test_the_document_names_every_key(repo_root):
     for owner in (RmtraceApp, Timeline, EventsTable, ObjectsTree, RecordDetail, FilterScreen):
         for binding in owner.BINDINGS:
             assert binding.description in text, f"docs/tui.md does not mention {owner.__name__}: {binding.description}"
+
+
+@pilot_test
+async def test_a_large_object_tree_fills_on_expand(story_paths, monkeypatch):
+    from rmtrace.tui.widgets.objects import tree as tree_module
+    monkeypatch.setattr(tree_module, "EAGER_NODES", 1)
+    app = make_app(story_paths)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("o")
+        tree = app.main.query_one(ObjectsTree)
+        c1 = tree.root.children[0]
+        assert not c1.is_expanded and not c1.children
+        c1.expand()
+        await pilot.pause()
+        root = c1.children[0]
+        assert root.data.class_name == "NV01_ROOT_CLIENT" and not root.children
+        root.expand()
+        await pilot.pause()
+        assert root.children[0].data.class_name == "NV01_DEVICE_0"

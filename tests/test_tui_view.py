@@ -99,3 +99,14 @@ def test_find_text(story):
     again = run.find_text(" uvm_register_gpu", seqs[at + 1:])
     assert run.row(seqs[at + 1 + again]).operation == "→ UVM_REGISTER_GPU"
     assert run.find_text("no such thing", seqs) is None
+
+
+def test_the_state_table_lists_the_selected_client_first_past_its_cap(monkeypatch):
+    from types import SimpleNamespace
+    from rmtrace.tui.widgets.state import panel
+    monkeypatch.setattr(panel, "MAX_ROWS", 4)
+    lanes = [SimpleNamespace(entity=f"client/c{i}", group=f"c{i}") for i in range(6)]
+    lanes += [SimpleNamespace(entity="rank/2", group="host")]
+    assert panel.shown_lanes(lanes[:3], None) == lanes[:3]
+    shown = panel.shown_lanes(lanes, "client/c5")
+    assert [lane.entity for lane in shown] == ["client/c5", "rank/2", "client/c0", "client/c1"]

@@ -9,10 +9,20 @@ from __future__ import annotations
 from textual import on
 from textual.binding import Binding
 from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
 
 from rmtrace.tui.messages import ObjectCleared, ObjectSelected
 from rmtrace.tui.view import ObjectNode
 from rmtrace.tui.workspace import Workspace
+
+
+EAGER_NODES = 2000
+"""Up to this many objects the whole tree is built and open; past it, a node's children come on expand."""
+OK_STATUS = frozenset({"", "ok", "alive", "NV_OK"})
+
+
+def _count(nodes) -> int:
+    return sum(1 + _count(n.children) for n in nodes)
 
 
 class ObjectsTree(Tree[ObjectNode | str]):
@@ -26,6 +36,8 @@ class ObjectsTree(Tree[ObjectNode | str]):
         super().__init__("objects", id=id)
         self.workspace = workspace
         self.show_root = False
+        self._pending: dict[int, tuple[ObjectNode, ...] | list[ObjectNode]] = {}
+        """Children not added yet, by the id of the tree node they go under (filled on expand)."""
 
     def on_mount(self) -> None:
         self.reload()
@@ -33,6 +45,7 @@ class ObjectsTree(Tree[ObjectNode | str]):
     def reload(self) -> None:
         run = self.workspace.run
         self.clear()
+        self._pending.clear()
         if not run.loaded:
             self.root.add_leaf("building the session model…")
             return
@@ -40,19 +53,29 @@ class ObjectsTree(Tree[ObjectNode | str]):
         trees = run.object_trees()
         if not trees:
             self.root.add_leaf("no RM objects in this trace")
+        eager = sum(_count(roots) for roots in trees.values()) <= EAGER_NODES
         for client_id, roots in trees.items():
-            branch = self.root.add(labels.get(client_id, client_id), data=client_id, expand=True)
-            for node in roots:
-                self._add(branch, node)
+            branch = self.root.add(labels.get(client_id, client_id), data=client_id, expand=eager)
+            self._pending[id(branch)] = roots
+            if eager:
+                self._fill(branch, everything=True)
 
-    def _add(self, parent, node: ObjectNode) -> None:
-        label = f"{node.label}  {node.stable_name}" + ("" if node.status in ("", "ok", "alive") else f"  [{node.status}]")
-        if node.children:
-            branch = parent.add(label, data=node, expand=True)
-            for child in node.children:
-                self._add(branch, child)
-        else:
-            parent.add_leaf(label, data=node)
+    def _fill(self, branch: TreeNode, everything: bool = False) -> None:
+        """Add the children waiting under ``branch`` (all levels, or one level with the rest on expand)."""
+        for node in self._pending.pop(id(branch), ()):
+            label = f"{node.label}  {node.stable_name}" + ("" if node.status in OK_STATUS else f"  [{node.status}]")
+            if not node.children:
+                branch.add_leaf(label, data=node)
+                continue
+            child = branch.add(label, data=node, expand=everything)
+            self._pending[id(child)] = node.children
+            if everything:
+                self._fill(child, everything=True)
+
+    @on(Tree.NodeExpanded)
+    def _expanded(self, event: Tree.NodeExpanded) -> None:
+        event.stop()
+        self._fill(event.node)
 
     @on(Tree.NodeSelected)
     def _selected(self, event: Tree.NodeSelected) -> None:

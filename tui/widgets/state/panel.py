@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -15,15 +15,27 @@ from rmtrace.tui.workspace import Workspace
 
 COUNTERS = ("pub_calls", "gr_rel", "faked", "drain_held")
 STATE_COLUMNS = (("lane", 26), ("state", 15), ("detail", 60))
+MAX_ROWS = 200
+"""Lanes listed at once: a trace with thousands of clients would make every cursor move slow."""
 """The host service's own counters, shown first when the trace has them."""
 
 
-def state_rows(workspace: Workspace, state: Any) -> list[tuple[str, str, str, str]]:
-    """(lane label, state, symbol, other attributes) for every lane of the active run, in lane order."""
+def shown_lanes(lanes: Sequence[Any], selected: str | None) -> list[Any]:
+    """Every lane, or past MAX_ROWS the selected lane's group and the host's ranks first, then the rest to the cap."""
+    if len(lanes) <= MAX_ROWS:
+        return list(lanes)
+    group = next((lane.group for lane in lanes if lane.entity == selected), None)
+    first = [lane for lane in lanes if lane.group in (group, "host")]
+    rest = [lane for lane in lanes if lane.group not in (group, "host")]
+    return (first + rest)[:MAX_ROWS]
+
+
+def state_rows(workspace: Workspace, state: Any, lanes: Sequence[Any] | None = None) -> list[tuple[str, str, str, str]]:
+    """(lane label, state, symbol, other attributes) for ``lanes`` (default: every lane of the active run)."""
     run = workspace.run
     entities: Mapping[str, Mapping[str, object]] = state.entities if state is not None else {}
     rows = []
-    for lane in run.lanes():
+    for lane in run.lanes() if lanes is None else lanes:
         attrs = entities.get(lane.entity, {})
         name = str(attrs.get("state", "–"))
         others = " ".join(f"{k}={_short(v)}" for k, v in attrs.items() if k != "state")
@@ -57,6 +69,8 @@ class StatePanel(Vertical):
         super().__init__(id=id)
         self.workspace = workspace
         self.selected: str | None = None
+        self.shown: list[Any] = []
+        """The lanes listed now, in table order."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="state-counters")
@@ -78,15 +92,26 @@ class StatePanel(Vertical):
             return
         state = run.state_at(t_rel)
         tag = self.workspace.tag(self.workspace.active)
-        counters.update(f"{tag + ' ' if tag else ''}at {format_offset(t_rel)}\n{counter_text(state)}")
-        for label, name, symbol, others in state_rows(self.workspace, state):
+        lanes = run.lanes()
+        self.shown = shown_lanes(lanes, self.selected)
+        note = "" if len(self.shown) == len(lanes) else \
+            f"\n{len(self.shown)} of {len(lanes)} lanes: the selected lane's client and the host's first"
+        counters.update(f"{tag + ' ' if tag else ''}at {format_offset(t_rel)}\n{counter_text(state)}{note}")
+        for label, name, symbol, others in state_rows(self.workspace, state, self.shown):
             table.add_row(label, Text(f"{symbol} {name}", style=f"on {look(name).colour}" if name != "–" else ""),
                           others)
-        self.select(self.selected)
+        self._move_to(self.selected)
 
     def select(self, entity: str | None) -> None:
-        """Put the table's cursor on ``entity``'s row (the lane selected in the timeline)."""
+        """Show the lane selected in the timeline: its client's lanes listed, the cursor on its row."""
         self.selected = entity
-        lanes = [lane.entity for lane in self.workspace.run.lanes()]
-        if entity in lanes:
-            self.query_one(DataTable).move_cursor(row=lanes.index(entity))
+        listed = {lane.entity for lane in self.shown}
+        if entity is not None and entity not in listed and self.workspace.run.loaded:
+            self.show(self.workspace.cursor)  # its client was past the cap
+        else:
+            self._move_to(entity)
+
+    def _move_to(self, entity: str | None) -> None:
+        entities = [lane.entity for lane in self.shown]
+        if entity in entities:
+            self.query_one(DataTable).move_cursor(row=entities.index(entity))

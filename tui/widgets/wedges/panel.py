@@ -16,6 +16,14 @@ from rmtrace.tui.workspace import Workspace
 
 
 INDENT = 4
+SHOWN_WEDGES = 40
+"""Wedges listed at once (a large trace can have thousands); the current one is always among them."""
+
+
+def _shown(count: int, current: int) -> range:
+    """The SHOWN_WEDGES indexes around the current wedge (from the first while none is current)."""
+    first = max(0, min(current - SHOWN_WEDGES // 2, count - SHOWN_WEDGES))
+    return range(first, min(count, first + SHOWN_WEDGES))
 
 
 def wedge_text(workspace: Workspace) -> Group:
@@ -28,9 +36,12 @@ def wedge_text(workspace: Workspace) -> Group:
         wedges = run.wedges()
         if not wedges:
             parts.append(Text(f"{tag + ': ' if tag else ''}no wedge found", style="green"))
-        for i, wedge in enumerate(wedges):
+        for i in _shown(len(wedges), workspace.wedge_index if run_index == workspace.active else -1):
             current = run_index == workspace.active and i == workspace.wedge_index
-            parts.extend(_one(run, wedge, f"{tag}{' ' if tag else ''}#{i + 1}", current))
+            parts.extend(_one(run, wedges[i], f"{tag}{' ' if tag else ''}#{i + 1}", current))
+        if len(wedges) > SHOWN_WEDGES:
+            parts.append(Text(f"  … {len(wedges) - SHOWN_WEDGES} more ({len(wedges)} in all; w / W step through them)",
+                              style="dim"))
     if not parts:
         parts.append(Text("building the session model…"))
     return Group(*parts)
