@@ -7,11 +7,12 @@ import pytest
 from textual import events
 from textual.widgets import Input, TabbedContent
 
+from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
 from rmtrace.trace import TraceWriter
 from rmtrace.tui.app import RmtraceApp
 from rmtrace.tui.messages import (
-    CursorMoved, ModelLoaded, ObjectCleared, ObjectSelected, RecordChosen, TraceGrew, WedgeShown,
+    CursorMoved, ModelFailed, ModelLoaded, ObjectCleared, ObjectSelected, RecordChosen, TraceGrew, WedgeShown,
 )
 from rmtrace.tui.screens.detail import RecordDetail
 from rmtrace.tui.screens.filter import FilterScreen, PromptScreen
@@ -357,14 +358,16 @@ async def test_follow_a_growing_trace(tmp_path):
     for i in range(10):
         writer.write(rec(i))
     writer.sync()
-    model = wedge_story(str(tmp_path / "other.trace"))
-    services = replace(double_services({}), load_model=lambda p, decoders: model)
+    def no_model(path, decoders):
+        raise RmtraceError("this trace has nothing a session model folds")
+    services = replace(double_services({}), load_model=no_model)
     app = RmtraceApp.open([path], services, follow=True)
     messages = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         await settle(pilot)
         _, events, _ = parts(app)
         assert events.row_count == 10 and app.check_action("toggle_follow", ()) is True
+        assert any(isinstance(m, ModelFailed) for m in messages)  # said on screen; the events still follow
         for i in range(10, 30):
             writer.write(rec(i))
         writer.sync()
@@ -374,6 +377,9 @@ async def test_follow_a_growing_trace(tmp_path):
                 break
         assert events.row_count == 30 and any(isinstance(m, TraceGrew) for m in messages)
         assert events.pointer == 29
+        timeline = app.main.query_one(Timeline)
+        assert timeline.cursor == app.workspace.cursor == app.workspace.run.end_rel == 29_000
+        assert timeline.window.t0 == 0 and timeline.window.t1 > 29_000  # still fitted to the whole run
         await pilot.press("F")
         assert not app.workspace.follow
     writer.close()

@@ -195,8 +195,13 @@ class RmtraceApp(App):
         screen = self.main
         if message.run == self.workspace.active and screen is not None:
             screen.query_one(EventsTable).grew(message.added)
-            if self.workspace.follow:
-                screen.query_one(Timeline).set_cursor(self.workspace.runs[message.run].end_rel, post=False)
+            timeline = screen.query_one(Timeline)
+            timeline.grew()
+            if self.workspace.follow:  # the cursor rides the end: what is the state now?
+                end = self.workspace.runs[message.run].end_rel
+                self.workspace.cursor = end
+                timeline.set_cursor(end, post=False)
+                screen.query_one(StatePanel).show(end)
             screen.update_titles()
         self._refold_soon(message.run)
 

@@ -101,6 +101,13 @@ class Timeline(Widget, can_focus=True):
         self._strips.clear()
         self.refresh()
 
+    def grew(self) -> None:
+        """The run got longer (a followed trace): a fitted view keeps showing all of it."""
+        if self._fitted:
+            self.window = fit(self.workspace.end_rel, self.plot_width)
+            self._strips.clear()
+        self.refresh()
+
     def adopt_indexes(self, indexes: dict) -> None:
         """Lane indexes a worker built (see ``rows.index_lanes``); then redraw with them."""
         self._index_cache.update(indexes)
