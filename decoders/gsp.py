@@ -150,10 +150,7 @@ class GspCodec:
 
     def payload(self, function: int, values: Mapping[str, Any]) -> bytes:
         """A payload of ``function``'s layout: unnamed members zero, ``values`` over them."""
-        name = self.ctx.profile.gsp_payloads[function]
-        zero, _ = self.ctx.defs.parse(name, bytes(self.ctx.defs.layout(name).size))
-        zero.update(values)
-        return self.ctx.defs.struct(name).build(zero)
+        return self.ctx.defs.build_values(self.ctx.profile.gsp_payloads[function], values)
 
     def build(self, function: int, payload: bytes, sequence: int = 0, *, rpc_result: int = 0xFFFFFFFF,
               rpc_result_private: int = 0xFFFFFFFF, spare: int = 0) -> bytes:
@@ -320,7 +317,9 @@ class GspOp(Op):
                 hide.add(self.params.key)
             out.args.update(summary_args(layout, value, frozenset(hide), layouts))
             if self.detail_kind is not None:
-                detail = self._detail(value.get(DETAIL[self.short][0]))
+                key = DETAIL[self.short][0]
+                out.extra[key] = value.get(key)
+                detail = self._detail(value.get(key))
                 out.detail, out.payload, out.known = detail.name, True, out.known and detail.known
         if reply:
             out.extra["reply_parts"] = len(reply)

@@ -173,6 +173,15 @@ class Definitions:
         stream = io.BytesIO(data)
         return parser.parse_stream(stream), stream.tell()
 
+    def build_values(self, name: str, values: Mapping[str, Any]) -> bytes:
+        """The bytes of layout ``name`` with ``values`` set and every other member zero.
+
+        Nested members take dicts (merged into their zero value), so a caller
+        names only what it cares about: ``{"hClient": 1, "gpuInfoList": [...]}``.
+        """
+        zero, _ = self.parse(name, bytes(self.layouts[name].size))
+        return self.struct(name).build(_merge(zero, values))
+
     def variant(self, name: str, overrides: Mapping[str, Callable[[Construct], Construct]], *,
                 flex: bool = True) -> Construct:
         """Layout ``name`` with some members replaced: ``overrides[member](default) -> subcon``.
@@ -184,7 +193,9 @@ class Definitions:
 
     # -- the factory ---------------------------------------------------------------------
 
-    def _build(self, layout: Any, flex: bool, overrides: Mapping[str, Callable[[Construct], Construct]] = {}) -> Construct:
+    def _build(self, layout: Any, flex: bool,
+               overrides: Mapping[str, Callable[[Construct], Construct]] | None = None) -> Construct:
+        overrides = overrides or {}
         if layout.kind == "union":
             members = [self._member(f, i) for i, f in enumerate(layout.fields) if f.size]
             return Union(0, "_raw" / Bytes(layout.size), *members)
@@ -268,6 +279,18 @@ class Definitions:
         for d in reversed(dims):
             inner = Array(d, inner)
         return inner
+
+
+def _merge(base: Any, values: Any) -> Any:
+    """``values`` laid over a parsed zero value: dicts merge by key, lists from their start."""
+    pairs = values.items() if isinstance(values, Mapping) else enumerate(values)
+    for key, value in pairs:
+        current = base[key]
+        if isinstance(value, (Mapping, list)) and isinstance(current, (Mapping, list)):
+            _merge(current, value)
+        else:
+            base[key] = value
+    return base
 
 
 def _flex_array(f: Any, rule: Flex, count: Any) -> Construct:
