@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from construct import (
-    Adapter, Array, Bytes, Construct, Default, FormatField, ListContainer, Rebuild, Struct, Union, len_, this,
+    Adapter, Array, Bytes, Construct, Default, FormatField, ListContainer, Rebuild, SizeofError, Struct, Union, len_,
+    this,
 )
 
 _INT_CODES = {1: "B", 2: "H", 4: "L", 8: "Q"}
@@ -161,14 +162,17 @@ class Definitions:
     def parse(self, name: str, data: bytes, *, flex: bool = True) -> tuple[Any, int]:
         """Parse ``data`` as layout ``name``: (value, bytes consumed).
 
-        The compiled parser takes over once the layout is hot.
+        A fixed-size layout's compiled parser takes over once it is hot.
+        Compiled construct code skips length checks, so a variable-size
+        definition (a flexible member sized by a count the capture supplies)
+        is always parsed interpreted, which checks every length.
         """
         key = (name, flex)
         parser = self._parsers.get(key)
         if parser is None:
             uses = self._uses[key] = self._uses.get(key, 0) + 1
             parser = self.struct(name, flex=flex)
-            if uses >= HOT_AFTER:
+            if uses >= HOT_AFTER and _fixed_size(parser):
                 parser = self._parsers[key] = parser.compile()
         stream = io.BytesIO(data)
         return parser.parse_stream(stream), stream.tell()
@@ -285,10 +289,11 @@ def _merge(base: Any, values: Any) -> Any:
     """``values`` laid over a parsed zero value: dicts merge by key, lists from their start."""
     pairs = values.items() if isinstance(values, Mapping) else enumerate(values)
     for key, value in pairs:
-        current = base[key]
-        if isinstance(value, (Mapping, list)) and isinstance(current, (Mapping, list)):
+        current = base.get(key) if isinstance(base, Mapping) else base[key]
+        if (isinstance(value, Mapping) and isinstance(current, Mapping)) or (
+                isinstance(value, list) and isinstance(current, list) and len(value) <= len(current)):
             _merge(current, value)
-        else:
+        else:  # a scalar, or a flexible array longer than its (empty) zero value
             base[key] = value
     return base
 
@@ -297,6 +302,14 @@ def _flex_array(f: Any, rule: Flex, count: Any) -> Construct:
     if rule.elem_size == 1:
         return Bytes(count)
     return Array(count, scalar(f.elem_kind if f.elem_kind in SCALAR_KINDS else "uint", rule.elem_size))
+
+
+def _fixed_size(definition: Construct) -> bool:
+    try:
+        definition.sizeof()
+    except SizeofError:
+        return False
+    return True
 
 
 def _is_flex(f: Any) -> bool:
