@@ -119,3 +119,19 @@ def test_from_dwarf_errors_are_clear(setup):
     (tmp / "decoders" / "broken.json").write_text("{")
     listing = rmtrace("decoders", "list", env=env).stdout
     assert "broken.json: not loaded" in listing
+
+
+def test_entry_point_plugins_add_tables_and_broken_ones_are_reported(monkeypatch):
+    from importlib import metadata
+
+    from rmtrace.decoders import user
+    points = [metadata.EntryPoint("hello", "tests.plugin_example:tables", user.ENTRY_POINT_GROUP),
+              metadata.EntryPoint("bad", "tests.plugin_example:broken", user.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(user.metadata, "entry_points", lambda group: points if group == user.ENTRY_POINT_GROUP else [])
+    profile = load_profile("580.142")
+    decoders = DecoderSet(profile)
+    d = decoders.decode(Record(Source.SEMA, Phase.SEND, op=0x80, buffers=(Buffer(Role.PAYLOAD, When.ONCE, b"hey"),)))
+    assert (d.name, d.args) == ("MY_HELLO", {"bytes": 3})
+    assert any(o.startswith("plugin hello") for o in decoders.user_sources)
+    assert user.plugin_errors(profile) == ["plugin bad (tests.plugin_example:broken): RuntimeError: this plugin is "
+                                           "broken on purpose"]
