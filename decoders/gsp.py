@@ -34,7 +34,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Sequence
 
-from construct import Construct, Rebuild, Struct
+from construct import Rebuild, Struct
 
 from rmtrace.calls import PairAction, Pairing
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Label, Level, Op, bind_source

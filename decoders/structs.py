@@ -15,7 +15,7 @@ How members map (the kinds are ``Field.kind``):
 * ``char`` and byte-sized integer arrays: ``Bytes`` (rendered as text or hex).
 * other scalar arrays: :class:`ScalarArray`, one ``struct`` call per array.
 * struct members and arrays of structs: the nested layout's ``Struct``.
-* unions: ``Union(0, "_raw" / Bytes(size), members...)``: parsing reads every
+* unions: ``SizedUnion(size, "_raw" / Bytes(size), members...)``: parsing reads every
   member from the same bytes, building writes ``_raw`` (exact bytes) when present.
 * bitfields sharing a storage unit: one :class:`Bitfields` named ``_bits<offset>``.
 * gaps between members (padding): ``"_pad<offset>" / Default(Bytes(n), zeros)``,
@@ -120,6 +120,22 @@ class Bitfields(Adapter):
         return value
 
 
+class SizedUnion(Union):
+    """A C union: every member parsed from the same bytes, ``size`` bytes in all.
+
+    construct's Union has no size (it builds from whichever member the value
+    names); a C union always has one, and knowing it lets structs holding
+    unions be sized, compiled and put in arrays.
+    """
+
+    def __init__(self, size: int, *subcons: Construct) -> None:
+        super().__init__(0, *subcons)
+        self.size = size
+
+    def _sizeof(self, context, path):
+        return self.size
+
+
 @dataclass(frozen=True)
 class Flex:
     """How a flexible array member is sized: ``count`` (another member) elements of ``elem_size`` bytes.
@@ -202,7 +218,7 @@ class Definitions:
         overrides = overrides or {}
         if layout.kind == "union":
             members = [self._member(f, i) for i, f in enumerate(layout.fields) if f.size]
-            return Union(0, "_raw" / Bytes(layout.size), *members)
+            return SizedUnion(layout.size, "_raw" / Bytes(layout.size), *members)
         subcons: list[Construct] = []
         pos = 0
         fields = list(layout.fields)

@@ -11,27 +11,27 @@ from hypothesis import strategies as st
 
 from rmtrace.decoders.context import context
 from rmtrace.decoders.profiles import available_profiles, load_profile
-from rmtrace.decoders.structs import ScalarArray
+from rmtrace.decoders.structs import Bitfields, ScalarArray
 from tests.declarative import common
-from tests.profile_double import make_profile
 
 PROFILES = available_profiles()
 
 
 @st.composite
 def layout_bytes(draw):
-    """A shipped profile, one of its layouts, and bytes of exactly that layout's size."""
-    profile = load_profile(draw(st.sampled_from(PROFILES)))
+    """A shipped profile's version, one of its layouts, and bytes of exactly that layout's size."""
+    version = draw(st.sampled_from(PROFILES))
+    profile = load_profile(version)
     name = draw(st.sampled_from(sorted(profile.layouts)))
     size = profile.layouts[name].size
-    return profile, name, draw(st.binary(min_size=size, max_size=size))
+    return version, name, draw(st.binary(min_size=size, max_size=size))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(layout_bytes())
 def test_every_layout_round_trips(case):
-    profile, name, data = case
-    definition = context(profile).defs.struct(name, flex=False)
+    version, name, data = case
+    definition = context(load_profile(version)).defs.struct(name, flex=False)
     common(definition, data)
 
 
@@ -70,16 +70,20 @@ def test_flexible_member_is_sized_by_its_count_and_rebuilt():
 
 
 def test_bitfields_padding_unions_keep_every_byte():
-    profile = make_profile()
+    profile = load_profile("580.142")
     defs = context(profile).defs
-    data = bytes([0b10101101, 0xFF, 0xEE, 0xDD, 0x34, 0x12, 0x7F, 0xA5])
-    value = common(defs.struct("BITS_PARAMS"), data)
-    unit = value["_bits0"]
-    assert (unit.a, unit.b, unit._rest) == (0b101, 0b10101, 0xDDEEFF00)
-    assert value.c == 0x1234 and value.d == 0x7F and value["_bits7"].e == 0xA
+    pte = common(defs.struct("pte_desc"), struct.pack("<II", 0xABCD0007 | 0x1234 << 2 & 0xFFFC, 0xFFFFFFFF))
+    unit = pte["_bits0"]
+    assert (unit.idr, unit.reserved1, unit.length, unit._rest) == (3, 0x1234 & 0x3FFF | 1, 0xABCD, 0)
+    partial = Bitfields(4, (("a", 0, 3), ("b", 3, 5)))
+    value = common(partial, struct.pack("<I", 0xDDEEFFAD))
+    assert (value.a, value.b, value._rest) == (0b101, 0b10101, 0xDDEEFF00)
+    kmb = defs.struct("CC_KMB")  # an anonymous union of two crypto bundles
+    raw = bytes(range(124))
+    parsed = common(kmb, raw)
+    assert parsed.anon1.hmacBundle.nonce[0] == parsed.anon1.decryptBundle.iv[0] == 0x3B3A3938
     header = defs.struct("rpc_message_header_v03_00", flex=False)
-    raw = bytes(range(32))
-    parsed = common(header, raw)
+    parsed = common(header, bytes(range(32)))
     assert parsed.u.spare == parsed.u.cpuRmGfid == 0x1F1E1D1C
     padded = defs.struct("NV0080_ALLOC_PARAMETERS")  # 4 bytes of padding before vaSpaceSize
     junk = bytes(range(56))
