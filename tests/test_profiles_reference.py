@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from nvidia_abi import reference
+from tests.nvidia_abi import reference
 from rmtrace.decoders.profiles import available_profiles, load_profile
 
 VERSIONS = available_profiles()

@@ -108,7 +108,7 @@ def test_stats_decode(trace):
     assert "records named           99.43%  (175 of 176)" in out and "not named: RM op 0x7f ×1" in out
     assert "classes named          100.00%" in out
     assert "decoder exceptions     0" in out
-    data = json.loads(rmtrace("stats", "--decode", "--json", trace).stdout)["decode"]
+    data = json.loads(rmtrace("stats", "--decode", "--json", trace).stdout)
     assert data["controls"] == 2 * 18 + 1 and data["controls_at_least_class_and_category_pct"] == 100.0
     assert data["controls_by_naming"]["class"] == 2 and data["exceptions"] == 0
     assert data["unnamed_ops"] == {"RM op 0x7f": 1}

@@ -4,6 +4,13 @@
 plain tuples, then answers ``layouts(roots)``: the ``Layout`` of each named
 struct or union and, recursively, of every struct or union its members use.
 
+``rmtrace.dwarf`` (the foundation's reader) answers "the layout of these named
+structs" for ABI checks, walking pyelftools DIEs per call.  The generator needs
+more from one object: every type at once, enumerators of anonymous enums,
+constants from ``.rodata``, field kinds and array element types for decoders,
+names for nested anonymous structs, and results that pickle back from worker
+processes; hence this reader, which keeps plain tuples.
+
 Naming: a struct is named by the typedef that names it directly (preferring
 one equal to its tag), else by its tag; an anonymous nested struct is named
 ``Parent.member``.  Bitfields are read in both encodings: DWARF 5

@@ -16,11 +16,11 @@ How each table is derived (rules, not lists):
   in escape.c, osapi.c and nv.c); its device is ``ctl``/``gpu`` where that
   handler calls ``NV_CTL_DEVICE_ONLY``/``NV_ACTUAL_DEVICE_ONLY``, else ``any``.
 * classes: every macro g_allclasses.h defines; the first name of an id is its
-  name, later ones are aliases.  Alloc params from the RS_ENTRY rows of
+  name, later ones (and those the file marks ``// alias``) are aliases.  Alloc params from the RS_ENTRY rows of
   resource_list.h (``RS_REQUIRED(T)``/``RS_OPTIONAL(T)``).
 * controls: a macro whose FINN comment says it is built from an interface id
-  (``(FINN_..._INTERFACE_ID << 8) | ...``), or a ``*_CTRL_CMD_*`` macro whose
-  value falls in an interface FINN defines (outside its reserved category 0).
+  (``(FINN_..._INTERFACE_ID << 8) | ...``); a ``*_CTRL_CMD_*`` macro without
+  that comment whose value is such a command's becomes an alias of it.
   Params: the ``X`` of the FINN comment's ``X_MESSAGE_ID``, else
   ``<PREFIX>_CTRL_<REST>_PARAMS``, else ``<NAME>_PARAMS``, else the same with
   the verb (GET/SET...) or a leading ``INTERNAL_`` dropped, else the params of
@@ -259,10 +259,6 @@ def run_unit(unit: Unit, workdir: Path) -> tuple[list[Macro], dict[str, int], st
     return macros, {k: i for i, k in enumerate(compiled.values)}, str(compiled.object_path)
 
 
-def _read_facts(obj: str) -> ObjectFacts:
-    return ObjectFacts(obj)
-
-
 # -- assembling the tables ---------------------------------------------------------------------
 
 def _value(result: UnitResult, key: str) -> int | None:
@@ -465,11 +461,12 @@ def _uvm(uvm: UnitResult) -> tuple[dict[int, UvmCommand], dict[int, str]]:
     return dict(sorted(out.items())), params
 
 
-def _enumerators(facts: ObjectFacts, prefix: str, strip: bool = True) -> dict[int, str]:
+def _enumerators(facts: ObjectFacts, prefix: str) -> dict[int, str]:
+    """Enumerators named ``prefix``+NAME, by value, without the prefix (the first name of a value)."""
     out: dict[int, str] = {}
     for name, value in facts.enumerators.items():
         if name.startswith(prefix):
-            out.setdefault(value, name[len(prefix):] if strip else name)
+            out.setdefault(value, name[len(prefix):])
     return dict(sorted(out.items()))
 
 
@@ -507,7 +504,10 @@ def _merge_layouts(parts: list[dict[str, Layout]]) -> dict[str, Layout]:
 
 
 def build_profile(tree: str | Path, version: str | None = None, jobs: int | None = None) -> DriverProfile:
-    """Generate the profile of the driver whose open-gpu-kernel-modules tree is at ``tree``."""
+    """Generate the profile of the driver whose open-gpu-kernel-modules tree is at ``tree``.
+
+    ``version`` overrides the tree's version.mk; ``jobs`` bounds the gcc threads and the
+    worker processes that read DWARF (default: Python's, by core count)."""
     tree = Path(tree)
     if not tree.is_dir():
         raise RmtraceError(f"{tree}: no such directory (give an extracted open-gpu-kernel-modules tree)")
@@ -521,7 +521,7 @@ def build_profile(tree: str | Path, version: str | None = None, jobs: int | None
         with ThreadPoolExecutor(max_workers=jobs) as pool:  # gcc runs in subprocesses
             compiled = list(pool.map(lambda u: run_unit(u, workdir), units))
         with ProcessPoolExecutor(max_workers=jobs) as pool:  # DWARF reading is pure Python
-            facts = list(pool.map(_read_facts, [obj for _, _, obj in compiled]))
+            facts = list(pool.map(ObjectFacts, [obj for _, _, obj in compiled]))
     results = {u.name: UnitResult(macros, values, f) for u, (macros, values, _), f in zip(units, compiled, facts)}
     return assemble(version, results, paths)
 

@@ -1,9 +1,10 @@
 """rmtrace stats: numbers about a trace, one section per question.
 
 Each section is a ``Section``: the flag that asks for it, a function that
-computes a JSON-ready dict from the open trace, and one that turns that dict
-into lines of text.  Adding a section (per-process latency, say) is adding one
-entry to ``SECTIONS``; ``rmtrace stats FILE`` with no section flag prints them all.
+computes a JSON-ready dict from the trace, and one that turns that dict into
+lines of text.  Adding a section is adding one entry to ``SECTIONS``.  With
+no section flag the default sections are printed; ``--json`` prints a single
+section's dict as it is, several as ``{section: dict}``.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rmtrace.cli.common import add_trace_argument
-from rmtrace.trace import TraceReader
+from rmtrace.timefmt import format_duration
 
 NAME = "stats"
-HELP = "numbers about a trace: decode coverage (--decode)"
+HELP = "calls per process/client/operation (counts, statuses, latency, bytes); decode coverage (--decode)"
 DESCRIPTION = """\
-Print numbers about a trace.  --decode: how much of it the decoders name and
-unfold for its driver profile: records named, allocated classes named, control
-commands named by full name / by class and category, controls decoded field by
-field, and decoder exceptions (always 0, or it is a bug to report).  With no
-section flag every section is printed.
+Print numbers about a trace.
+
+--calls (the default): fold the trace and print, per process, client, source
+and operation, how many calls there were, their statuses, latency (min,
+median, p99, max) and the bytes of their buffers.
+
+--decode: how much of the trace the decoders name and unfold for its driver
+profile: records named, allocated classes named, control commands named by
+full name / by class and category, controls decoded field by field, and
+decoder exceptions (always 0, or it is a bug to report).
 """
 
 
@@ -31,15 +37,45 @@ section flag every section is printed.
 class Section:
     name: str
     help: str
-    compute: Callable[[TraceReader, argparse.Namespace], dict[str, Any]]
+    compute: Callable[[argparse.Namespace], dict[str, Any]]
     text: Callable[[dict[str, Any]], list[str]]
+    default: bool = False
 
 
-def _decode(reader: TraceReader, args: argparse.Namespace) -> dict[str, Any]:
+def _calls(args: argparse.Namespace) -> dict[str, Any]:
+    from rmtrace.analysis.stats import session_stats
+    from rmtrace.session import load_session
+    return session_stats(load_session(args.trace, driver=args.driver))
+
+
+def _latency(lat: dict | None) -> str:
+    if lat is None:
+        return "-"
+    return "/".join(format_duration(lat[k]) for k in ("min", "median", "p99", "max"))
+
+
+def _calls_text(stats: dict[str, Any]) -> list[str]:
+    lines = []
+    for client in stats["clients"]:
+        counts = ", ".join(f"{s} {n}" for s, n in sorted(client["sources"].items()))
+        lines.append(f"{client['label']}: {counts}")
+    lines.append("")
+    lines.append(f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  "
+                 f"{'latency min/med/p99/max':<34} {'bytes':>9}  statuses")
+    for row in stats["operations"]:
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(row["statuses"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"{row['pid']:>7} {row['client'] or '-':<6} {row['source']:<5} {row['operation'][:58]:<58} "
+                     f"{row['count']:>6}  {_latency(row['latency_ns']):<34} {row['bytes']:>9}  {statuses}")
+    return lines
+
+
+def _decode(args: argparse.Namespace) -> dict[str, Any]:
     from rmtrace.decoders import decoders_for
     from rmtrace.decoders.coverage import decode_coverage
-    decoders = decoders_for(reader, override=args.driver)
-    out = decode_coverage(reader, decoders).to_dict()
+    from rmtrace.trace import TraceReader
+    with TraceReader(args.trace) as reader:
+        decoders = decoders_for(reader, override=args.driver)
+        out = decode_coverage(reader, decoders).to_dict()
     out["profile"] = decoders.profile.version
     out["profile_warning"] = decoders.warning
     return out
@@ -68,7 +104,11 @@ def _decode_text(c: dict[str, Any]) -> list[str]:
     return lines
 
 
-SECTIONS = (Section("decode", "decode coverage for the trace's driver profile", _decode, _decode_text),)
+SECTIONS = (
+    Section("calls", "per process, client, source and operation: counts, statuses, latency, bytes (default)",
+            _calls, _calls_text, default=True),
+    Section("decode", "decode coverage for the trace's driver profile", _decode, _decode_text),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,15 +116,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for section in SECTIONS:
         parser.add_argument(f"--{section.name}", action="store_true", help=section.help)
     parser.add_argument("--driver", metavar="VERSION", help="decode with this driver's profile, not the recorded one")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = [s for s in SECTIONS if getattr(args, s.name)] or list(SECTIONS)
-    with TraceReader(args.trace) as reader:
-        results = {s.name: s.compute(reader, args) for s in chosen}
+    chosen = [s for s in SECTIONS if getattr(args, s.name)] or [s for s in SECTIONS if s.default]
+    results = {s.name: s.compute(args) for s in chosen}
     if args.json:
-        print(json.dumps(results, indent=2, default=str))
+        print(json.dumps(results[chosen[0].name] if len(chosen) == 1 else results, indent=2, default=str))
         return 0
     for section in chosen:
         if len(chosen) > 1:
