@@ -41,6 +41,8 @@ from construct import (
     this,
 )
 
+from rmtrace.errors import RmtraceError
+
 _INT_CODES = {1: "B", 2: "H", 4: "L", 8: "Q"}
 _SINT_CODES = {1: "b", 2: "h", 4: "l", 8: "q"}
 SIGNED_KINDS = frozenset({"int"})
@@ -193,14 +195,16 @@ class Definitions:
         stream = io.BytesIO(data)
         return parser.parse_stream(stream), stream.tell()
 
-    def build_values(self, name: str, values: Mapping[str, Any]) -> bytes:
+    def build_values(self, name: str, values: Mapping[str, Any], *, flex: bool = True) -> bytes:
         """The bytes of layout ``name`` with ``values`` set and every other member zero.
 
-        Nested members take dicts (merged into their zero value), so a caller
-        names only what it cares about: ``{"hClient": 1, "gpuInfoList": [...]}``.
+        Nested members take dicts (merged into their zero value) and arrays
+        lists (laid over the start of the array), so a caller names only what
+        it cares about: ``{"hClient": 1, "gpuInfoList": [{"index": 1}]}``.  A
+        name the layout does not have is an RmtraceError.
         """
-        zero, _ = self.parse(name, bytes(self.layouts[name].size))
-        return self.struct(name).build(_merge(zero, values))
+        zero, _ = self.parse(name, bytes(self.layouts[name].size), flex=flex)
+        return self.struct(name, flex=flex).build(_merge(zero, values))
 
     def variant(self, name: str, overrides: Mapping[str, Callable[[Construct], Construct]], *,
                 flex: bool = True) -> Construct:
@@ -305,7 +309,10 @@ def _merge(base: Any, values: Any) -> Any:
     """``values`` laid over a parsed zero value: dicts merge by key, lists from their start."""
     pairs = values.items() if isinstance(values, Mapping) else enumerate(values)
     for key, value in pairs:
-        current = base.get(key) if isinstance(base, Mapping) else base[key]
+        if isinstance(base, Mapping) and key not in base:
+            members = ", ".join(k for k in base if not k.startswith("_"))
+            raise RmtraceError(f"no field {key!r} (fields: {members})")
+        current = base[key]
         if (isinstance(value, Mapping) and isinstance(current, Mapping)) or (
                 isinstance(value, list) and isinstance(current, list) and len(value) <= len(current)):
             _merge(current, value)

@@ -94,13 +94,12 @@ def test_request_and_response_pair_with_an_event_between(codec, profile, decoder
 
 
 def test_params_inside_an_rpc_decode_exactly_as_in_the_ioctl(codec, profile, decoders):
-    from tests.traffic import Session
+    from rmtrace.decoders.craft import Crafter
     params = info_params(profile, 5)
     gsp = decoders.decode(list(decoders.calls(control_exchange(codec, Wire(codec), params, 3)))[0])
-    s = Session(profile)
-    s.control(0xC1D00001, 0x5C000001, GET_INFO, {"gpuInfoListSize": 5, "gpuInfoList": [
+    records = Crafter(profile).rm_control(0xC1D00001, 0x5C000001, GET_INFO, {"gpuInfoListSize": 5, "gpuInfoList": [
         {"index": i + 1, "data": 0x100 * (i + 1)} for i in range(5)]})
-    ioctl = decoders.decode(list(decoders.calls(s.records))[0])
+    ioctl = decoders.decode(list(decoders.calls(records))[0])
     pick = lambda d: [(b.layout.name, render.plain(b.value, b.layout, b.layouts)) for b in d.buffers if b.role == Role.PARAMS]
     assert pick(gsp) == pick(ioctl)
 

@@ -16,7 +16,8 @@ from rmtrace.decoders.names import ControlNaming, names
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.record import Buffer, BufferFlag, Phase, Record, Role, Source, When
 from tests.strategies import records
-from tests.traffic import Session, cuda_session
+from rmtrace.decoders.craft import Crafter
+from tests.traffic import cuda_session
 
 
 @pytest.fixture(scope="module")
@@ -29,25 +30,26 @@ def decoders(profile):
     return DecoderSet(profile, user=False)
 
 
-def one_call(session):
-    calls = list(DecoderSet(session.profile, user=False).calls(session.records))
+def one_call(profile, records):
+    calls = list(DecoderSet(profile, user=False).calls(records))
     assert len(calls) == 1
     return calls[0]
 
 
 def test_rm_alloc_named_by_class_with_alloc_params_and_new_handle(profile, decoders):
-    s = Session(profile)
-    s.alloc(0xC1D00001, 0xCAF00001, 0, "HOPPER_CHANNEL_GPFIFO_A", {"gpFifoEntries": 1024, "engineType": 1})
-    call = one_call(s)
+    records = Crafter(profile).rm_alloc(0xC1D00001, 0xCAF00001, 0, "HOPPER_CHANNEL_GPFIFO_A",
+                                        {"gpFifoEntries": 1024, "engineType": 1}, new_handle=0xCAF000D4,
+                                        duration_ns=240_000)
+    call = one_call(profile, records)
     assert decoders.label(call.first).detail == "HOPPER_CHANNEL_GPFIFO_A"
     d = decoders.decode(call)
     assert (d.name, d.detail, d.status_name, d.ok, d.known) == ("RM_ALLOC", "HOPPER_CHANNEL_GPFIFO_A", "NV_OK", True, True)
     assert d.handles["hClient"] == 0xC1D00001 and d.handles["hParent"] == 0xCAF00001
-    assert d.handles["hObject"] != 0  # RM's new handle, from the AFTER copy
+    assert d.handles["hObject"] == 0xCAF000D4  # RM's new handle, from the AFTER copy
     params = next(b for b in d.buffers if b.role == Role.ALLOC_PARAMS and b.when == When.AFTER)
     assert params.layout.name == "NV_CHANNEL_ALLOC_PARAMS" and params.value.gpFifoEntries == 1024
     line = render.line(d, call, 0)
-    assert "RM_ALLOC(hClient=0xc1d00001, hParent=0xcaf00001, hObject=" in line
+    assert "RM_ALLOC(hClient=0xc1d00001, hParent=0xcaf00001, hObject=0xcaf000d4, " in line
     assert "HOPPER_CHANNEL_GPFIFO_A{…}) = NV_OK <240µs>" in line
 
 
@@ -66,10 +68,9 @@ def test_rm_alloc_argument_size_picks_nvos64(profile, decoders):
 
 
 def test_control_full_name_params_and_nested_array(profile, decoders):
-    s = Session(profile)
-    s.control(1, 2, "NV0080_CTRL_CMD_FIFO_GET_CHANNELLIST", {"numChannels": 2},
-              nested=(struct.pack("<2I", 0xCAF000D4, 0xCAF000D5), struct.pack("<2I", 7, 8)))
-    d = decoders.decode(one_call(s))
+    records = Crafter(profile).rm_control(1, 2, "NV0080_CTRL_CMD_FIFO_GET_CHANNELLIST", {"numChannels": 2},
+                                          nested=(struct.pack("<2I", 0xCAF000D4, 0xCAF000D5), struct.pack("<2I", 7, 8)))
+    d = decoders.decode(one_call(profile, records))
     assert d.detail == "NV0080_CTRL_CMD_FIFO_GET_CHANNELLIST" and d.known
     nested = [b for b in d.buffers if b.role == Role.NESTED]
     assert [b.value for b in nested] == [[0xCAF000D4, 0xCAF000D5], [7, 8]]
@@ -89,9 +90,7 @@ def test_controls_are_named_only_as_far_as_the_profile_knows(profile, cmd, expec
 
 
 def test_unknown_control_params_are_kept_raw_with_a_note(profile, decoders):
-    s = Session(profile)
-    s.control(1, 2, 0x20800145, size=24)
-    d = decoders.decode(one_call(s))
+    d = decoders.decode(one_call(profile, Crafter(profile).rm_control(1, 2, 0x20800145, raw_size=24)))
     params = [b for b in d.buffers if b.role == Role.PARAMS]
     assert params and all(b.layout is None and "does not define" in b.note for b in params)
     assert not d.known
@@ -101,9 +100,8 @@ def test_status_names_come_from_the_branch_profile():
     """0x8B is NV_ERR_DMA_XFER_FAILED up to 590 and NV_ERR_OPERATION_ABORTED in 595."""
     for version, expect in (("580.142", "NV_ERR_DMA_XFER_FAILED"), ("595.45.04", "NV_ERR_OPERATION_ABORTED")):
         p = load_profile(version)
-        s = Session(p)
-        s.control(1, 2, "NV2080_CTRL_CMD_BUS_GET_PCI_INFO", status=0x8B)
-        d = DecoderSet(p, user=False).decode(one_call(s))
+        records = Crafter(p).rm_control(1, 2, "NV2080_CTRL_CMD_BUS_GET_PCI_INFO", status=0x8B)
+        d = DecoderSet(p, user=False).decode(one_call(p, records))
         assert (d.status, d.status_name, d.ok) == (0x8B, expect, False)
 
 
@@ -142,10 +140,9 @@ def test_unknown_escape_and_truncated_buffers_stay_raw_with_notes(decoders, prof
 
 
 def test_uvm_register_gpu(profile, decoders):
-    s = Session(profile)
-    s.uvm("UVM_REGISTER_GPU", {"gpu_uuid": {"uuid": bytes(range(16))}, "rmCtrlFd": 3, "hClient": 0xC1D00001},
-          status=0x1F)
-    d = decoders.decode(one_call(s))
+    records = Crafter(profile).uvm("UVM_REGISTER_GPU", {"gpu_uuid": {"uuid": bytes(range(16))}, "rmCtrlFd": 3,
+                                                         "hClient": 0xC1D00001}, status=0x1F)
+    d = decoders.decode(one_call(profile, records))
     assert (d.name, d.status_name, d.ok) == ("UVM_REGISTER_GPU", "NV_ERR_INVALID_ARGUMENT", False)
     assert d.handles == {"hClient": 0xC1D00001, "hSmcPartRef": 0} and d.args["rmCtrlFd"] == 3
 

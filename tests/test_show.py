@@ -50,9 +50,9 @@ def test_show_folds_and_names_everything(trace):
     proc = rmtrace("show", trace)
     lines = proc.stdout.splitlines()
     assert "using 580.142, the nearest of branch 580" in proc.stderr
-    assert any("RM_ALLOC(hClient=0xc1d00003, hParent=0xcaf00020, hObject=0xcaf000d4, HOPPER_CHANNEL_GPFIFO_A{…}) "
+    assert any("RM_ALLOC(hClient=0xc1d003e9, hParent=0xcaf00020, hObject=0xcaf000d4, HOPPER_CHANNEL_GPFIFO_A{…}) "
                "= NV_OK <240µs>" in line for line in lines)
-    assert any(line.startswith("[1002/1002]") and "UVM_REGISTER_GPU(" in line and "= ? <in flight since +11.722ms, 1.000s at the end>"
+    assert any(line.startswith("[1002/1002]") and "UVM_REGISTER_GPU(" in line and "= ? <in flight since +11.740ms, 1.000s at the end>"
                in line for line in lines)
     assert any("GSP_RM_CONTROL(seq=4, hClient=0xc1d00001, hObject=0xcaf00002" in line and
                "NV2080_CTRL_CMD_BUS_GET_PCI_INFO{…}) = NV_OK <900ns>" in line for line in lines)
@@ -75,7 +75,7 @@ def test_filters(trace):
     assert all("[1002/" in l for l in shown("--pid", "1002"))
     assert all("UVM" in l for l in shown("--source", "uvm"))
     assert len(shown("--name", "RM_CONTROL", "--limit", "3")) == 3
-    window = shown("--from", "8ms", "--to", "8.55ms")
+    window = shown("--from", "7.9ms", "--to", "8.55ms")
     assert [("GSP" in l, "SEMA" in l) for l in window] == [(True, False), (False, True)]
 
 
