@@ -146,6 +146,8 @@ def test_alloc_free_dup_and_common_events(codec, profile, decoders):
     alloc_params = context(profile).defs.build_values("NV0080_ALLOC_PARAMETERS", {"deviceId": 0, "hClientShare": 5})
     alloc = codec.payload(103, {"hClient": 5, "hParent": 5, "hObject": 0xCAF00001, "hClass": 0x80, "params": alloc_params})
     free = codec.payload(10, {"params": {"hRoot": 5, "hObjectParent": 0, "hObjectOld": 0xCAF00001}})
+    dup = codec.payload(21, {"params": {"hClient": 6, "hParent": 0xCAF10001, "hObject": 0xCAF10002,
+                                        "hClientSrc": 5, "hObjectSrc": 0xCAF00001}})
     lookup = profile.lookup
     events = {
         "GSP_INIT_DONE": {}, "GSP_RUN_CPU_SEQUENCER": {"bufferSizeDWord": 2, "cmdIndex": 1, "commandBuffer": [7, 9]},
@@ -153,15 +155,18 @@ def test_alloc_free_dup_and_common_events(codec, profile, decoders):
         "OS_ERROR_LOG": {"exceptType": 13, "errString": b"Xid 13: Graphics Exception".ljust(256, b"\0")},
     }
     records = [wire.send(Phase.SEND, codec.build(103, alloc, 1)), wire.send(Phase.RECV, codec.build(103, alloc, 1, rpc_result=0)),
-               wire.send(Phase.SEND, codec.build(10, free, 2)), wire.send(Phase.RECV, codec.build(10, free, 2, rpc_result=0x57))]
+               wire.send(Phase.SEND, codec.build(10, free, 2)), wire.send(Phase.RECV, codec.build(10, free, 2, rpc_result=0x57)),
+               wire.send(Phase.SEND, codec.build(21, dup, 3)), wire.send(Phase.RECV, codec.build(21, dup, 3, rpc_result=0))]
     records += [wire.send(Phase.RECV, codec.build(lookup("gsp_events", n), codec.payload(lookup("gsp_events", n), v), 0,
                                                   rpc_result=0)) for n, v in events.items()]
     decoded = [decoders.decode(c) for c in decoders.calls(records)]
-    alloc_d, free_d, *event_ds = decoded
+    alloc_d, free_d, dup_d, *event_ds = decoded
     assert (alloc_d.detail, alloc_d.handles["hObject"], alloc_d.known) == ("NV01_DEVICE_0", 0xCAF00001, True)
     assert any(b.role == Role.ALLOC_PARAMS and b.value.hClientShare == 5 for b in alloc_d.buffers)
     assert (free_d.name, free_d.status_name, free_d.handles) == (
         "GSP_FREE", "NV_ERR_OBJECT_NOT_FOUND", {"hClient": 5, "hParent": 0, "hObject": 0xCAF00001})
+    assert (dup_d.name, dup_d.status_name, dup_d.handles["hClientSrc"], dup_d.handles["hObjectSrc"]) == (
+        "GSP_DUP_OBJECT", "NV_OK", 5, 0xCAF00001)
     assert [d.name for d in event_ds] == ["GSP_INIT_DONE", "GSP_RUN_CPU_SEQUENCER", "GSP_RC_TRIGGERED", "GSP_OS_ERROR_LOG"]
     assert all(d.known and not d.notes for d in event_ds)
     assert event_ds[1].args["commandBuffer"] == [7, 9]
