@@ -6,7 +6,8 @@
   full name from the profile, class and category name, class and category number
   (``NV2081_CTRL_CMD_0x01_0x02``: the headers define nothing in that category),
   not even the class;
-* field by field: controls whose params were decoded with a layout;
+* field by field: controls whose params were decoded with a layout, and of
+  those the profile has a layout for, how many params fit it exactly;
 * exceptions: decoders that failed on a record (the raw form was shown instead).
 """
 
@@ -35,6 +36,8 @@ class Coverage:
     controls: int = 0
     controls_by_naming: dict[str, int] = field(default_factory=lambda: {n.name.lower(): 0 for n in ControlNaming})
     controls_field_by_field: int = 0
+    controls_with_layout: int = 0       # the profile has a params layout for the command
+    params_not_decoded: Counter = field(default_factory=Counter)  # ... but these params did not fit it
     exceptions: int = 0
     unnamed_ops: Counter = field(default_factory=Counter)
     unnamed_classes: Counter = field(default_factory=Counter)
@@ -63,13 +66,15 @@ class Coverage:
             "controls_at_least_class_and_category_pct": self.percent(self.controls_at_least_class_and_category,
                                                                      self.controls),
             "controls_field_by_field_pct": self.percent(self.controls_field_by_field, self.controls),
+            "params_decoded_where_profile_has_layout_pct": self.percent(
+                self.controls_with_layout - sum(self.params_not_decoded.values()), self.controls_with_layout),
             "exceptions": self.exceptions,
         }
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.update(self.summary())
-        for key in ("unnamed_ops", "unnamed_classes", "partly_named_controls"):
+        for key in ("unnamed_ops", "unnamed_classes", "partly_named_controls", "params_not_decoded"):
             out[key] = dict(getattr(self, key).most_common())
         return out
 
@@ -107,6 +112,12 @@ def decode_coverage(records: Iterable[Record], decoders: DecoderSet) -> Coverage
             cov.controls_by_naming[naming.name.lower()] += 1
             if naming is not ControlNaming.FULL:
                 cov.partly_named_controls[d.detail or "?"] += 1
-            if any(b.role == Role.PARAMS and b.layout is not None for b in d.buffers):
+            params = [b for b in d.buffers if b.role == Role.PARAMS]
+            control = decoders.profile.controls.get(cmd) if cmd is not None else None
+            if control is not None and control.params and params:
+                cov.controls_with_layout += 1
+                if any(b.layout is None or b.note for b in params):
+                    cov.params_not_decoded[f"{d.detail}: {next(b.note for b in params if b.note or b.layout is None)}"] += 1
+            if any(b.layout is not None for b in params):
                 cov.controls_field_by_field += 1
     return cov

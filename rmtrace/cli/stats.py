@@ -93,11 +93,13 @@ def _decode_text(c: dict[str, Any]) -> list[str]:
         f"  by class+category    {c['controls_class_category_name_pct']:6.2f}%  ({by['category']:,}, category by name)",
         f"                       {c['controls_class_category_number_pct']:6.2f}%  ({by['class']:,}, category by number: "
         f"the headers name none)",
-        f"  field by field       {c['controls_field_by_field_pct']:6.2f}%  ({c['controls_field_by_field']:,})",
+        f"  field by field       {c['controls_field_by_field_pct']:6.2f}%  ({c['controls_field_by_field']:,}; "
+        f"{c['params_decoded_where_profile_has_layout_pct']:.2f}% of those the profile has a layout for)",
         f"decoder exceptions     {c['exceptions']}",
     ]
     for title, key in (("not named", "unnamed_ops"), ("classes not named", "unnamed_classes"),
-                       ("controls without a full name", "partly_named_controls")):
+                       ("controls without a full name", "partly_named_controls"),
+                       ("params that did not fit the profile's layout", "params_not_decoded")):
         if c[key]:
             lines.append(f"{title}: " + ", ".join(f"{k} ×{n}" for k, n in list(c[key].items())[:12]))
     lines.extend(f"  exception: {e}" for e in c["exception_examples"])
