@@ -14,7 +14,8 @@ How members map (the kinds are ``Field.kind``):
   its size) so every byte round-trips, and rendered as a float.
 * ``char`` and byte-sized integer arrays: ``Bytes`` (rendered as text or hex).
 * other scalar arrays: :class:`ScalarArray`, one ``struct`` call per array.
-* struct members and arrays of structs: the nested layout's ``Struct``.
+* struct members: the nested layout's ``Struct``; arrays of them:
+  :class:`StructArray` (each distinct element parsed once, compiled).
 * unions: ``SizedUnion(size, "_raw" / Bytes(size), members...)``: parsing reads every
   member from the same bytes, building writes ``_raw`` (exact bytes) when present.
 * bitfields sharing a storage unit: one :class:`Bitfields` named ``_bits<offset>``.
@@ -30,6 +31,7 @@ renderers show their contents, never their names.
 
 from __future__ import annotations
 
+import copy
 import io
 import struct as _struct
 import weakref
@@ -49,7 +51,9 @@ SIGNED_KINDS = frozenset({"int"})
 SCALAR_KINDS = frozenset({"uint", "int", "enum", "bool", "ptr", "float", "char"})
 
 HOT_AFTER = 16
-"""Parses of one layout before its compiled parser is built (compiling costs a few ms)."""
+"""Parses of one layout before its compiled parser is built (compiling costs a few ms)..."""
+BIG = 256
+"""... except for layouts this big, which cost more to interpret once than to compile."""
 
 
 def scalar(kind: str, size: int) -> Construct:
@@ -93,6 +97,51 @@ class ScalarArray(Construct):
         name = f"scalar_array_{self.count}{self.code}"
         code.append(f"{name} = struct.Struct('<{self.count}{self.code}')")
         return f"(io.write({name}.pack(*obj)), obj)[1]"
+
+
+class StructArray(Construct):
+    """``count`` elements of a fixed-size struct, parsed by the element's compiled parser.
+
+    Equivalent to ``Array(count, subcon)`` (tests check it), for the large
+    arrays of structs RM params and UVM params carry (256 per-GPU attribute
+    slots, 512 SM entries), most of whose elements are identical (unused,
+    zero): each distinct element's bytes are parsed once and the value is
+    shared by every element with those bytes.  Parsed values are read-only.
+    """
+
+    def __init__(self, count: int, subcon: Construct) -> None:
+        super().__init__()
+        self.count = count
+        self.subcon = subcon
+        self.size = subcon.sizeof()
+        self._parser: Construct | None = None
+
+    def _parse(self, stream, context, path):
+        from construct.core import stream_read
+        data = stream_read(stream, self.count * self.size, path)
+        parser = self._parser
+        if parser is None:
+            parser = self._parser = self.subcon.compile()
+        seen: dict[bytes, Any] = {}
+        out = ListContainer()
+        size = self.size
+        for start in range(0, len(data), size):
+            chunk = data[start:start + size]
+            value = seen.get(chunk)
+            if value is None:
+                value = seen[chunk] = parser.parse(chunk)
+            out.append(value)
+        return out
+
+    def _build(self, obj, stream, context, path):
+        if len(obj) != self.count:
+            raise RmtraceError(f"{path}: {len(obj)} elements, the array has {self.count}")
+        for item in obj:
+            self.subcon._build(item, stream, context, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        return self.count * self.size
 
 
 class Bitfields(Adapter):
@@ -190,7 +239,7 @@ class Definitions:
         if parser is None:
             uses = self._uses[key] = self._uses.get(key, 0) + 1
             parser = self.struct(name, flex=flex)
-            if uses >= HOT_AFTER and _fixed_size(parser):
+            if (uses >= HOT_AFTER or self.layouts[name].size >= BIG) and _fixed_size(parser):
                 parser = self._parsers[key] = parser.compile()
         stream = io.BytesIO(data)
         return parser.parse_stream(stream), stream.tell()
@@ -298,7 +347,7 @@ class Definitions:
             inner = ScalarArray(dims[-1], codes[size])
             dims = dims[:-1]
         else:
-            inner = Array(dims[-1], elem)
+            inner = StructArray(dims[-1], elem) if _fixed_size(elem) else Array(dims[-1], elem)
             dims = dims[:-1]
         for d in reversed(dims):
             inner = Array(d, inner)
@@ -313,8 +362,11 @@ def _merge(base: Any, values: Any) -> Any:
             members = ", ".join(k for k in base if not k.startswith("_"))
             raise RmtraceError(f"no field {key!r} (fields: {members})")
         current = base[key]
-        if (isinstance(value, Mapping) and isinstance(current, Mapping)) or (
-                isinstance(value, list) and isinstance(current, list) and len(value) <= len(current)):
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            if not isinstance(base, Mapping):  # an array element: parsed values may be shared, so copy first
+                current = base[key] = copy.deepcopy(current)
+            _merge(current, value)
+        elif isinstance(value, list) and isinstance(current, list) and len(value) <= len(current):
             _merge(current, value)
         else:  # a scalar, or a flexible array longer than its (empty) zero value
             base[key] = value

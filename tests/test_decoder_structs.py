@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rmtrace.decoders.context import context
 from rmtrace.decoders.profiles import available_profiles, load_profile
-from rmtrace.decoders.structs import Bitfields, ScalarArray
+from rmtrace.decoders.structs import Bitfields, ScalarArray, StructArray
 from tests.declarative import common
 
 PROFILES = available_profiles()
@@ -52,6 +52,21 @@ def test_scalar_array_equals_construct_array(code, size):
     fast, reference = ScalarArray(7, code), Array(7, FormatField("<", code))
     assert common(fast, data) == reference.parse(data)
     assert fast.build(reference.parse(data)) == reference.build(reference.parse(data))
+
+
+def test_struct_array_equals_construct_array_and_shares_identical_elements():
+    profile = load_profile("580.142")
+    defs = context(profile).defs
+    elem = defs.struct("UvmGpuMappingAttributes")
+    data = bytes(range(36)) + bytes(36 * 3) + bytes(range(100, 136))
+    fast, reference = StructArray(5, elem), Array(5, elem)
+    parsed = common(fast, data)
+    assert parsed == reference.parse(data) and fast.build(parsed) == reference.build(parsed)
+    assert parsed[1] is parsed[2] is parsed[3] and parsed[0] is not parsed[4]
+    built = defs.build_values("UVM_MAP_EXTERNAL_ALLOCATION_PARAMS", {"perGpuAttributes": [
+        {"gpuMappingType": 1}, {"gpuMappingType": 2}]})
+    value, _ = defs.parse("UVM_MAP_EXTERNAL_ALLOCATION_PARAMS", built)
+    assert [a.gpuMappingType for a in value.perGpuAttributes[:3]] == [1, 2, 0]  # shared zeros were copied, not edited
 
 
 def test_flexible_member_is_sized_by_its_count_and_rebuilt():
