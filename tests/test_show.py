@@ -112,3 +112,16 @@ def test_stats_decode(trace):
     assert data["controls"] == 2 * 18 + 1 and data["controls_at_least_class_and_category_pct"] == 100.0
     assert data["controls_by_naming"]["class"] == 2 and data["exceptions"] == 0
     assert data["unnamed_ops"] == {"RM op 0x7f": 1}
+
+
+def test_tree_collapses_repeats():
+    from rmtrace.decoders import DecoderSet, render
+    from rmtrace.decoders.craft import Crafter
+    profile = load_profile("580.142")
+    records = Crafter(profile).rm_control(1, 2, "NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2",
+                                          after={"numClasses": 3, "classList": [0xC86F, 0xCBC0, 0xC8B5]})
+    decoders = DecoderSet(profile, user=False)
+    lines = render.tree(decoders.decode(list(decoders.calls(records))[0]), profile.status.get)
+    assert "      classList[0..199] 0 (×200)" in lines  # before the call
+    assert "      classList[0:] 51311, 52160, 51381" in lines and "      classList[3..199] 0 (×197)" in lines
+    assert lines.count("      *") >= 2  # hex dump of the zero runs
