@@ -44,7 +44,7 @@ from rmtrace.decoders.names import gsp_name, short_name
 from rmtrace.decoders.parse import handles_of, parse_buffer, peek, status_of
 from rmtrace.decoders.rmparams import alloc_params, control_params
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Buffer, Phase, Record, Role, Source, When
+from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
 ELEMENT_LAYOUT = "GSP_MSG_QUEUE_ELEMENT"
 ELEMENT_RPC_MEMBER = "rpc"
@@ -217,9 +217,9 @@ class GspCodec:
         self._check_header(part)
         if level >= Level.FULL:
             shown = {k: v for k, v in header.items() if k != PAYLOAD_MEMBER}
+            title = f"{enum_name(Phase, record.phase)} {self.header_name} (sequence {header.sequence})"
             part.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data[:self.header_size],
-                                              self.header_layout, shown, title=self.header_name,
-                                              layouts=self.ctx.defs.layouts))
+                                              self.header_layout, shown, title=title, layouts=self.ctx.defs.layouts))
         prefix = record.buffer(Role.ARG)
         if prefix is not None:
             self._check_prefix(part, prefix, buf.data, level)
@@ -245,9 +245,9 @@ class GspCodec:
         if count is not None and prefix.elemCount != count:
             part.notes.append(f"elemCount {prefix.elemCount}, the message needs {count}")
         if level >= Level.FULL:
-            part.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, self.ctx.defs.layout(ELEMENT_LAYOUT),
-                                              {k: v for k, v in prefix.items()}, title="queue element prefix",
-                                              layouts=self.ctx.defs.layouts))
+            part.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data,
+                                              self.ctx.defs.layout(ELEMENT_LAYOUT), dict(prefix.items()),
+                                              title="queue element prefix", layouts=self.ctx.defs.layouts))
 
 
 def _rpc_length(codec: GspCodec, ctx: Any) -> int:
