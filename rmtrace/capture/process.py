@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 
@@ -35,9 +34,13 @@ def exit_code(status: int) -> int:
 
 
 def launch(command: list[str], env: dict[str, str]) -> int:
-    """Start the command (found on PATH) with env; its pid."""
+    """Start the command (found on PATH) with env; its pid.
+
+    Not subprocess.Popen: a Popen object reaps its child when it is
+    collected, and the recorder must be the one that reaps it.
+    """
     try:
-        return subprocess.Popen(command, env=env).pid
+        return os.posix_spawnp(command[0], command, env)
     except FileNotFoundError:
         raise RmtraceError(f"cannot run {command[0]!r}: no such program") from None
     except PermissionError:
