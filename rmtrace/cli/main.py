@@ -16,7 +16,7 @@ from typing import Sequence
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError
 
-COMMANDS = ("record", "info", "show")
+COMMANDS = ("record", "info", "show", "profiles")
 
 EPILOG = """\
 The loop: record a failing run, find where and why it stalled, replay it against a
