@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from rmtrace import __version__
 from rmtrace.capture import ctab
-from rmtrace.capture.host import host_metadata
+from rmtrace.capture.host import DRIVER_VERSION_FILE, host_metadata
 from rmtrace.capture.merge import CallTracker, TimeMerger
 from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
 from rmtrace.capture.progress import Progress
@@ -78,9 +78,14 @@ class RecordResult:
 
 
 def select_capture_profile(driver_version: str | None) -> tuple[Any, str | None]:
-    """The driver profile whose tables the shim uses (the newest shipped one without a driver)."""
-    from rmtrace.decoders.profiles import select_profile
+    """The driver profile whose tables the shim uses: the running driver's (or its nearest);
+    with no NVIDIA driver loaded, the newest shipped profile."""
+    from rmtrace.decoders.profiles import available_profiles, load_profile, select_profile
 
+    if driver_version is None:
+        newest = available_profiles()[-1]
+        return load_profile(newest), (f"no NVIDIA driver loaded (no {DRIVER_VERSION_FILE}); "
+                                      f"UVM sizes and control pointers come from profile {newest}, the newest")
     return select_profile(driver_version)
 
 

@@ -57,11 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="drop records when a ring is full (and count them) instead of making the thread wait")
     parser.add_argument("--ring-size", metavar="BYTES", default=str(DEFAULT_RING_SIZE),
                         help=f"ring per traced thread, a power of two (default {DEFAULT_RING_SIZE >> 20}M)")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command to record")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command to record")
 
 
 def run(args: argparse.Namespace) -> int:
-    command = list(args.command)
+    command = list(args.cmd)
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
