@@ -133,6 +133,7 @@ struct shim_thread {
 	uint8_t *data;
 	uint64_t mask;
 	uint64_t head;          /* our copy of ctl->head                     */
+	uint64_t tail_seen;     /* ctl->tail when last loaded (it only grows) */
 	uint64_t gen;           /* shim_proc.gen the ring was made under     */
 	uint8_t *scratch;       /* max_record bytes: a record being built    */
 	uintptr_t stack_lo, stack_hi;

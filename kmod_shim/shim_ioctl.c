@@ -158,7 +158,9 @@ static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const 
 			continue;
 		addr = load_le(arg + e->ptr_off, 8);
 		size = e->size_off == SIZE_RIGHTS ? shim_proc.rights_size : load_le(arg + e->size_off, 4);
-		if (addr == 0 && size == 0)
+		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied.
+		 * NULL with a size is a bad pointer the driver will refuse: recorded UNREADABLE. */
+		if (addr == 0 && (size == 0 || e->size_off == SIZE_RIGHTS))
 			continue;
 		got_data = take(r, p, e->role, e->after, 0, addr, size, &got);
 		if (!got_data)

@@ -54,8 +54,13 @@ int ring_reserve(struct shim_thread *t, uint32_t size)
 	long delay_ns = 20000, since_check = 0;
 	int saved = errno;
 
+	/* The tail seen last time is a safe under-estimate (tail only grows):
+	 * reload it, a cache line the recorder writes, only when it says full. */
+	if (t->head + size - t->tail_seen <= shim_proc.ring_size)
+		return 0;
 	for (;;) {
 		uint64_t tail = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
+		t->tail_seen = tail;
 		if (tail > t->head) { /* a tail we never wrote: the ring is not ours to trust */
 			ring_count(&ctl->lost_stopped);
 			break;

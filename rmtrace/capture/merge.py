@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from rmtrace.record import Phase, Source
 
@@ -24,29 +25,29 @@ from rmtrace.record import Phase, Source
 class TimeMerger:
     def __init__(self, lag_ns: int) -> None:
         self.lag_ns = lag_ns
-        self._heap: list[tuple[int, int, bytes]] = []
+        self._heap: list[tuple[int, int, Any]] = []
         self._order = itertools.count()
         self._released_ns = 0
         self.late = 0
 
-    def push(self, time_ns: int, raw: bytes) -> None:
-        heapq.heappush(self._heap, (time_ns, next(self._order), raw))
+    def push(self, time_ns: int, item: Any) -> None:
+        heapq.heappush(self._heap, (time_ns, next(self._order), item))
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def release(self, now_ns: int | None = None) -> list[bytes]:
+    def release(self, now_ns: int | None = None) -> list[Any]:
         """Records older than now - lag (all of them when now is None), oldest first."""
         limit = None if now_ns is None else now_ns - self.lag_ns
         out = []
         heap = self._heap
         while heap and (limit is None or heap[0][0] <= limit):
-            time_ns, _n, raw = heapq.heappop(heap)
+            time_ns, _n, item = heapq.heappop(heap)
             if time_ns < self._released_ns:
                 self.late += 1
             else:
                 self._released_ns = time_ns
-            out.append(raw)
+            out.append(item)
         return out
 
 

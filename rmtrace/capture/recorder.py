@@ -29,14 +29,13 @@ from rmtrace.capture.host import DRIVER_VERSION_FILE, host_metadata
 from rmtrace.capture.merge import CallTracker, TimeMerger
 from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
 from rmtrace.capture.progress import Progress
-from rmtrace.capture.ring import Ring, check_machine
+from rmtrace.capture.ring import Ring, check_machine, well_formed
 from rmtrace.capture.session import Session
 from rmtrace.capture.shm import RING_COUNTERS
-from rmtrace.errors import RecordError, RmtraceError
+from rmtrace.errors import RmtraceError
 from rmtrace.kmod_shim import interposer_path
 from rmtrace.record import (
-    HEADER, TIME_OFFSET, Buffer, MarkOp, Phase, Record, RecordFlag, Role, Source, SysOp, When, decode_record,
-    enum_name,
+    HEADER, Buffer, MarkOp, Phase, Record, RecordFlag, Role, Source, SysOp, When, enum_name,
 )
 from rmtrace.trace import TraceWriter
 
@@ -153,12 +152,11 @@ class Recorder:
     def _drain(self, ring: Ring) -> int:
         got = 0
         for raw in ring.drain():
-            try:
-                decode_record(raw)
-            except RecordError:
+            header = well_formed(raw)
+            if header is None:
                 self._malformed += 1
                 continue
-            self._merger.push(int.from_bytes(raw[TIME_OFFSET:TIME_OFFSET + 8], "little"), raw)
+            self._merger.push(header[8], (raw, header))
             got += 1
         return got
 
@@ -181,11 +179,10 @@ class Recorder:
             session.remove_ring(ring)
         self._rings = keep
 
-    def _write(self, writer: TraceWriter, raws: list[bytes]) -> None:
+    def _write(self, writer: TraceWriter, records: list[tuple[bytes, tuple]]) -> None:
         res = self.result
-        for raw in raws:
+        for raw, h in records:
             seq = writer.write_encoded(raw)
-            h = HEADER.unpack_from(raw)
             self._calls.saw(seq, h)
             self._pids.add(h[9])
             res.records += 1
@@ -197,9 +194,9 @@ class Recorder:
         """Processes we reaped that a signal killed wrote no EXIT themselves: write it for them."""
         for r in reaped:
             if os.WIFSIGNALED(r.status):
-                rec = Record(Source.SYS, Phase.EVENT, SysOp.EXIT, time_ns=r.time_ns, pid=r.pid, tid=r.pid,
-                             ret=-os.WTERMSIG(r.status), flags=RecordFlag.SYNTHETIC)
-                self._merger.push(r.time_ns, rec.encode())
+                raw = Record(Source.SYS, Phase.EVENT, SysOp.EXIT, time_ns=r.time_ns, pid=r.pid, tid=r.pid,
+                             ret=-os.WTERMSIG(r.status), flags=RecordFlag.SYNTHETIC).encode()
+                self._merger.push(r.time_ns, (raw, HEADER.unpack_from(raw)))
 
     # ------------------------------------------------------------ the loop
 
@@ -281,7 +278,7 @@ class Recorder:
         self._retire_rings(session, everything=True)
         self._write(writer, self._merger.release())
         live = set(descendants(os.getpid())) if running else set()
-        self._write(writer, self._closing_marks(session, reason, live, start, tree))
+        self._write(writer, [(raw, HEADER.unpack_from(raw)) for raw in self._closing_marks(session, reason, live, start, tree)])
         writer.close()
         if running:
             res.terminated = terminate(tree, self.opt.grace_s)

@@ -17,7 +17,7 @@ import struct
 
 from rmtrace.capture.shm import RING_COUNTERS, RING_CTL_SIZE, RING_MAGIC, RING_MIN_SIZE, RING_OFFSETS, RING_VERSION, RingState
 from rmtrace.errors import RmtraceError
-from rmtrace.record import HEADER_SIZE, RECORD_MAGIC
+from rmtrace.record import BUFFER, HEADER, HEADER_SIZE, RECORD_MAGIC, RECORD_VERSION
 
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -30,6 +30,25 @@ def check_machine() -> None:
     if platform.machine() not in ORDERED_MACHINES:
         raise RmtraceError(f"rmtrace record runs on x86-64 only (its ring consumer relies on x86-64 memory "
                            f"ordering); this machine is {platform.machine()}")
+
+
+_BUF_LEN = struct.Struct("<I")
+_BUF_LEN_AT = 4  # rmt_buffer.len
+assert BUFFER.size == 24
+
+
+def well_formed(raw: bytes) -> tuple | None:
+    """The header tuple (rmtrace.record.HEADER order) of a record whose buffers all lie
+    inside it, else None: the checks decode_record makes, without building the record."""
+    h = HEADER.unpack_from(raw)
+    if h[0] != RECORD_MAGIC or h[1] != RECORD_VERSION or h[2] < HEADER_SIZE or h[3] != len(raw):
+        return None
+    pos, end = h[2], h[3]
+    for _ in range(h[16]):
+        if pos + BUFFER.size > end:
+            return None
+        pos += BUFFER.size + ((_BUF_LEN.unpack_from(raw, pos + _BUF_LEN_AT)[0] + 7) & ~7)
+    return h if pos <= end else None
 
 
 class RingNotReady(Exception):

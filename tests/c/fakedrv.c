@@ -8,6 +8,8 @@
  * follows (an unreadable params pointer gives status NV_ERR_INVALID_ADDRESS),
  * writes statuses and outputs back.  $FAKEDRV_BLOCK_REQ (hex request) makes
  * that request block forever, after writing our pid to $FAKEDRV_BLOCK_NOTE.
+ * $FAKEDRV_TRUSTING skips the readability checks (the benchmark: an ioctl
+ * that costs next to nothing, so what the shim adds stands out).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -40,6 +42,9 @@ static const struct { const char *name; int kind; } nodes[] = {
 static struct stat node_stat[NODES];
 static int node_ok[NODES];
 
+static int trusting;
+static const char *block_req, *block_note;
+
 static void resolve(void)
 {
 	const char *dir = getenv("RMTRACE_TEST_DEVICE_DIR");
@@ -47,6 +52,9 @@ static void resolve(void)
 
 	if (real_ioctl)
 		return;
+	trusting = getenv("FAKEDRV_TRUSTING") != NULL;
+	block_req = getenv("FAKEDRV_BLOCK_REQ");
+	block_note = getenv("FAKEDRV_BLOCK_NOTE");
 	for (size_t i = 0; dir && i < NODES; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, nodes[i].name);
 		node_ok[i] = stat(path, &node_stat[i]) == 0;
@@ -69,6 +77,8 @@ static int readable(const void *p, size_t n)
 {
 	char buf[256];
 	size_t off;
+	if (trusting)
+		return 1;
 	for (off = 0; off < n; off += sizeof(buf)) {
 		size_t k = n - off < sizeof(buf) ? n - off : sizeof(buf);
 		struct iovec l = { buf, k }, r = { (char *)p + off, k };
@@ -80,11 +90,10 @@ static int readable(const void *p, size_t n)
 
 static void maybe_block(unsigned long req)
 {
-	const char *want = getenv("FAKEDRV_BLOCK_REQ"), *note = getenv("FAKEDRV_BLOCK_NOTE");
-	if (!want || strtoul(want, NULL, 16) != req)
+	if (!block_req || strtoul(block_req, NULL, 16) != req)
 		return;
-	if (note) {
-		FILE *f = fopen(note, "w");
+	if (block_note) {
+		FILE *f = fopen(block_note, "w");
 		if (f) {
 			fprintf(f, "%d\n", getpid());
 			fclose(f);
