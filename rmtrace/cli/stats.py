@@ -58,7 +58,9 @@ def _calls_text(stats: dict[str, Any]) -> list[str]:
     lines = []
     for client in stats["clients"]:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(client["sources"].items()))
-        lines.append(f"{client['label']}: {counts}")
+        o = client["objects"]
+        lines.append(f"{client['label']}: {counts}; objects {o['allocated']} allocated, {o['freed']} freed, "
+                     f"{o['freed_at_exit']} freed at exit, {o['leaked']} leaked")
     lines.append("")
     lines.append(f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  "
                  f"{'latency min/med/p99/max':<34} {'bytes':>9}  statuses")
