@@ -157,7 +157,8 @@ def line(d: Decoded, call: Call, start_ns: int, end_ns: int | None = None) -> st
     body = summary(d)
     if call.state is CallState.RESUMED and call.first.phase in (Phase.EXIT, Phase.RECV):
         body = f"<… {d.name} resumed>"
-    return head + direction(call) + body + result(d, call, start_ns, end_ns)
+    note = f"  # {d.notes[0]}" + (f" (+{len(d.notes) - 1} more)" if len(d.notes) > 1 else "") if d.notes else ""
+    return head + direction(call) + body + result(d, call, start_ns, end_ns) + note
 
 
 def call_dict(d: Decoded, call: Call, start_ns: int) -> dict[str, Any]:
