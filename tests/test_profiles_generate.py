@@ -58,7 +58,31 @@ def test_controls_finn_convention_twins_and_aliases(synthetic):
     assert synthetic.controls[0x20800103].params == "NV2080_CTRL_GPU_GET_FLAGS_PARAMS"  # SET takes its GET twin's
     assert synthetic.lookup("controls", "NV2080_CTRL_CMD_GPU_LEGACY_INFO") == 0x20800101
     assert synthetic.lookup("controls", "NV2080_CTRL_CMD_GPU_GET_FLAGS_MODE_FAST") is None  # a value, not a command
-    assert set(synthetic.controls) == {0x20800101, 0x20800102, 0x20800103}
+    assert set(synthetic.controls) == {0x20800000, 0x20800101, 0x20800102, 0x20800103, 0x20800B01, 0xCB330000}
+
+
+def test_engine_types_numbered_names_first(synthetic):
+    engines = synthetic.engine_types
+    assert (engines[0x1], engines[0x9], engines[0x13]) == \
+        ("NV2080_ENGINE_TYPE_GR0", "NV2080_ENGINE_TYPE_COPY0", "NV2080_ENGINE_TYPE_NVDEC0")
+    assert engines[0x23] == "NV2080_ENGINE_TYPE_CIPHER"  # no numbered name: the first defined
+    assert engines[0x34] == "NV2080_ENGINE_TYPE_COPY10" and engines[0xFFFFFFFF] == "NV2080_ENGINE_TYPE_ALLENGINES"
+    assert synthetic.lookup("engine_types", "NV2080_ENGINE_TYPE_GRAPHICS") == 1  # an alias
+    assert synthetic.lookup("engine_types", "NV2080_ENGINE_TYPE_TSEC") == 0x23
+    # counts (NVENC_SIZE 3) and the end marker (LAST 0x35) are not engine types
+    assert 3 not in engines and 0x35 not in engines
+    assert not any(n.endswith(("_SIZE", "_LAST")) for n in engines.values())
+    assert set(engines) == {0, 1, 9, 0xA, 0x13, 0x23, 0x34, 0xFFFFFFFF}
+
+
+def test_control_categories_and_interface_prefixes(synthetic):
+    assert dict(synthetic.categories) == {
+        (0x2080, 0x00): "RESERVED", (0x2080, 0x01): "GPU", (0x2080, 0x26): "PMGR", (0x2080, 0x3D): "OS_UNIX",
+        (0x2080, 0x0B): "INTERNAL_2",  # no define: its commands' FINN interface less the class part
+        (0xCB33, 0x00): "RESERVED", (0xCB33, 0x01): "CONF_COMPUTE"}
+    # after a block's end (NV2080_CTRL_CMD_NULL, NVCB33_CTRL_SLOTS 16) nothing is a category:
+    # not NV2080_CTRL_MAX_THINGS (0x10), not NVCB33_CTRL_SLOT_DEFAULT (0x02)
+    assert dict(synthetic.interface_prefixes) == {0x2080: "NV2080", 0xCB33: "NV_SYN_CC"}
 
 
 def test_bitfields(synthetic):

@@ -2,9 +2,9 @@
 
 A profile is data, read from NVIDIA's public headers by ``generate.py`` and
 shipped compressed under ``data/``.  It holds the *numbers* (RM escapes, class
-ids, control commands, UVM ioctls, GSP RPC functions and events, status codes,
-a few constants) and the *layouts* (size, field offsets and types) of the
-structs those numbers carry.  Decoders are built from a profile; their bodies
+ids, control commands and their categories, UVM ioctls, GSP RPC functions and
+events, status codes, NV2080 engine types, a few constants) and the *layouts*
+(size, field offsets and types) of the structs those numbers carry.  Decoders are built from a profile; their bodies
 never ask which driver version they are decoding.
 
 Conventions of ``Field``:
@@ -150,6 +150,14 @@ class DriverProfile:
     gsp_payloads: Mapping[int, str]
     layouts: Mapping[str, Layout]
     constants: Mapping[str, int]
+    # NV2080 engine type -> its macro (NV2080_ENGINE_TYPE_COPY2); a numbered instance name
+    # (GR0, COPY0, NVDEC0) where several names share the value, the others are aliases.
+    engine_types: Mapping[int, str] = field(default_factory=dict)
+    # (interface class, category & 0x3f) -> the category's name (GPU, FIFO, OS_UNIX) as the
+    # class's NVxxxx_CTRL_<NAME> category defines give it.
+    categories: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    # interface class -> the prefix its control commands are named with (NV2080, NV_CONF_COMPUTE).
+    interface_prefixes: Mapping[int, str] = field(default_factory=dict)
     # Other names the headers give the same number (e.g. NV1_ROOT for NV01_ROOT):
     # name -> number, for lookups by name; the mappings above hold one name each.
     aliases: Mapping[str, Mapping[str, int]] = field(default_factory=dict, compare=False, repr=False)
@@ -169,7 +177,7 @@ class DriverProfile:
 
     def lookup(self, table: str, name: str) -> int | None:
         """The number called ``name`` in ``table`` (escapes, classes, controls, uvm, status,
-        gsp_functions, gsp_events), aliases included; None if the profile has no such name."""
+        gsp_functions, gsp_events, engine_types), aliases included; None if the profile has no such name."""
         return self._names.get(table, {}).get(name)
 
     @cached_property
@@ -183,4 +191,4 @@ class DriverProfile:
         return index
 
 
-NAMED_TABLES = ("escapes", "classes", "controls", "uvm", "status", "gsp_functions", "gsp_events")
+NAMED_TABLES = ("escapes", "classes", "controls", "uvm", "status", "gsp_functions", "gsp_events", "engine_types")
