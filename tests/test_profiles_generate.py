@@ -8,15 +8,12 @@ where the open-gpu-kernel-modules mirror is present.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from rmtrace.decoders.profiles import load_profile
-from rmtrace.decoders.profiles.dwarf import ObjectFacts
 from rmtrace.decoders.profiles.generate import build_profile, extract_tag
-from rmtrace.decoders.profiles.model import Field
 from rmtrace.decoders.profiles.serial import decode, encode, profile_to_dict
 from rmtrace.errors import RmtraceError
 from tests.synthetic_ogkm import write_tree
@@ -147,30 +144,6 @@ def test_not_a_tree_is_an_rmtrace_error(tmp_path):
         build_profile(tmp_path)
     with pytest.raises(RmtraceError, match="no such directory"):
         build_profile(tmp_path / "absent")
-
-
-BITFIELDS_C = """
-struct plain { unsigned int a : 3; unsigned int b : 5; unsigned int : 0; unsigned short c : 9; unsigned char d; };
-struct __attribute__((packed)) tight { unsigned char x; unsigned int fits : 12; unsigned int straddle : 20; };
-struct plain p; struct tight t;
-"""
-
-
-@pytest.mark.parametrize("dwarf", ["-gdwarf-4", "-gdwarf-5"])
-def test_bitfields_read_the_same_from_dwarf_4_and_5(tmp_path, dwarf):
-    src = tmp_path / "bits.c"
-    src.write_text(BITFIELDS_C)
-    obj = tmp_path / "bits.o"
-    subprocess.run(["gcc", dwarf, "-c", str(src), "-o", str(obj)], check=True)
-    layouts = ObjectFacts(str(obj)).layouts(["plain", "tight"])
-    plain = {f.name: (f.offset, f.size, f.bit_offset, f.bit_size) for f in layouts["plain"].fields}
-    assert plain == {"a": (0, 4, 0, 3), "b": (0, 4, 3, 5), "c": (4, 2, 0, 9), "d": (6, 1, None, None)}
-    tight = {f.name: (f.offset, f.size, f.bit_offset, f.bit_size) for f in layouts["tight"].fields}
-    # packed: bits 8..19 fit the first 4-byte unit; bits 20..39 cross into the next, so
-    # they are read from the three bytes they span
-    assert tight["fits"] == (0, 4, 8, 12)
-    assert tight["straddle"] == (2, 3, 4, 20)
-    assert layouts["tight"].fields[0] == Field("x", 0, 1, "unsigned char", "uint")
 
 
 @pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason="no open-gpu-kernel-modules mirror on this machine")

@@ -60,7 +60,7 @@ from itertools import takewhile
 from pathlib import Path
 from types import MappingProxyType
 
-from rmtrace.decoders.profiles.dwarf import ObjectFacts
+from rmtrace.dwarf import ObjectFacts
 from rmtrace.decoders.profiles.model import ClassInfo, Control, DriverProfile, Escape, Layout, UvmCommand
 from rmtrace.decoders.profiles.probes import Macro, Unit, compile_unit, list_macros, value_symbol
 from rmtrace.errors import RmtraceError
