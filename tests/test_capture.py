@@ -153,6 +153,7 @@ def test_basic_buffers_before_and_after(programs, devdir, tmp_path):
     assert exit_rec.ret == 0
     stop, = marks(records, MarkOp.STOP)
     assert text(stop)["reason"] == "exited" and text(stop)["exit_status"] == 0
+    assert not list(Path("/dev/shm").glob(f"rmtrace-{meta['recorder']['pid']}-*"))  # the session dir is gone
 
 
 def test_many_threads(programs, devdir, tmp_path):
@@ -233,6 +234,21 @@ def test_wedged_command_is_stopped_by_duration(programs, devdir, tmp_path):
     stop = text(marks(records, MarkOp.STOP)[0])
     assert stop["reason"] == "duration" and stop["exit_status"] is None and len(stop["terminating"]) == 1
     assert len(calls(records, Source.RM, RM_CONTROL)) == 2
+
+
+def test_ctrl_c_stops_a_wedged_command_after_closing_the_trace(programs, devdir, tmp_path):
+    note = tmp_path / "blocked"
+    proc, out = start(programs, devdir, tmp_path, programs["rmprog"], "block", options=("--grace", "1.0"),
+                      FAKEDRV_BLOCK_REQ=f"{0xc0104629:x}", FAKEDRV_BLOCK_NOTE=note)
+    pid = int(wait_for(note))
+    proc.send_signal(signal.SIGINT)  # the recorder alone: the wedged command ignores nothing, it just never returns
+    _stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    records = checked(out)
+    stop = text(marks(records, MarkOp.STOP)[0])
+    assert stop["reason"] == "interrupted" and stop["signal"] == "SIGINT" and stop["terminating"] == [pid]
+    mark, = marks(records, MarkOp.IN_FLIGHT)
+    assert mark.pid == pid and text(mark)["process_alive"] is True
 
 
 def test_bad_pointers_are_flagged_not_fatal(programs, devdir, tmp_path):

@@ -47,6 +47,16 @@ def test_user_errors_exit_2_with_a_message(tmp_path, args, message):
     assert not (tmp_path / "x.trace").exists()
 
 
+def test_progress_line_only_when_asked():
+    import io
+
+    from rmtrace.capture.progress import Progress
+    shown, quiet = io.StringIO(), io.StringIO()
+    Progress(shown, enabled=True).update(1234, 2_500_000, 3, 1.5)
+    Progress(quiet).update(1234, 2_500_000, 3, 1.5)  # a StringIO is no terminal
+    assert "1,234 records, 2.5 MB, 3 processes" in shown.getvalue() and quiet.getvalue() == ""
+
+
 def test_help_explains():
     proc = rmtrace("record", "--help")
     assert proc.returncode == 0 and "before the call" in proc.stdout and "--lossy" in proc.stdout

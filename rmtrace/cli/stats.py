@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for client in stats["clients"]:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(client["sources"].items()))
-        print(f"{client['label']}: {counts}")
+        o = client["objects"]
+        print(f"{client['label']}: {counts}; objects {o['allocated']} allocated, {o['freed']} freed, "
+              f"{o['freed_at_exit']} freed at exit, {o['leaked']} leaked")
     print()
     header = f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  {'latency min/med/p99/max':<34} {'bytes':>9}  statuses"
     print(header)
