@@ -98,9 +98,13 @@ def test_capture_is_whole(path, profile):
                 if u64(params, field.offset) and count:
                     both(enter, exit_, Role.NESTED, count * field.elem_size, slot)
         elif enter.op == RM_ALLOC:
+            # RM reads as many alloc params bytes as the class's params struct has, whatever paramsSize says
             ptr_off, size_off = NVOS_ALLOC_PARAMS[len(arg)]
-            if u32(arg, size_off):
-                both(enter, exit_, Role.ALLOC_PARAMS, u32(arg, size_off))
+            info = profile.classes.get(u32(arg, 12))
+            layout = profile.layouts.get(info.alloc_params) if info is not None and info.alloc_params else None
+            size = layout.size if layout is not None else u32(arg, size_off)
+            if u64(arg, ptr_off) and size:
+                both(enter, exit_, Role.ALLOC_PARAMS, size)
 
 
 def cuda_spans(records):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from rmtrace.capture.shm import (
-    CTAB_MAGIC, CTAB_VERSION, RING_MIN_SIZE, CtabCtrl, CtabFlag, CtabHeader, CtabPtr, CtabUvm,
+    CTAB_MAGIC, CTAB_VERSION, RING_MIN_SIZE, CtabClass, CtabCtrl, CtabFlag, CtabHeader, CtabPtr, CtabUvm,
 )
 from rmtrace.errors import RmtraceError
 
@@ -52,6 +52,8 @@ class CaptureTable:
     """UVM request number -> (params size, pointers)."""
     controls: Mapping[int, tuple[TablePointer, ...]]
     """Control command -> its pointers (only controls that have some)."""
+    classes: Mapping[int, int]
+    """Class id -> bytes of its alloc params: what RM_ALLOC really reads (RM ignores paramsSize)."""
 
 
 def check_ring_size(size: int) -> int:
@@ -93,9 +95,12 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
         pointers = _pointers(profile.embedded_pointers(cmd))
         if pointers:
             controls[cmd] = pointers
-    rights = getattr(profile, "layouts", {}).get("RS_ACCESS_MASK")
+    layouts = getattr(profile, "layouts", {})
+    rights = layouts.get("RS_ACCESS_MASK")
+    classes = {cls: layouts[info.alloc_params].size for cls, info in profile.classes.items()
+               if info.alloc_params and info.alloc_params in layouts and layouts[info.alloc_params].size}
     return CaptureTable(check_ring_size(ring_size), lossy, max_buffer,
-                        rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls)
+                        rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
 
 def encode(table: CaptureTable) -> bytes:
@@ -112,16 +117,18 @@ def encode(table: CaptureTable) -> bytes:
         pointers.extend(ptrs)
     ptr_rows = [CtabPtr.build(dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
                                    fixed_count=p.fixed_count, count_size=p.count_size, reserved=0)) for p in pointers]
+    class_rows = [CtabClass.build(dict(cls=cls, size=size)) for cls, size in sorted(table.classes.items())]
     uvm_off = CtabHeader.sizeof()
     ctrl_off = uvm_off + CtabUvm.sizeof() * len(uvm_rows)
     ptr_off = ctrl_off + CtabCtrl.sizeof() * len(ctrl_rows)
-    total = ptr_off + CtabPtr.sizeof() * len(ptr_rows)
+    class_off = ptr_off + CtabPtr.sizeof() * len(ptr_rows)
+    total = class_off + CtabClass.sizeof() * len(class_rows)
     header = CtabHeader.build(dict(
         version=CTAB_VERSION, header_size=CtabHeader.sizeof(), total_size=total,
         flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
-        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off))
-    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows])
+        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
+    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows, *class_rows])
 
 
 def decode(data: bytes) -> CaptureTable:
@@ -142,7 +149,12 @@ def decode(data: bytes) -> CaptureTable:
     for i in range(h.n_ctrl):
         row = CtabCtrl.parse(data[h.ctrl_off + i * CtabCtrl.sizeof():])
         controls[row.cmd] = tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
-    return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls)
+    classes = {}
+    for i in range(h.n_class):
+        row = CtabClass.parse(data[h.class_off + i * CtabClass.sizeof():])
+        classes[row.cls] = row.size
+    return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
+                        classes)
 
 
 __all__ = ["CaptureTable", "TablePointer", "table_from_profile", "encode", "decode", "check_ring_size",
