@@ -181,9 +181,10 @@ static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const 
 				size = load_le(arg + (e->size_off & ~SIZE_CLASS), 4);
 		} else
 			size = load_le(arg + e->size_off, 4);
-		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied.
-		 * NULL with a size is a bad pointer the driver will refuse: recorded UNREADABLE. */
-		if (addr == 0 && (size == 0 || e->size_off == SIZE_RIGHTS))
+		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied, and
+		 * NULL alloc params, whose size the class implies (RM allows NULL where they are optional).
+		 * NULL with a size the caller gave is a bad pointer the driver will refuse: UNREADABLE. */
+		if (addr == 0 && (size == 0 || e->size_off == SIZE_RIGHTS || (e->size_off & SIZE_CLASS)))
 			continue;
 		got_data = take(r, p, e->role, e->after, 0, addr, size, &got);
 		if (!got_data)

@@ -17,8 +17,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmtrace.decoders.profiles.model import ClassInfo, Layout
-
 HERE = Path(__file__).resolve().parent
 C_DIR = HERE / "c"
 DEVICE_NODES = ("nvidiactl", "nvidia0", "nvidia-uvm", "nvidia-uvm-tools")
@@ -31,6 +29,19 @@ class UvmCommand:
     name: str
     params: str | None
     size: int | None
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    id: int
+    name: str
+    alloc_params: str | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    size: int
 
 
 @dataclass(frozen=True)
@@ -52,10 +63,10 @@ class ProfileDouble:
            39: UvmCommand(39, "UVM_PAGEABLE_MEM_ACCESS", "UVM_PAGEABLE_MEM_ACCESS_PARAMS", 8),
            75: UvmCommand(75, "UVM_MM_INITIALIZE", "UVM_MM_INITIALIZE_PARAMS", 8)}
     controls = {CTRL_GET_CLASSLIST: None, 0x20800101: None, 0x20800102: None}
-    classes = {0x41: ClassInfo(0x41, "NV01_ROOT_CLIENT", "NV0000_ALLOC_PARAMETERS"),
+    classes = {0x41: ClassInfo(0x41, "NV01_ROOT_CLIENT", "NV0000_ALLOC_PARAMETERS"),  # RM copies an NvHandle
                0x80: ClassInfo(0x80, "NV01_DEVICE_0", "NV0080_ALLOC_PARAMETERS")}
-    layouts: dict = {"NV0000_ALLOC_PARAMETERS": Layout("NV0000_ALLOC_PARAMETERS", 120, ()),
-                     "NV0080_ALLOC_PARAMETERS": Layout("NV0080_ALLOC_PARAMETERS", 56, ())}
+    layouts: dict = {"NV0000_ALLOC_PARAMETERS": Layout("NV0000_ALLOC_PARAMETERS", 120),
+                     "NV0080_ALLOC_PARAMETERS": Layout("NV0080_ALLOC_PARAMETERS", 56)}
 
     def embedded_pointers(self, cmd: int) -> tuple[PointerField, ...]:
         if cmd == CTRL_GET_CLASSLIST:  # {NvU32 numClasses; NvP64 classList}

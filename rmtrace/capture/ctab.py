@@ -27,6 +27,12 @@ DEFAULT_MAX_BUFFER = 1 << 20
 """Most bytes captured of one buffer: RM's own limit on control params (RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)."""
 DEFAULT_RIGHTS_SIZE = 4
 """RM_ALLOC's pRightsRequested points to an RS_ACCESS_MASK: one 32-bit limb in every driver so far."""
+USER_ALLOC_TYPES = {"NV01_ROOT": "NvHandle", "NV01_ROOT_NON_PRIV": "NvHandle", "NV01_ROOT_CLIENT": "NvHandle"}
+"""Classes whose alloc params RM copies from user space by another type than the profile decodes them
+with: resource_list.h declares the root classes RS_OPTIONAL(NvHandle), and RM copies that many bytes
+(rmapiGetClassAllocParamSize), while the profile decodes them as NV0000_ALLOC_PARAMETERS, the form
+the GSP path sends."""
+_SCALAR_SIZES = {"NvHandle": 4}
 
 
 @dataclass(frozen=True)
@@ -97,8 +103,13 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
             controls[cmd] = pointers
     layouts = getattr(profile, "layouts", {})
     rights = layouts.get("RS_ACCESS_MASK")
-    classes = {cls: layouts[info.alloc_params].size for cls, info in profile.classes.items()
-               if info.alloc_params and info.alloc_params in layouts and layouts[info.alloc_params].size}
+    classes = {}
+    for cls, info in profile.classes.items():
+        user_type = USER_ALLOC_TYPES.get(info.name)
+        if user_type is not None:
+            classes[cls] = _SCALAR_SIZES[user_type]
+        elif info.alloc_params and info.alloc_params in layouts and layouts[info.alloc_params].size:
+            classes[cls] = layouts[info.alloc_params].size
     return CaptureTable(check_ring_size(ring_size), lossy, max_buffer,
                         rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
