@@ -129,17 +129,21 @@ struct rmt_session_ctl {
  *   struct rmt_ctab_uvm  [n_uvm]   at uvm_off,  sorted by nr
  *   struct rmt_ctab_ctrl [n_ctrl]  at ctrl_off, sorted by cmd
  *   struct rmt_ctab_ptr  [n_ptr]   at ptr_off
+ *   struct rmt_ctab_class[n_class] at class_off, sorted by cls
  *
  * A UVM command's params are `size` bytes (UVM request numbers are raw, not
  * _IOC-encoded, so the size must come from here).  A control listed in the
  * ctrl table has params holding n_ptr user pointers, described by
  * ptr[first_ptr .. first_ptr + n_ptr): the shim records the array each one
  * points to as a NESTED buffer whose slot is the pointer's index in that
- * list.  UVM commands may list pointers the same way.
+ * list.  UVM commands may list pointers the same way.  RM sizes RM_ALLOC's
+ * params by the class being allocated and ignores the argument's paramsSize
+ * (which libcuda passes as 0), so the class table gives each class's alloc
+ * params size; a class it lacks falls back to paramsSize.
  */
 
 #define RMT_CTAB_MAGIC   0x42544352u /* "RCTB" */
-#define RMT_CTAB_VERSION 1
+#define RMT_CTAB_VERSION 2
 
 enum rmt_ctab_flag {
 	RMT_CTAB_LOSSY = 1u << 0, /* drop on a full ring instead of waiting */
@@ -160,6 +164,8 @@ struct rmt_ctab_header {
 	uint32_t ctrl_off;
 	uint32_t n_ptr;
 	uint32_t ptr_off;
+	uint32_t n_class;
+	uint32_t class_off;
 };
 
 struct rmt_ctab_uvm {
@@ -186,6 +192,12 @@ struct rmt_ctab_ptr {
 	uint32_t fixed_count;
 	uint32_t count_size;
 	uint32_t reserved;
+};
+
+/* A class RM_ALLOC can create, and the bytes of its alloc params RM reads. */
+struct rmt_ctab_class {
+	uint32_t cls;  /* class id (NVOS21/NVOS64 hClass) */
+	uint32_t size; /* sizeof its alloc params struct  */
 };
 
 #endif /* RMTRACE_RING_H */

@@ -108,6 +108,7 @@ struct shim_process {
 	const struct rmt_ctab_uvm *uvm;
 	const struct rmt_ctab_ctrl *ctrl;
 	const struct rmt_ctab_ptr *ptr;
+	const struct rmt_ctab_class *cls;
 	uint64_t ring_size;
 	uint32_t max_record;              /* ring_size / 2                       */
 	uint32_t max_buffer;

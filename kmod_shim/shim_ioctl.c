@@ -32,6 +32,7 @@ enum {
 	NV_ESC_RM_ALLOC       = 0x2b, /* NVOS21 (32 bytes) or NVOS64 (48)   */
 	NV_ESC_IOCTL_XFER_CMD = 211,  /* nv_ioctl_xfer_t {u32 cmd, size; ptr} */
 };
+#define NVOS21_CLASS          12 /* hClass, in NVOS21 and NVOS64 alike */
 #define NVOS54_CMD            8
 #define NVOS54_FLAGS          12
 #define NVOS54_FLAGS_FINN_SERIALIZED 0x4u /* params are serialized: no raw pointers */
@@ -40,6 +41,7 @@ enum {
 #define XFER_ARG_SIZE         16
 
 #define SIZE_RIGHTS 0xffff /* size_off: the capture table's rights_size */
+#define SIZE_CLASS  0x8000 /* size_off flag: the class table's size for hClass, else the u32 at size_off */
 
 /* Pointer fields of escape arguments: when the argument (of arg_size bytes)
  * of escape nr is captured, the size_off u32 bytes at the NvP64 at ptr_off
@@ -53,8 +55,8 @@ static const struct esc_rule {
 	uint8_t after;
 } esc_rules[] = {
 	{ NV_ESC_RM_CONTROL,     32, 16, 24,          RMT_BUF_PARAMS,       1 }, /* params, paramsSize         */
-	{ NV_ESC_RM_ALLOC,       32, 16, 24,          RMT_BUF_ALLOC_PARAMS, 1 }, /* NVOS21 pAllocParms, paramsSize */
-	{ NV_ESC_RM_ALLOC,       48, 16, 32,          RMT_BUF_ALLOC_PARAMS, 1 }, /* NVOS64 pAllocParms, paramsSize */
+	{ NV_ESC_RM_ALLOC,       32, 16, SIZE_CLASS | 24, RMT_BUF_ALLOC_PARAMS, 1 }, /* NVOS21 pAllocParms, by class */
+	{ NV_ESC_RM_ALLOC,       48, 16, SIZE_CLASS | 32, RMT_BUF_ALLOC_PARAMS, 1 }, /* NVOS64 pAllocParms, by class */
 	{ NV_ESC_RM_ALLOC,       48, 24, SIZE_RIGHTS, RMT_BUF_RIGHTS,       0 }, /* NVOS64 pRightsRequested    */
 	{ NV_ESC_IOCTL_XFER_CMD, 16,  8, XFER_SIZE,   RMT_BUF_XFER,         1 }, /* the inner argument        */
 };
@@ -97,6 +99,20 @@ static const struct rmt_ctab_ctrl *find_ctrl(uint32_t cmd)
 			hi = mid;
 	}
 	return lo < shim_proc.ctab->n_ctrl && shim_proc.ctrl[lo].cmd == cmd ? &shim_proc.ctrl[lo] : NULL;
+}
+
+/* Bytes of alloc params RM reads for class cls (it ignores paramsSize); 0 when the table lacks it. */
+static uint32_t class_params_size(uint32_t cls)
+{
+	uint32_t lo = 0, hi = shim_proc.ctab->n_class;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (shim_proc.cls[mid].cls < cls)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < shim_proc.ctab->n_class && shim_proc.cls[lo].cls == cls ? shim_proc.cls[lo].size : 0;
 }
 
 static const struct rmt_ctab_uvm *find_uvm(uint32_t nr)
@@ -157,10 +173,18 @@ static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const 
 		if (e->nr != nr || e->arg_size != len)
 			continue;
 		addr = load_le(arg + e->ptr_off, 8);
-		size = e->size_off == SIZE_RIGHTS ? shim_proc.rights_size : load_le(arg + e->size_off, 4);
-		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied.
-		 * NULL with a size is a bad pointer the driver will refuse: recorded UNREADABLE. */
-		if (addr == 0 && (size == 0 || e->size_off == SIZE_RIGHTS))
+		if (e->size_off == SIZE_RIGHTS)
+			size = shim_proc.rights_size;
+		else if (e->size_off & SIZE_CLASS) {
+			size = class_params_size((uint32_t)load_le(arg + NVOS21_CLASS, 4));
+			if (size == 0) /* a class the profile lacks: trust the argument */
+				size = load_le(arg + (e->size_off & ~SIZE_CLASS), 4);
+		} else
+			size = load_le(arg + e->size_off, 4);
+		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied, and
+		 * NULL alloc params, whose size the class implies (RM allows NULL where they are optional).
+		 * NULL with a size the caller gave is a bad pointer the driver will refuse: UNREADABLE. */
+		if (addr == 0 && (size == 0 || e->size_off == SIZE_RIGHTS || (e->size_off & SIZE_CLASS)))
 			continue;
 		got_data = take(r, p, e->role, e->after, 0, addr, size, &got);
 		if (!got_data)

@@ -185,7 +185,8 @@ static int load_ctab(const struct rmt_ctab_header *h, size_t size)
 		return -1;
 	if ((uint64_t)h->uvm_off + (uint64_t)h->n_uvm * sizeof(struct rmt_ctab_uvm) > size ||
 	    (uint64_t)h->ctrl_off + (uint64_t)h->n_ctrl * sizeof(struct rmt_ctab_ctrl) > size ||
-	    (uint64_t)h->ptr_off + (uint64_t)h->n_ptr * sizeof(struct rmt_ctab_ptr) > size)
+	    (uint64_t)h->ptr_off + (uint64_t)h->n_ptr * sizeof(struct rmt_ctab_ptr) > size ||
+	    (uint64_t)h->class_off + (uint64_t)h->n_class * sizeof(struct rmt_ctab_class) > size)
 		return -1;
 	if (h->ring_size < RMT_RING_MIN_SIZE || (h->ring_size & (h->ring_size - 1)) || h->ring_size > (1ull << 32))
 		return -1;
@@ -193,6 +194,7 @@ static int load_ctab(const struct rmt_ctab_header *h, size_t size)
 	shim_proc.uvm = (const void *)((const char *)h + h->uvm_off);
 	shim_proc.ctrl = (const void *)((const char *)h + h->ctrl_off);
 	shim_proc.ptr = (const void *)((const char *)h + h->ptr_off);
+	shim_proc.cls = (const void *)((const char *)h + h->class_off);
 	shim_proc.ring_size = h->ring_size;
 	shim_proc.max_record = (uint32_t)(h->ring_size / 2);
 	shim_proc.max_buffer = h->max_buffer;

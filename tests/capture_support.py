@@ -32,6 +32,19 @@ class UvmCommand:
 
 
 @dataclass(frozen=True)
+class ClassInfo:
+    id: int
+    name: str
+    alloc_params: str | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
 class PointerField:
     offset: int
     count_offset: int | None
@@ -50,7 +63,10 @@ class ProfileDouble:
            39: UvmCommand(39, "UVM_PAGEABLE_MEM_ACCESS", "UVM_PAGEABLE_MEM_ACCESS_PARAMS", 8),
            75: UvmCommand(75, "UVM_MM_INITIALIZE", "UVM_MM_INITIALIZE_PARAMS", 8)}
     controls = {CTRL_GET_CLASSLIST: None, 0x20800101: None, 0x20800102: None}
-    layouts: dict = {}
+    classes = {0x41: ClassInfo(0x41, "NV01_ROOT_CLIENT", "NV0000_ALLOC_PARAMETERS"),  # RM copies an NvHandle
+               0x80: ClassInfo(0x80, "NV01_DEVICE_0", "NV0080_ALLOC_PARAMETERS")}
+    layouts: dict = {"NV0000_ALLOC_PARAMETERS": Layout("NV0000_ALLOC_PARAMETERS", 120),
+                     "NV0080_ALLOC_PARAMETERS": Layout("NV0080_ALLOC_PARAMETERS", 56)}
 
     def embedded_pointers(self, cmd: int) -> tuple[PointerField, ...]:
         if cmd == CTRL_GET_CLASSLIST:  # {NvU32 numClasses; NvP64 classList}

@@ -109,9 +109,14 @@ def test_basic_buffers_before_and_after(programs, devdir, tmp_path):
     allocs = calls(records, Source.RM, RM_ALLOC)
     (e21, x21), (e64, x64) = allocs
     assert len(e21.buffer(Role.ARG).data) == 32 and len(e64.buffer(Role.ARG).data) == 48
-    assert e21.buffer(Role.ALLOC_PARAMS, When.BEFORE).data[0] == 7
+    # a root client's params are copied as the NvHandle resource_list.h declares, not all 120 bytes
+    assert e21.buffer(Role.ALLOC_PARAMS, When.BEFORE).data == bytes([7, 0, 0, 0])
     assert x21.buffer(Role.ALLOC_PARAMS, When.AFTER).data[0] == 7 ^ 0x80
     assert u32(x21.buffer(Role.ARG, When.AFTER).data, 8) == 0xCAF00000  # hObjectNew, written by the driver
+    # paramsSize 0: the params are sized by class, as RM sizes them (NV0080_ALLOC_PARAMETERS, 56 bytes)
+    assert u32(e64.buffer(Role.ARG).data, 32) == 0
+    assert len(e64.buffer(Role.ALLOC_PARAMS, When.BEFORE).data) == 56
+    assert e64.buffer(Role.ALLOC_PARAMS, When.BEFORE).data[0] == 1
     assert e64.buffer(Role.RIGHTS, When.BEFORE).data == (5).to_bytes(4, "little")
     assert x64.buffer(Role.RIGHTS) is None  # input only
 

@@ -3,10 +3,13 @@ enter and its exit, and each carries the buffers the driver read and wrote, befo
 
 from __future__ import annotations
 
+import functools
 import struct
 from pathlib import Path
 
 import pytest
+
+from rmtrace.capture import ctab
 
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.record import MarkOp, Phase, Role, Source, SysOp, When
@@ -98,9 +101,17 @@ def test_capture_is_whole(path, profile):
                 if u64(params, field.offset) and count:
                     both(enter, exit_, Role.NESTED, count * field.elem_size, slot)
         elif enter.op == RM_ALLOC:
+            # RM reads as many alloc params bytes as the class's params struct has, whatever paramsSize says
             ptr_off, size_off = NVOS_ALLOC_PARAMS[len(arg)]
-            if u32(arg, size_off):
-                both(enter, exit_, Role.ALLOC_PARAMS, u32(arg, size_off))
+            size = class_sizes(profile).get(u32(arg, 12), u32(arg, size_off))
+            if u64(arg, ptr_off) and size:
+                both(enter, exit_, Role.ALLOC_PARAMS, size)
+
+
+@functools.lru_cache(maxsize=None)
+def class_sizes(profile) -> dict[int, int]:
+    """Bytes of alloc params RM copies per class: what the shim's capture table says."""
+    return dict(ctab.table_from_profile(profile).classes)
 
 
 def cuda_spans(records):

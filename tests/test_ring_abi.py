@@ -27,7 +27,7 @@ def test_mirror_matches_header(layouts, name):
 
 def test_ring_control_keeps_producer_and_consumer_apart(layouts):
     ring = layouts["rmt_ring_ctl"]
-    assert ring.member("head").offset == 64 and ring.member("tail").offset == 128 and ring.size == 192
+    assert ring.field("head").offset == 64 and ring.field("tail").offset == 128 and ring.size == 192
 
 
 @pytest.mark.parametrize("c_name, prefix, py_enum", [

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from rmtrace.capture.shm import (
-    CTAB_MAGIC, CTAB_VERSION, RING_MIN_SIZE, CtabCtrl, CtabFlag, CtabHeader, CtabPtr, CtabUvm,
+    CTAB_MAGIC, CTAB_VERSION, RING_MIN_SIZE, CtabClass, CtabCtrl, CtabFlag, CtabHeader, CtabPtr, CtabUvm,
 )
 from rmtrace.errors import RmtraceError
 
@@ -27,6 +27,12 @@ DEFAULT_MAX_BUFFER = 1 << 20
 """Most bytes captured of one buffer: RM's own limit on control params (RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)."""
 DEFAULT_RIGHTS_SIZE = 4
 """RM_ALLOC's pRightsRequested points to an RS_ACCESS_MASK: one 32-bit limb in every driver so far."""
+USER_ALLOC_TYPES = {"NV01_ROOT": "NvHandle", "NV01_ROOT_NON_PRIV": "NvHandle", "NV01_ROOT_CLIENT": "NvHandle"}
+"""Classes whose alloc params RM copies from user space by another type than the profile decodes them
+with: resource_list.h declares the root classes RS_OPTIONAL(NvHandle), and RM copies that many bytes
+(rmapiGetClassAllocParamSize), while the profile decodes them as NV0000_ALLOC_PARAMETERS, the form
+the GSP path sends."""
+_SCALAR_SIZES = {"NvHandle": 4}
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,8 @@ class CaptureTable:
     """UVM request number -> (params size, pointers)."""
     controls: Mapping[int, tuple[TablePointer, ...]]
     """Control command -> its pointers (only controls that have some)."""
+    classes: Mapping[int, int]
+    """Class id -> bytes of its alloc params: what RM_ALLOC really reads (RM ignores paramsSize)."""
 
 
 def check_ring_size(size: int) -> int:
@@ -93,9 +101,17 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
         pointers = _pointers(profile.embedded_pointers(cmd))
         if pointers:
             controls[cmd] = pointers
-    rights = getattr(profile, "layouts", {}).get("RS_ACCESS_MASK")
+    layouts = getattr(profile, "layouts", {})
+    rights = layouts.get("RS_ACCESS_MASK")
+    classes = {}
+    for cls, info in profile.classes.items():
+        user_type = USER_ALLOC_TYPES.get(info.name)
+        if user_type is not None:
+            classes[cls] = _SCALAR_SIZES[user_type]
+        elif info.alloc_params and info.alloc_params in layouts and layouts[info.alloc_params].size:
+            classes[cls] = layouts[info.alloc_params].size
     return CaptureTable(check_ring_size(ring_size), lossy, max_buffer,
-                        rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls)
+                        rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
 
 def encode(table: CaptureTable) -> bytes:
@@ -112,16 +128,18 @@ def encode(table: CaptureTable) -> bytes:
         pointers.extend(ptrs)
     ptr_rows = [CtabPtr.build(dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
                                    fixed_count=p.fixed_count, count_size=p.count_size, reserved=0)) for p in pointers]
+    class_rows = [CtabClass.build(dict(cls=cls, size=size)) for cls, size in sorted(table.classes.items())]
     uvm_off = CtabHeader.sizeof()
     ctrl_off = uvm_off + CtabUvm.sizeof() * len(uvm_rows)
     ptr_off = ctrl_off + CtabCtrl.sizeof() * len(ctrl_rows)
-    total = ptr_off + CtabPtr.sizeof() * len(ptr_rows)
+    class_off = ptr_off + CtabPtr.sizeof() * len(ptr_rows)
+    total = class_off + CtabClass.sizeof() * len(class_rows)
     header = CtabHeader.build(dict(
         version=CTAB_VERSION, header_size=CtabHeader.sizeof(), total_size=total,
         flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
-        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off))
-    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows])
+        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
+    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows, *class_rows])
 
 
 def decode(data: bytes) -> CaptureTable:
@@ -142,7 +160,12 @@ def decode(data: bytes) -> CaptureTable:
     for i in range(h.n_ctrl):
         row = CtabCtrl.parse(data[h.ctrl_off + i * CtabCtrl.sizeof():])
         controls[row.cmd] = tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
-    return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls)
+    classes = {}
+    for i in range(h.n_class):
+        row = CtabClass.parse(data[h.class_off + i * CtabClass.sizeof():])
+        classes[row.cls] = row.size
+    return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
+                        classes)
 
 
 __all__ = ["CaptureTable", "TablePointer", "table_from_profile", "encode", "decode", "check_ring_size",

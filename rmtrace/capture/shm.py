@@ -24,7 +24,7 @@ SESSION_MAGIC = 0x53455352
 SESSION_VERSION = 1
 
 CTAB_MAGIC = 0x42544352
-CTAB_VERSION = 1
+CTAB_VERSION = 2
 
 
 class RingState(enum.IntEnum):
@@ -98,6 +98,8 @@ CtabHeader = Struct(
     "ctrl_off" / Int32ul,
     "n_ptr" / Int32ul,
     "ptr_off" / Int32ul,
+    "n_class" / Int32ul,
+    "class_off" / Int32ul,
 )
 """struct rmt_ctab_header, at the start of capture.tab."""
 
@@ -117,9 +119,13 @@ CtabPtr = Struct(
 )
 """struct rmt_ctab_ptr"""
 
+CtabClass = Struct("cls" / Int32ul, "size" / Int32ul)
+"""struct rmt_ctab_class"""
+
 MIRRORS = {
     "rmt_ring_ctl": RingControl, "rmt_session_ctl": SessionControl, "rmt_ctab_header": CtabHeader,
     "rmt_ctab_uvm": CtabUvm, "rmt_ctab_ctrl": CtabCtrl, "rmt_ctab_ptr": CtabPtr,
+    "rmt_ctab_class": CtabClass,
 }
 """C struct name -> its mirror (the ABI test walks this)."""
 

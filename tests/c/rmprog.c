@@ -92,8 +92,9 @@ static void basic(void)
 	uint8_t root_params[120] = { 7 }, alloc_params[56] = { 1 };
 	uint32_t rights = 0x5, classes[5] = { 0 };
 	struct nvos21 a21 = { 0, 0, 0, 0x41, (uint64_t)(uintptr_t)root_params, sizeof(root_params), 0xffffffffu };
+	/* paramsSize 0, as libcuda passes it: RM reads the class's alloc params size (56 for NV01_DEVICE_0) */
 	struct nvos64 a64 = { 0xc1d00001u, 0xc1d00001u, 0, 0x80, (uint64_t)(uintptr_t)alloc_params,
-			      (uint64_t)(uintptr_t)&rights, sizeof(alloc_params), 0, 0xffffffffu, 0 };
+			      (uint64_t)(uintptr_t)&rights, 0, 0, 0xffffffffu, 0 };
 	struct classlist cl = { 0, 0, 0 };
 	uint8_t params[64], card[4 * 72];
 	struct nvos54 inner = { 1, 2, 0x20800102u, 0, (uint64_t)(uintptr_t)params, sizeof(params), 0xffffffffu };
