@@ -64,6 +64,18 @@ def test_channels_belong_to_their_client(model):
         assert chan.token is not None  # CUDA asks every channel for its work-submit token
 
 
+def test_channels_have_their_engines():
+    """CUDA runs compute channels on GR0 and copies on several CEs: each copy channel knows its rank."""
+    m = load_session(CAPTURES / "cuda-streams.trace")
+    engines = {(c.engine, c.rank) for c in m.channels.values()}
+    assert ("GR0", None) in engines
+    ranks = {rank for engine, rank in engines if engine.startswith("COPY")}
+    assert len(ranks) >= 2 and all(f"COPY{r}" in {e for e, _ in engines} for r in ranks)
+    for chan in m.channels.values():
+        assert chan.engine and not chan.engine.startswith("engine ")  # named from the profile
+        assert chan.ring_va  # the GPFIFO ring address the host would derive a rank from
+
+
 def test_sequential_capture_has_three_green_clients():
     m = load_session(CAPTURES / "cuda-streams-3x-sequential.trace")
     assert len(m.clients) == 3

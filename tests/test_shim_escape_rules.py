@@ -8,11 +8,13 @@ from rmtrace.decoders.profiles import available_profiles, load_profile
 from rmtrace.kmod_shim import HERE
 
 SOURCE = (HERE / "shim_ioctl.c").read_text()
-RULE = re.compile(r"\{ (NV_ESC_\w+),\s+(\d+),\s+(\d+),\s+(\w+),\s+RMT_BUF_(\w+),\s+([01]) \}")
+RULE = re.compile(r"\{ (NV_ESC_\w+),\s+(\d+),\s+(\d+),\s+((?:SIZE_CLASS \| )?\w+),\s+RMT_BUF_(\w+),\s+([01]) \}")
 ENUM = dict(re.findall(r"(NV_ESC_\w+)\s+=\s+(0x[0-9a-f]+|\d+),", SOURCE))
-DEFINES = dict(re.findall(r"#define (NVOS54_\w+|XFER_\w+)\s+(\w+)", SOURCE))
+DEFINES = dict(re.findall(r"#define (NVOS\d\d_\w+|XFER_\w+)\s+(\w+)", SOURCE))
 RULES = [(name, int(size), int(ptr), DEFINES.get(size_off, size_off), role) for name, size, ptr, size_off, role, _a
          in RULE.findall(SOURCE)]
+CLASS_SIZED = "SIZE_CLASS | "
+"""Rules whose size is the class table's (RM sizes alloc params by class); the offset after it is the fallback."""
 
 # (escape, argument struct, pointer field, size field or None for the rights mask) per rule, by role and size
 EXPECTED = {
@@ -40,7 +42,10 @@ def test_rules_match_profile(version):
         if size_field is None:
             assert size_off == "SIZE_RIGHTS"
         else:
-            assert layout.field(size_field).offset == int(size_off, 0)
+            assert size_off.startswith(CLASS_SIZED) == (role == "ALLOC_PARAMS")
+            assert layout.field(size_field).offset == int(size_off.removeprefix(CLASS_SIZED), 0)
+            if role == "ALLOC_PARAMS":
+                assert layout.field("hClass").offset == int(DEFINES["NVOS21_CLASS"])
     nvos54 = profile.layouts["NVOS54_PARAMETERS"]
     assert nvos54.field("cmd").offset == int(DEFINES["NVOS54_CMD"])
     assert nvos54.field("flags").offset == int(DEFINES["NVOS54_FLAGS"])

@@ -68,6 +68,7 @@ class Folder:
         self._channel_flags: dict[str, set[str]] = {}
         self._channel_counts: Counter = Counter()
         self._tsg_channels: dict[tuple[int, int], list[Channel]] = {}
+        self._tsg_engine: dict[tuple[int, int], int] = {}  # a TSG's engine type: its channels run there
         self.ranks: dict[str, Rank] = {}
         self._rank_flags: dict[str, set[str]] = {}
         self.calls: list[CallInfo] = []
@@ -204,10 +205,16 @@ class Folder:
 
     # -- channels and ranks --------------------------------------------------------------
 
+    def add_tsg(self, obj: RmObject, fields: Any) -> None:
+        engine_type = _get(fields, "engineType")
+        if engine_type:
+            self._tsg_engine[(obj.h_client, obj.handle)] = engine_type
+
     def add_channel(self, obj: RmObject, fields: Any, t: int, seq: int) -> Channel:
         n = self._channel_counts[obj.client_id]
         self._channel_counts[obj.client_id] += 1
-        engine_type = _get(fields, "engineType")
+        # A channel in a TSG names no engine of its own (NV2080_ENGINE_TYPE_NULL): it runs on the TSG's.
+        engine_type = _get(fields, "engineType") or self._tsg_engine.get((obj.h_client, obj.parent or 0))
         engine, rank = engine_info(self.profile, engine_type)
         tsg_obj = self._by_handle.get((obj.h_client, obj.parent)) if obj.parent is not None else None
         chan = Channel(f"{obj.client_id}/ch{n}", obj.client_id, obj.handle, obj.h_client, obj.class_name,
@@ -328,6 +335,8 @@ def _rm_alloc(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
     obj = f.add_object(d, info, call, name, f.class_id(d))
     if obj is not None and fnmatch.fnmatch(name, CHANNEL_CLASS):
         f.add_channel(obj, buffer_value(d, Role.ALLOC_PARAMS), call.last.time_ns, call.last.seq)
+    elif obj is not None and fnmatch.fnmatch(name, TSG_CLASS):
+        f.add_tsg(obj, buffer_value(d, Role.ALLOC_PARAMS))
 
 
 def _rm_alloc_memory(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
@@ -579,7 +588,8 @@ def _always(fn: Callable[[Folder, Decoded, CallInfo, Call], None]) -> Handler:
 
 
 HANDLERS: dict[str, Handler] = {
-    "RM_ALLOC": Handler(_rm_alloc, full=lambda detail: bool(detail) and fnmatch.fnmatch(detail, CHANNEL_CLASS)),
+    "RM_ALLOC": Handler(_rm_alloc, full=lambda detail: bool(detail) and (fnmatch.fnmatch(detail, CHANNEL_CLASS)
+                                                                          or fnmatch.fnmatch(detail, TSG_CLASS))),
     "RM_ALLOC_MEMORY": Handler(_rm_alloc_memory),
     "RM_FREE": Handler(_rm_free),
     "RM_DUP_OBJECT": Handler(_rm_dup),
