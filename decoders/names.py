@@ -4,9 +4,9 @@ A control command the profile lacks is named by what the profile does know,
 never guessed: the interface class's control prefix (``NV2080``), the
 category's name, then the index: ``NV2080_CTRL_CMD_GPU_0x45``.  The category
 name is the profile's own (``profile.categories``, from the headers' category
-defines) where the profile carries that table; otherwise it is the first word
-that most of the profile's commands in that class and category share.  A
-category neither way names keeps its number: ``NV2080_CTRL_CMD_0x7f_0x01``.
+defines); for the few categories the headers leave unnamed but have commands
+in, it is the first word that most of those commands share.  A category
+neither way names keeps its number: ``NV2081_CTRL_CMD_0x01_0x08``.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Names:
             name = _category_name(names)
             if name is not None:
                 self._category[key] = name
-        for (cls, category), name in getattr(profile, "categories", {}).items():
+        for (cls, category), name in profile.categories.items():
             self._category[(cls, category & CATEGORY_MASK)] = name
 
     def status(self, code: int | None) -> str | None:
