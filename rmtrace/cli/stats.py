@@ -6,7 +6,7 @@ import argparse
 import json
 
 from rmtrace.analysis.stats import session_stats
-from rmtrace.cli.common import add_trace_argument
+from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.session import load_session
 from rmtrace.timefmt import format_duration
 
@@ -32,7 +32,7 @@ def _latency(lat: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    model = load_session(args.trace, driver=args.driver)
+    model = load_session(trace_or_default(args), driver=args.driver)
     stats = session_stats(model)
     if args.json:
         print(json.dumps(stats, indent=2))
