@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rmtrace.cli.common import add_trace_argument
+from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.timefmt import format_duration
 
 NAME = "stats"
@@ -37,15 +37,15 @@ decoder exceptions (always 0, or it is a bug to report).
 class Section:
     name: str
     help: str
-    compute: Callable[[argparse.Namespace], dict[str, Any]]
+    compute: Callable[[str, argparse.Namespace], dict[str, Any]]  # (trace path, arguments) -> JSON-ready dict
     text: Callable[[dict[str, Any]], list[str]]
     default: bool = False
 
 
-def _calls(args: argparse.Namespace) -> dict[str, Any]:
+def _calls(path: str, args: argparse.Namespace) -> dict[str, Any]:
     from rmtrace.analysis.stats import session_stats
     from rmtrace.session import load_session
-    return session_stats(load_session(args.trace, driver=args.driver))
+    return session_stats(load_session(path, driver=args.driver))
 
 
 def _latency(lat: dict | None) -> str:
@@ -71,11 +71,11 @@ def _calls_text(stats: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _decode(args: argparse.Namespace) -> dict[str, Any]:
+def _decode(path: str, args: argparse.Namespace) -> dict[str, Any]:
     from rmtrace.decoders import decoders_for
     from rmtrace.decoders.coverage import decode_coverage
     from rmtrace.trace import TraceReader
-    with TraceReader(args.trace) as reader:
+    with TraceReader(path) as reader:
         decoders = decoders_for(reader, override=args.driver)
         out = decode_coverage(reader, decoders).to_dict()
     out["profile"] = decoders.profile.version
@@ -125,7 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     chosen = [s for s in SECTIONS if getattr(args, s.name)] or [s for s in SECTIONS if s.default]
-    results = {s.name: s.compute(args) for s in chosen}
+    path = trace_or_default(args)
+    results = {s.name: s.compute(path, args) for s in chosen}
     if args.json:
         print(json.dumps(results[chosen[0].name] if len(chosen) == 1 else results, indent=2, default=str))
         return 0
