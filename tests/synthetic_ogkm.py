@@ -1,11 +1,12 @@
 """A tiny stand-in for an open-gpu-kernel-modules tree, written for the generator tests.
 
 It has the tree's layout and one or two of everything the generator reads
-(escapes and their handlers, classes and RS_ENTRY rows, FINN-built and legacy
-control commands, UVM ioctls, the vGPU RPC enums and structs, the GSP queue
-element), with the C shapes that make DWARF reading hard: bitfields, an
-unnamed bitfield, a union, nested arrays of structs, a flexible array member,
-char arrays and typedefs of typedefs.  All text here is ours.
+(escapes and their handlers, classes and RS_ENTRY rows, engine types, control
+categories, FINN-built and legacy control commands, UVM ioctls, the vGPU RPC
+enums and structs, the GSP queue element), with the C shapes that make DWARF
+reading hard: bitfields, an unnamed bitfield, a union, nested arrays of
+structs, a flexible array member, char arrays and typedefs of typedefs.
+All text here is ours.
 """
 
 from __future__ import annotations
@@ -69,6 +70,25 @@ typedef struct NV0000_ALLOC_PARAMETERS {
 } NV0000_ALLOC_PARAMETERS;
 """,
     f"{SDK}/class/clc56f.h": "#define AMPERE_CHANNEL_GPFIFO_A (0x0000C56F)\n",
+    # Engine types: an alias defined before its numbered name, a second copy-engine range,
+    # and the count, end-marker and function-like macros that are not engine types.
+    f"{SDK}/class/cl2080_notification.h": """
+#define NV2080_ENGINE_TYPE_NULL (0x00000000)
+#define NV2080_ENGINE_TYPE_GRAPHICS (0x00000001)
+#define NV2080_ENGINE_TYPE_GR0 NV2080_ENGINE_TYPE_GRAPHICS
+#define NV2080_ENGINE_TYPE_COPY0 (0x00000009)
+#define NV2080_ENGINE_TYPE_COPY1 (0x0000000a)
+#define NV2080_ENGINE_TYPE_BSP (0x00000013)
+#define NV2080_ENGINE_TYPE_NVDEC0 NV2080_ENGINE_TYPE_BSP
+#define NV2080_ENGINE_TYPE_CIPHER (0x00000023)
+#define NV2080_ENGINE_TYPE_TSEC NV2080_ENGINE_TYPE_CIPHER
+#define NV2080_ENGINE_TYPE_COPY10 (0x00000034)
+#define NV2080_ENGINE_TYPE_LAST (0x00000035)
+#define NV2080_ENGINE_TYPE_ALLENGINES (0xffffffff)
+#define NV2080_ENGINE_TYPE_COPY_SIZE 10
+#define NV2080_ENGINE_TYPE_NVENC_SIZE 3
+#define NV2080_ENGINE_TYPE_COPY(i) (((i) < 10) ? (NV2080_ENGINE_TYPE_COPY0 + (i)) : (NV2080_ENGINE_TYPE_COPY10 + (i) - 10))
+""",
     f"{SDK}/alloc/alloc_channel.h": """
 typedef struct NV_MEMORY_DESC_PARAMS { NvU64 base; NvU64 size; NvU32 addressSpace; NvU32 cacheAttrib; } NV_MEMORY_DESC_PARAMS;
 typedef union NV_CHANNEL_ROUTE { NvU32 engineType; NvU8 bytes[4]; } NV_CHANNEL_ROUTE;
@@ -80,6 +100,27 @@ typedef struct NV_CHANNEL_ALLOC_PARAMS {
     struct { NvU16 lo; NvU16 hi; } window;
 } NV_CHANNEL_ALLOC_PARAMS;
 typedef NV_CHANNEL_ALLOC_PARAMS NV_CHANNELGPFIFO_ALLOCATION_PARAMETERS;
+""",
+    # Category defines: a block from RESERVED on, a legacy privileged repeat, and a constant
+    # after the block that merely looks like one.
+    f"{SDK}/ctrl/ctrl2080/ctrl2080base.h": """
+#define NV2080_CTRL_CMD(cat,idx) NVXXXX_CTRL_CMD(0x2080, NV2080_CTRL_##cat, idx)
+#define NV2080_CTRL_RESERVED (0x00)
+#define NV2080_CTRL_GPU (0x01)
+#define NV2080_CTRL_GPU_LEGACY_NON_PRIVILEGED (0x81) /* finn: Evaluated from "(NV2080_CTRL_GPU | 0x80)" */
+#define NV2080_CTRL_PMGR (0x26)
+#define NV2080_CTRL_OS_UNIX (0x3D)
+#define NV2080_CTRL_CMD_NULL (0x20800000) /* finn: Evaluated from "(FINN_SYN_RESERVED_INTERFACE_ID << 8) | 0x0" */
+#define NV2080_CTRL_MAX_THINGS (0x10)
+""",
+    # An interface whose commands are named otherwise than its categories' NVxxxx prefix.
+    f"{SDK}/ctrl/ctrlcb33.h": """
+#define NV_SYN_CC_CTRL_CMD(cat,idx) NVXXXX_CTRL_CMD(0xCB33, NVCB33_CTRL_##cat, idx)
+#define NVCB33_CTRL_RESERVED (0x00U)
+#define NVCB33_CTRL_CONF_COMPUTE (0x01U)
+#define NVCB33_CTRL_SLOTS 16
+#define NVCB33_CTRL_SLOT_DEFAULT (0x02)
+#define NV_SYN_CC_CTRL_CMD_NULL (0xcb330000) /* finn: Evaluated from "(FINN_SYN_CC_RESERVED_INTERFACE_ID << 8) | 0x0" */
 """,
     f"{SDK}/ctrl/ctrl2080/ctrl2080gpu.h": """
 #define NV2080_CTRL_CMD_GPU_GET_INFO (0x20800101) /* finn: Evaluated from "(FINN_SYN_GPU_INTERFACE_ID << 8) | NV2080_CTRL_GPU_GET_INFO_PARAMS_MESSAGE_ID" */
@@ -100,6 +141,7 @@ typedef struct NV2080_CTRL_GPU_GET_FLAGS_PARAMS {
 } NV2080_CTRL_GPU_GET_FLAGS_PARAMS;
 #define NV2080_CTRL_CMD_GPU_GET_FLAGS_MODE_FAST (0x00000001)
 #define NV2080_CTRL_CMD_GPU_SET_FLAGS (0x20800103) /* finn: Evaluated from "(FINN_SYN_GPU_INTERFACE_ID << 8) | 0x3" */
+#define NV2080_CTRL_CMD_INTERNAL_SYN_POKE (0x20800b01) /* finn: Evaluated from "(FINN_SYN_INTERNAL_2_INTERFACE_ID << 8) | 0x1" */
 """,
     f"{UNIX}/include/nv_escape.h": "#define NV_ESC_RM_CONTROL 0x2A\n#define NV_ESC_RM_ALLOC 0x2B\n",
     f"{UNIX}/include/nv-ioctl-numbers.h": """

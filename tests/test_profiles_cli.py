@@ -95,6 +95,6 @@ def test_build_writes_a_loadable_profile(capsys, tmp_path):
     tree = write_tree(tmp_path / "tree")
     out_file = tmp_path / "p.json.zst"
     rc, out, _ = run(capsys, "build", "--from", str(tree), "--out", str(out_file))
-    assert rc == 0 and out.startswith("profile 999.1.2: 3 escapes, 2 classes, 3 controls")
+    assert rc == 0 and out.startswith("profile 999.1.2: 3 escapes, 2 classes, 6 controls")
     profile = decode(out_file.read_bytes(), str(out_file))
     assert profile.version == "999.1.2" and profile.controls[0x20800101].size == 16

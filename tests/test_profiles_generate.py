@@ -8,15 +8,12 @@ where the open-gpu-kernel-modules mirror is present.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from rmtrace.decoders.profiles import load_profile
-from rmtrace.decoders.profiles.dwarf import ObjectFacts
 from rmtrace.decoders.profiles.generate import build_profile, extract_tag
-from rmtrace.decoders.profiles.model import Field
 from rmtrace.decoders.profiles.serial import decode, encode, profile_to_dict
 from rmtrace.errors import RmtraceError
 from tests.synthetic_ogkm import write_tree
@@ -58,7 +55,31 @@ def test_controls_finn_convention_twins_and_aliases(synthetic):
     assert synthetic.controls[0x20800103].params == "NV2080_CTRL_GPU_GET_FLAGS_PARAMS"  # SET takes its GET twin's
     assert synthetic.lookup("controls", "NV2080_CTRL_CMD_GPU_LEGACY_INFO") == 0x20800101
     assert synthetic.lookup("controls", "NV2080_CTRL_CMD_GPU_GET_FLAGS_MODE_FAST") is None  # a value, not a command
-    assert set(synthetic.controls) == {0x20800101, 0x20800102, 0x20800103}
+    assert set(synthetic.controls) == {0x20800000, 0x20800101, 0x20800102, 0x20800103, 0x20800B01, 0xCB330000}
+
+
+def test_engine_types_numbered_names_first(synthetic):
+    engines = synthetic.engine_types
+    assert (engines[0x1], engines[0x9], engines[0x13]) == \
+        ("NV2080_ENGINE_TYPE_GR0", "NV2080_ENGINE_TYPE_COPY0", "NV2080_ENGINE_TYPE_NVDEC0")
+    assert engines[0x23] == "NV2080_ENGINE_TYPE_CIPHER"  # no numbered name: the first defined
+    assert engines[0x34] == "NV2080_ENGINE_TYPE_COPY10" and engines[0xFFFFFFFF] == "NV2080_ENGINE_TYPE_ALLENGINES"
+    assert synthetic.lookup("engine_types", "NV2080_ENGINE_TYPE_GRAPHICS") == 1  # an alias
+    assert synthetic.lookup("engine_types", "NV2080_ENGINE_TYPE_TSEC") == 0x23
+    # counts (NVENC_SIZE 3) and the end marker (LAST 0x35) are not engine types
+    assert 3 not in engines and 0x35 not in engines
+    assert not any(n.endswith(("_SIZE", "_LAST")) for n in engines.values())
+    assert set(engines) == {0, 1, 9, 0xA, 0x13, 0x23, 0x34, 0xFFFFFFFF}
+
+
+def test_control_categories_and_interface_prefixes(synthetic):
+    assert dict(synthetic.categories) == {
+        (0x2080, 0x00): "RESERVED", (0x2080, 0x01): "GPU", (0x2080, 0x26): "PMGR", (0x2080, 0x3D): "OS_UNIX",
+        (0x2080, 0x0B): "INTERNAL_2",  # no define: its commands' FINN interface less the class part
+        (0xCB33, 0x00): "RESERVED", (0xCB33, 0x01): "CONF_COMPUTE"}
+    # after a block's end (NV2080_CTRL_CMD_NULL, NVCB33_CTRL_SLOTS 16) nothing is a category:
+    # not NV2080_CTRL_MAX_THINGS (0x10), not NVCB33_CTRL_SLOT_DEFAULT (0x02)
+    assert dict(synthetic.interface_prefixes) == {0x2080: "NV2080", 0xCB33: "NV_SYN_CC"}
 
 
 def test_bitfields(synthetic):
@@ -123,30 +144,6 @@ def test_not_a_tree_is_an_rmtrace_error(tmp_path):
         build_profile(tmp_path)
     with pytest.raises(RmtraceError, match="no such directory"):
         build_profile(tmp_path / "absent")
-
-
-BITFIELDS_C = """
-struct plain { unsigned int a : 3; unsigned int b : 5; unsigned int : 0; unsigned short c : 9; unsigned char d; };
-struct __attribute__((packed)) tight { unsigned char x; unsigned int fits : 12; unsigned int straddle : 20; };
-struct plain p; struct tight t;
-"""
-
-
-@pytest.mark.parametrize("dwarf", ["-gdwarf-4", "-gdwarf-5"])
-def test_bitfields_read_the_same_from_dwarf_4_and_5(tmp_path, dwarf):
-    src = tmp_path / "bits.c"
-    src.write_text(BITFIELDS_C)
-    obj = tmp_path / "bits.o"
-    subprocess.run(["gcc", dwarf, "-c", str(src), "-o", str(obj)], check=True)
-    layouts = ObjectFacts(str(obj)).layouts(["plain", "tight"])
-    plain = {f.name: (f.offset, f.size, f.bit_offset, f.bit_size) for f in layouts["plain"].fields}
-    assert plain == {"a": (0, 4, 0, 3), "b": (0, 4, 3, 5), "c": (4, 2, 0, 9), "d": (6, 1, None, None)}
-    tight = {f.name: (f.offset, f.size, f.bit_offset, f.bit_size) for f in layouts["tight"].fields}
-    # packed: bits 8..19 fit the first 4-byte unit; bits 20..39 cross into the next, so
-    # they are read from the three bytes they span
-    assert tight["fits"] == (0, 4, 8, 12)
-    assert tight["straddle"] == (2, 3, 4, 20)
-    assert layouts["tight"].fields[0] == Field("x", 0, 1, "unsigned char", "uint")
 
 
 @pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason="no open-gpu-kernel-modules mirror on this machine")

@@ -10,6 +10,7 @@ of change; every list is sorted so the output is stable:
   name and changed layout (``rpc_gsp_rm_control_v03_00`` 570 -> 575);
 * ``controls``: renumbered, resized params, added, removed;
 * ``escapes``, ``uvm``, ``classes``: renumbered, resized, added, removed;
+* ``engine_types``: renumbered, reused (550's RESERVED34 is 570's COPY10), added, removed;
 * ``layouts``: the escape, alloc, UVM and GSP structs whose layout changed;
 * ``constants``: values that differ.
 """
@@ -116,6 +117,7 @@ def diff_profiles(a: DriverProfile, b: DriverProfile) -> dict:
         "escapes": _numbers(a, b, "escapes", size=lambda e: e.size),
         "uvm": _numbers(a, b, "uvm", size=lambda u: u.size),
         "classes": _numbers(a, b, "classes"),
+        "engine_types": _numbers(a, b, "engine_types"),
         "layouts": _layout_diffs(a, b, _key_layouts(a) & _key_layouts(b)),
         "constants": {k: [a.constants.get(k), b.constants.get(k)] for k in sorted(a.constants.keys() | b.constants.keys())
                       if a.constants.get(k) != b.constants.get(k)},

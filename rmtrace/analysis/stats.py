@@ -64,7 +64,14 @@ def session_stats(model: SessionModel) -> dict[str, Any]:
     return {
         "processes": [{"pid": p.pid, "ppid": p.ppid, "argv": list(p.argv), "threads": len(p.threads),
                        "exit_status": p.exit_status} for p in model.processes.values()],
-        "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "sources": dict(per_client.get(c.id, {}))}
+        "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "sources": dict(per_client.get(c.id, {})),
+                     "objects": _object_counts(model, c.id)}
                     for c in model.clients],
         "operations": [r.to_dict() for r in rows],
     }
+
+
+def _object_counts(model: SessionModel, client_id: str) -> dict[str, int]:
+    objs = model.objects_of(client_id)
+    by = Counter(o.freed_by or "leaked" for o in objs)
+    return {"allocated": len(objs), "freed": by["RM_FREE"], "freed_at_exit": by["exit"], "leaked": by["leaked"]}

@@ -67,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def counts(profile: DriverProfile) -> dict[str, int]:
     return {"escapes": len(profile.escapes), "classes": len(profile.classes), "controls": len(profile.controls),
             "uvm": len(profile.uvm), "rpc_functions": len(profile.gsp_functions), "rpc_events": len(profile.gsp_events),
-            "status": len(profile.status), "layouts": len(profile.layouts)}
+            "status": len(profile.status), "layouts": len(profile.layouts), "engine_types": len(profile.engine_types),
+            "categories": len(profile.categories)}
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -75,8 +76,8 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    columns = ["escapes", "classes", "controls", "uvm", "rpc_functions", "rpc_events", "status", "layouts"]
-    print(f"{'version':<12}" + "".join(f"{c.replace('rpc_', 'rpc '):>15}" for c in columns))
+    columns = list(next(iter(rows.values())))
+    print(f"{'version':<12}" + "".join(f"{c.replace('_', ' '):>15}" for c in columns))
     for version, row in rows.items():
         print(f"{version:<12}" + "".join(f"{row[c]:>15}" for c in columns))
     return 0
@@ -171,7 +172,7 @@ def _show(args: argparse.Namespace) -> int:
 # -- diff ----------------------------------------------------------------------------------------
 
 DIFF_LABELS = {"gsp_functions": "gsp function", "gsp_events": "gsp event", "controls": "control",
-               "escapes": "escape", "uvm": "uvm ioctl", "classes": "class"}
+               "escapes": "escape", "uvm": "uvm ioctl", "classes": "class", "engine_types": "engine type"}
 
 
 def diff_lines(d: dict) -> list[str]:

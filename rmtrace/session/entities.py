@@ -73,6 +73,8 @@ class RmObject:
     free_ns: int | None = None
     status: str = "NV_OK"
     h_client: int = 0
+    freed_by: str | None = None
+    """How it went: "RM_FREE" (its own or an ancestor's), "exit" (the kernel freed it when its process exited)."""
 
 
 @dataclass(slots=True)

@@ -57,7 +57,8 @@ class Folder:
         self.processes: dict[int, Process] = {}
         self.clients: dict[str, Client] = {}
         self._client_by_key: dict[Any, Client] = {}
-        self.objects: dict[tuple[str, int], RmObject] = {}
+        self.objects: dict[tuple[str, int], RmObject] = {}  # the newest object of each handle
+        self.object_list: list[RmObject] = []  # every object, in allocation order (handles get reused)
         self._by_handle: dict[tuple[int, int], RmObject] = {}  # (hClient, handle): RM handles are per RM client
         self._children: dict[tuple[int, int], list[int]] = {}
         self._siblings: Counter = Counter()
@@ -67,6 +68,7 @@ class Folder:
         self._channel_flags: dict[str, set[str]] = {}
         self._channel_counts: Counter = Counter()
         self._tsg_channels: dict[tuple[int, int], list[Channel]] = {}
+        self._tsg_engine: dict[tuple[int, int], int] = {}  # a TSG's engine type: its channels run there
         self.ranks: dict[str, Rank] = {}
         self._rank_flags: dict[str, set[str]] = {}
         self.calls: list[CallInfo] = []
@@ -74,6 +76,7 @@ class Folder:
         self.gsp_session = 0
         self.seq_client: list[tuple[int, str]] = []  # (seq, client id) for every record of a client
         self.notes: list[str] = []
+        self.stray_frees: list[CallInfo] = []
         self.stop_reason: dict | None = None
         self.lost: list[dict] = []
         self._class_ids = {info.name: cid for cid, info in self.profile.classes.items()}
@@ -174,22 +177,23 @@ class Folder:
         t = call.last.time_ns
         obj = RmObject(client.id, handle, parent, cls, class_name, stable, call.first.seq, t, h_client=h_client,
                        status=d.status_name or "NV_OK")
-        self.objects[(client.id, handle if class_name not in ROOT_CLASSES else handle)] = obj
+        self.objects[(client.id, handle)] = obj
+        self.object_list.append(obj)
         self._by_handle[(h_client, handle)] = obj
         if parent is not None:
             self._children.setdefault((h_client, parent), []).append(handle)
         return obj
 
-    def free_object(self, h_client: int, handle: int, seq: int, t: int) -> None:
+    def free_object(self, h_client: int, handle: int, seq: int, t: int, by: str = "RM_FREE") -> None:
         obj = self._by_handle.get((h_client, handle))
         if obj is None or obj.free_ns is not None:
             return
         for child in self._children.pop((h_client, handle), ()):
-            self.free_object(h_client, child, seq, t)
+            self.free_object(h_client, child, seq, t, by)
         siblings = self._children.get((h_client, obj.parent)) if obj.parent is not None else None
         if siblings is not None and handle in siblings:
             siblings.remove(handle)
-        obj.free_seq, obj.free_ns = seq, t
+        obj.free_seq, obj.free_ns, obj.freed_by = seq, t, by
         chan = self._channel_by_handle.pop((h_client, handle), None)
         if chan is not None:
             self.channel_flag(chan, "freed", True, t, seq)
@@ -201,10 +205,16 @@ class Folder:
 
     # -- channels and ranks --------------------------------------------------------------
 
+    def add_tsg(self, obj: RmObject, fields: Any) -> None:
+        engine_type = _get(fields, "engineType")
+        if engine_type:
+            self._tsg_engine[(obj.h_client, obj.handle)] = engine_type
+
     def add_channel(self, obj: RmObject, fields: Any, t: int, seq: int) -> Channel:
         n = self._channel_counts[obj.client_id]
         self._channel_counts[obj.client_id] += 1
-        engine_type = _get(fields, "engineType")
+        # A channel in a TSG names no engine of its own (NV2080_ENGINE_TYPE_NULL): it runs on the TSG's.
+        engine_type = _get(fields, "engineType") or self._tsg_engine.get((obj.h_client, obj.parent or 0))
         engine, rank = engine_info(self.profile, engine_type)
         tsg_obj = self._by_handle.get((obj.h_client, obj.parent)) if obj.parent is not None else None
         chan = Channel(f"{obj.client_id}/ch{n}", obj.client_id, obj.handle, obj.h_client, obj.class_name,
@@ -325,6 +335,15 @@ def _rm_alloc(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
     obj = f.add_object(d, info, call, name, f.class_id(d))
     if obj is not None and fnmatch.fnmatch(name, CHANNEL_CLASS):
         f.add_channel(obj, buffer_value(d, Role.ALLOC_PARAMS), call.last.time_ns, call.last.seq)
+    elif obj is not None and fnmatch.fnmatch(name, TSG_CLASS):
+        f.add_tsg(obj, buffer_value(d, Role.ALLOC_PARAMS))
+
+
+def _rm_alloc_memory(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
+    """RM_ALLOC_MEMORY (NVOS02) creates an object like RM_ALLOC, its class given as a number."""
+    cls = d.args.get("hClass", -1)
+    info_cls = f.profile.classes.get(cls)
+    f.add_object(d, info, call, info_cls.name if info_cls else f"class {cls:#x}", cls)
 
 
 def _rm_free(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
@@ -333,6 +352,9 @@ def _rm_free(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
         return
     if h_client in (None, 0) or h_client == handle:
         h_client = handle if (handle, handle) in f._by_handle else h_client
+    if (h_client or 0, handle) not in f._by_handle:
+        f.stray_frees.append(info)  # RM_FREE of a handle this trace never saw allocated
+        return
     f.free_object(h_client or 0, handle, call.last.seq, call.last.time_ns)
 
 
@@ -549,6 +571,8 @@ def _sys(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
         client = f._client_by_key.get(rec.pid)
         if client is not None:
             f.tl.set(rec.time_ns, rec.seq, client.entity, "state", "exited")
+            for h_client in client.rm_clients:  # the kernel frees what the process left behind
+                f.free_object(h_client, h_client, rec.seq, rec.time_ns, by="exit")
 
 
 def _mark(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
@@ -564,7 +588,9 @@ def _always(fn: Callable[[Folder, Decoded, CallInfo, Call], None]) -> Handler:
 
 
 HANDLERS: dict[str, Handler] = {
-    "RM_ALLOC": Handler(_rm_alloc, full=lambda detail: bool(detail) and fnmatch.fnmatch(detail, CHANNEL_CLASS)),
+    "RM_ALLOC": Handler(_rm_alloc, full=lambda detail: bool(detail) and (fnmatch.fnmatch(detail, CHANNEL_CLASS)
+                                                                          or fnmatch.fnmatch(detail, TSG_CLASS))),
+    "RM_ALLOC_MEMORY": Handler(_rm_alloc_memory),
     "RM_FREE": Handler(_rm_free),
     "RM_DUP_OBJECT": Handler(_rm_dup),
     "RM_CONTROL": Handler(_rm_control, full=lambda detail: detail in CONTROL_HANDLERS),

@@ -33,11 +33,13 @@ class SessionModel:
         self.clients: tuple[Client, ...] = tuple(folder.clients.values())
         self._clients = folder.clients
         self.objects: Mapping[tuple[str, int], RmObject] = folder.objects
+        self.object_list: Sequence[RmObject] = folder.object_list
         self.channels: Mapping[str, Channel] = folder.channels
         self.ranks: Mapping[str, Rank] = folder.ranks
         self.calls: Sequence[CallInfo] = folder.calls
         self.gsp: Sequence[GspExchange] = folder.gsp
         self.notes = folder.notes
+        self.stray_frees: Sequence[CallInfo] = folder.stray_frees
         self.stop_reason = folder.stop_reason
         self.lost = folder.lost
         self.timeline = timeline
@@ -68,7 +70,12 @@ class SessionModel:
         return [c for c in self.calls if c.client_id == client_id]
 
     def objects_of(self, client_id: str) -> list[RmObject]:
-        return [o for o in self.objects.values() if o.client_id == client_id]
+        return [o for o in self.object_list if o.client_id == client_id]
+
+    def leaked(self, client_id: str | None = None) -> list[RmObject]:
+        """Objects still allocated at the end of the trace (neither freed nor reclaimed at exit)."""
+        return [o for o in self.object_list
+                if o.free_ns is None and (client_id is None or o.client_id == client_id)]
 
     # -- time
 
