@@ -25,6 +25,8 @@ SHOTS = (
     ("tui-diff.svg", 2, ("d",)),
 )
 """(file, how many traces, keys pressed before the shot)."""
+CAPTURE_SHOT = ("tui-capture.svg", ("g", "4", "2", "0", "m", "s", "enter", "o"))
+"""The shipped H200 capture with the cursor where its second client starts, objects shown."""
 
 
 async def shoot(paths: list[str], out: Path, keys: tuple[str, ...]) -> None:
@@ -50,6 +52,11 @@ def main() -> int:
             if len(traces) >= n:
                 asyncio.run(shoot(traces[:n], ROOT / "docs" / name, keys))
                 print(f"docs/{name}")
+        if len(sys.argv) == 1:
+            from rmtrace import captures
+            name, keys = CAPTURE_SHOT
+            asyncio.run(shoot([str(captures.path())], ROOT / "docs" / name, keys))
+            print(f"docs/{name}")
     return 0
 
 

@@ -1,13 +1,16 @@
 """One SVG per screen at a fixed terminal size (pytest-textual-snapshot); update with --snapshot-update.
 
-The traces are the constructed second-client wedge (tests/scenarios.py: built
-with the decoders' own definitions, folded by the real session model); the
-diff puts the wedged boot beside the fixed one.
+Every trace is folded by the real session model: the main screen on a real
+capture (the shipped H200 recording of three CUDA clients in a row); the
+wedge on the constructed second-client wedge (tests/scenarios.py, built with
+the decoders' own definitions); the diff puts that wedged boot beside the
+fixed one.
 """
 
 import pytest
 from textual.widgets import Input
 
+from rmtrace import captures
 from rmtrace.tui.app import RmtraceApp
 from rmtrace.tui.services import library_services
 from tests.scenarios import sequential
@@ -46,8 +49,16 @@ def keys(*pressed):
     return run_before
 
 
-def test_main_screen(snap_compare, boots):
-    assert snap_compare(app_for(boots[0]), run_before=keys(), terminal_size=SIZE)
+CAPTURE = str(captures.path())
+
+
+def test_main_screen(snap_compare):
+    assert snap_compare(app_for(CAPTURE), run_before=keys(), terminal_size=SIZE)
+
+
+def test_main_screen_at_the_second_client(snap_compare):
+    """The cursor where the second client starts (events, timeline and state follow it)."""
+    assert snap_compare(app_for(CAPTURE), run_before=keys("g", *"420ms", "enter"), terminal_size=SIZE)
 
 
 def test_wedge_view(snap_compare, boots):
@@ -67,13 +78,18 @@ def test_small_terminal(snap_compare, boots):
     assert snap_compare(app_for(boots[0]), run_before=keys("w"), terminal_size=(80, 24))
 
 
-def test_help_screen(snap_compare, boots):
-    assert snap_compare(app_for(boots[0]), run_before=keys("question_mark"), terminal_size=SIZE)
+def test_objects(snap_compare):
+    assert snap_compare(app_for(CAPTURE), run_before=keys("o"), terminal_size=SIZE)
 
 
-def test_record_detail(snap_compare, boots):
-    assert snap_compare(app_for(boots[0]), run_before=keys("down", "down", "enter"), terminal_size=SIZE)
+def test_help_screen(snap_compare):
+    assert snap_compare(app_for(CAPTURE), run_before=keys("question_mark"), terminal_size=SIZE)
 
 
-def test_filter_screen(snap_compare, boots):
-    assert snap_compare(app_for(boots[0]), run_before=keys("f"), terminal_size=SIZE)
+def test_record_detail(snap_compare):
+    """An RM_ALLOC of the real capture: its decoded fields beside the hex."""
+    assert snap_compare(app_for(CAPTURE), run_before=keys(*["down"] * 9, "enter"), terminal_size=SIZE)
+
+
+def test_filter_screen(snap_compare):
+    assert snap_compare(app_for(CAPTURE), run_before=keys("f"), terminal_size=SIZE)

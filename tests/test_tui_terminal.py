@@ -62,6 +62,27 @@ class Tmux:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_a_new_user_opens_the_shipped_capture(tmp_path):
+    """`rmtrace tui` with no FILE: the real H200 capture of three CUDA clients, decoded and folded."""
+    term = Tmux(f"rmtrace-tui-capture-{tmp_path.name}")
+    try:
+        term.type(f"PS1='$ '; cd {tmp_path}; {sys.executable} -m rmtrace.cli.main tui; echo exited $?")
+        first = term.wait_for("3 clients")
+        assert "cuda-streams-3x-sequential.trace" in first and "Events (5,031)" in first
+        assert "▾ c1 pid" in first and "RM_ALLOC NV01_ROOT" in first
+        term.keys("g")
+        term.wait_for("Go to a time")
+        term.keys("4", "2", "0", "m", "s", "Enter")
+        assert "cursor +420.000ms" in term.wait_for("cursor +420.000ms")
+        term.keys("w")
+        term.wait_for("No wedge found")
+        term.keys("q")
+        term.wait_for("exited 0")
+    finally:
+        term.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_a_new_user_finds_the_wedge_in_a_real_terminal(tmp_path):
     trace = sequential(tmp_path / "wedge.trace", True)
     term = Tmux(f"rmtrace-tui-{tmp_path.name}")

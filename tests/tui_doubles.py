@@ -191,7 +191,8 @@ class DoubleDecoders:
         self.handles = handles
         self.status = status
 
-    def decode(self, rec: Record, level: object = None) -> Decoded:
+    def decode(self, item: Any, level: object = None) -> Decoded:
+        rec = item.records[-1] if hasattr(item, "records") else item  # a call: its closing record
         name = self.NAMES.get((rec.source, rec.op), f"op {rec.op:#x}")
         status = self.status.get(rec.seq)
         return Decoded(name, "", status, None if status is None else ("OK" if status == 0 else f"rc {status}"),

@@ -21,6 +21,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from rmtrace.calls import Call, CallState
 from rmtrace.record import Phase, Record, Source, enum_name
 from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader
@@ -257,11 +258,25 @@ class RunView:
         self.decoders = decoders
         self.generation += 1
 
-    def decoded(self, rec: Record, *, full: bool = False) -> Any | None:
+    def decoded(self, rec: Record) -> Any | None:
+        """A row's decode: name, status, handles (not every field)."""
         decoders = self.model.decoders if self.model is not None else self.decoders
         if decoders is None:
             return None
-        return decoders.decode(rec, self.services.full_level if full else self.services.row_level)
+        return decoders.decode(rec, self.services.row_level)
+
+    def decoded_call(self, seq: int) -> tuple[Any | None, tuple[Record, ...]]:
+        """The whole call a record belongs to, decoded field by field (enter with exit), and its records."""
+        call = self.call_at(seq)
+        if call is not None and call.exit_seq is not None and call.exit_seq != call.enter_seq:
+            records = (self.record(call.enter_seq), self.record(call.exit_seq))
+        else:
+            records = (self.record(seq),)
+        decoders = self.model.decoders if self.model is not None else self.decoders
+        if decoders is None:
+            return None, records
+        item = records[0] if len(records) == 1 else Call(records, CallState.COMPLETE)
+        return decoders.decode(item, self.services.full_level), records
 
     # -- rows
 

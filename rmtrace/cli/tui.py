@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rmtrace.cli.common import _trace_path, trace_or_default
 from rmtrace.errors import RmtraceError
 
 NAME = "tui"
@@ -21,22 +22,26 @@ Press ? inside for every key.
   rmtrace tui run1.trace
   rmtrace tui run1.trace run2.trace
   rmtrace tui --follow live.trace
+  rmtrace tui                         # the shipped H200 capture (three CUDA clients in a row)
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="+", metavar="FILE", help="a trace; two traces to compare them")
+    parser.add_argument("traces", nargs="*", metavar="FILE", type=_trace_path,
+                        help="a trace or a shipped capture's name; two to compare them "
+                             "(default: the shipped capture of three CUDA clients one after another on an H200)")
     parser.add_argument("--follow", action="store_true", help="follow a trace that is still being recorded")
 
 
 def run(args: argparse.Namespace) -> int:
     if len(args.traces) > 2:
         raise RmtraceError("give one trace, or two to compare them")
+    traces = args.traces or [trace_or_default(argparse.Namespace(trace=None))]
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise RmtraceError("the TUI needs a terminal (for a text listing use 'rmtrace show')")
     from rmtrace.tui.app import RmtraceApp
     from rmtrace.tui.services import library_services
 
-    app = RmtraceApp.open(args.traces, library_services(), follow=args.follow)
+    app = RmtraceApp.open(traces, library_services(), follow=args.follow)
     app.run()
     return app.return_code or 0

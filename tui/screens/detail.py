@@ -32,11 +32,12 @@ def hexdump(data: bytes, width: int = HEX_WIDTH) -> list[str]:
     return lines
 
 
-def buffers_text(rec: Record) -> Text:
+def buffers_text(records: tuple[Record, ...]) -> Text:
+    """Every buffer of the call's records, each with its role, size and address, then its bytes."""
     out = Text()
-    if not rec.buffers:
+    if not any(rec.buffers for rec in records):
         out.append("no buffers\n", style="dim")
-    for buf in rec.buffers:
+    for buf in (b for rec in records for b in rec.buffers):
         cut = f", cut from {buf.orig_len}" if buf.orig_len != len(buf.data) else ""
         slot = f" slot {buf.slot}" if buf.slot else ""
         out.append(f"{enum_name(Role, buf.role)}/{enum_name(When, buf.when)}{slot}: {len(buf.data)} bytes{cut}"
@@ -86,22 +87,22 @@ class RecordDetail(ModalScreen[None]):
         self.seq = seq
 
     def compose(self) -> ComposeResult:
-        rec = self.run.record(self.seq)
         row = self.run.row(self.seq)
-        dec = self.run.decoded(rec, full=True)
+        dec, records = self.run.decoded_call(self.seq)
         latency = f"  latency {format_duration(row.latency_ns)}" if row.latency_ns is not None else ""
         title = (f"record {self.seq}  {format_offset(row.t_rel)}  [{row.pid}/{row.tid}]  {row.client or '-'}  "
                  f"{row.source} {row.operation}  {row.status}{latency}")
         tree: Tree[None] = Tree("fields", id="fields")
         tree.show_root = False
-        fields = dec.to_dict() if dec is not None else {k: v for k, v in record_to_dict(rec).items() if k != "buffers"}
+        fields = dec.to_dict() if dec is not None else \
+            {k: v for k, v in record_to_dict(records[0]).items() if k != "buffers"}
         fill_tree(tree.root, fields)
         with Vertical():
             yield Static(title, id="detail-title")
             with Horizontal():
                 yield tree
                 with ScrollableContainer(id="hex"):
-                    yield Static(buffers_text(rec))
+                    yield Static(buffers_text(records))
             yield Footer()
 
     def on_mount(self) -> None:
