@@ -1,10 +1,11 @@
 """Time for `rmtrace tui` to paint its first screen and to jump to the end, beside `rmtrace info`.
 
-    python bench/tui_open.py [--records 1000000] [--trace FILE]
+    python bench/tui_open.py [--records 1000000] [--replicate FILE | --trace FILE]
 
-Writes a trace of realistic synthetic records (bench/trace_io.py's RM/UVM
-enter/exit pairs with 100-600 byte parameters), or takes --trace, then in the
-same run:
+Replicates a real capture (default: the shipped H200 recording of three CUDA
+clients in a row) to --records, each copy shifted in time with its own pids
+(bench/session.py's replicate), or takes --trace as it is, then in the same
+run:
 
 * baseline: `rmtrace info FILE` in a fresh process (reads every record header);
 * `rmtrace tui FILE` in a fresh process, headless at 120x34: wall time from
@@ -127,20 +128,18 @@ def time_info(path: str) -> float:
     return time.monotonic() - start
 
 
-def write_trace(path: str, n: int) -> None:
+def write_trace(path: str, source: str, n: int) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from trace_io import realistic_records  # the same synthetic RM/UVM traffic as the trace I/O bench
+    from session import replicate  # the session bench's: copies shifted in time, pids of their own
 
-    from rmtrace.trace import TraceWriter
-    with TraceWriter(path, {"backend": "bench", "driver_version": "580.159.04", "command": ["bench"]}) as w:
-        for rec in realistic_records(n):
-            w.write_encoded(rec)
+    replicate(source, path, n)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--trace", help="time this trace instead of a synthetic one")
+    parser.add_argument("--replicate", metavar="FILE", help="the trace to replicate (default: the shipped capture)")
+    parser.add_argument("--trace", help="time this trace as it is")
     parser.add_argument("--no-model", action="store_true", help="do not wait for the session model")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--wait-model", action="store_true", help=argparse.SUPPRESS)
@@ -152,15 +151,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.trace
         if path is None:
+            from rmtrace import captures
+            source = args.replicate or str(captures.path())
             path = os.path.join(tmp, "bench.trace")
-            print(f"writing {args.records:,} records ...", file=sys.stderr)
-            write_trace(path, args.records)
+            print(f"replicating {source} to {args.records:,} records ...", file=sys.stderr)
+            write_trace(path, source, args.records)
         info = time_info(path)
         tui = run_child(path, wait_model=not args.no_model)
         size = os.path.getsize(path)
 
     rows = [
-        ("trace", f"{args.trace or 'synthetic'}: {args.records if not args.trace else '?'} records, {size / 1e6:.0f} MB"),
+        ("trace", args.trace or f"{os.path.basename(args.replicate or 'the shipped capture')} replicated to "
+                                f"{args.records:,} records, {size / 1e6:.0f} MB"),
         ("rmtrace info (baseline)", f"{info:7.3f} s"),
         ("tui first paint", f"{tui['first_paint']:7.3f} s   ratio to info {tui['first_paint'] / info:.2f}"),
         ("tui End in events", f"{tui['events_end']:7.3f} s   (+{tui['events_end'] - tui['first_paint']:.3f} s)"),
