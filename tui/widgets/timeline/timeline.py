@@ -25,7 +25,7 @@ from rmtrace.timefmt import format_duration, format_offset
 from rmtrace.tui.messages import CursorMoved
 from rmtrace.tui.states import OPEN_STATES, look
 from rmtrace.tui.widgets.timeline.rows import TimelineRow, build_rows, find_row
-from rmtrace.tui.widgets.timeline.scale import LaneIndex, Window, fit, ruler
+from rmtrace.tui.widgets.timeline.scale import LaneIndex, fit, ruler
 from rmtrace.tui.workspace import Workspace
 
 LABEL_MIN, LABEL_MAX = 14, 30
