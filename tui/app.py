@@ -77,6 +77,7 @@ class RmtraceApp(App):
         self._last_fold = [0.0] * len(workspace.runs)
         self._refold_pending: set[int] = set()
         self._folded_upto = [0] * len(workspace.runs)
+        self._switch_interval = sys.getswitchinterval()
 
     @classmethod
     def open(cls, paths: Sequence[str], services: Services, *, follow: bool = False) -> "RmtraceApp":
@@ -97,7 +98,6 @@ class RmtraceApp(App):
 
     def start_models(self) -> None:
         """Decode and fold every run in workers (the main screen calls this once it has painted)."""
-        sys.setswitchinterval(WORKER_SWITCH_S)
         for index, run in enumerate(self.workspace.runs):
             if not run.loaded:
                 self._fold(index)
@@ -113,6 +113,7 @@ class RmtraceApp(App):
         if index in self._loading:
             return
         self._loading.add(index)
+        sys.setswitchinterval(WORKER_SWITCH_S)
         self._last_fold[index] = time.monotonic()
         self._folded_upto[index] = self.workspace.runs[index].record_count
         self._build_model(index)
@@ -130,11 +131,21 @@ class RmtraceApp(App):
         except RmtraceError as exc:
             self.post_message(ModelFailed(index, str(exc)))
             return
+        except Exception as exc:  # noqa: BLE001 -- a fold bug must not take the events table down with it
+            self.post_message(ModelFailed(index, f"could not fold this trace ({type(exc).__name__}: {exc}); "
+                                                 "the events table still shows every record"))
+            return
         self.post_message(ModelLoaded(index, folded, index_lanes(folded.lanes)))
+
+    def _folded(self, index: int) -> None:
+        """A fold ended: with none left, the interpreter switches threads at its usual pace again."""
+        self._loading.discard(index)
+        if not self._loading:
+            sys.setswitchinterval(self._switch_interval)
 
     @on(ModelLoaded)
     def _model_loaded(self, message: ModelLoaded) -> None:
-        self._loading.discard(message.run)
+        self._folded(message.run)
         run = self.workspace.runs[message.run]
         run.attach(message.folded)
         if self.main is not None:
@@ -147,7 +158,7 @@ class RmtraceApp(App):
 
     @on(ModelFailed)
     def _model_failed(self, message: ModelFailed) -> None:
-        self._loading.discard(message.run)
+        self._folded(message.run)
         self.notify(f"session model: {message.error}", severity="error", timeout=10)
 
     @work(thread=True, group="diff", exclusive=True)

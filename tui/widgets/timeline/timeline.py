@@ -109,9 +109,8 @@ class Timeline(Widget, can_focus=True):
         self.refresh()
 
     def adopt_indexes(self, indexes: dict) -> None:
-        """Lane indexes a worker built (see ``rows.index_lanes``); then redraw with them."""
+        """Lane indexes a worker built (see ``rows.index_lanes``), for the next ``rebuild``."""
         self._index_cache.update(indexes)
-        self.rebuild()
 
     @property
     def label_width(self) -> int:
