@@ -21,7 +21,7 @@ def run_line(workspace: Workspace) -> str:
     lines = []
     for i, run in enumerate(workspace.runs):
         tag = workspace.tag(i)
-        state = "complete" if run.complete else ("live" if workspace.follow else "recovered")
+        state = "" if run.complete else (" · live" if workspace.follow else " · recovered (no footer)")
         if run.loaded:
             model = ", ".join(_count(len(things), what) for things, what in (
                 (run.model.clients, "client"), (run.lanes(), "lane"), (run.wedges(), "wedge")))
@@ -29,7 +29,7 @@ def run_line(workspace: Workspace) -> str:
             model = "building the session model…"
         active = "▸" if workspace.is_diff and i == workspace.active else ""
         lines.append(f"{active}{tag + ' ' if tag else ''}{run.label} · {run.record_count:,} records · "
-                     f"{format_duration(run.end_rel)} · {state} · {model}")
+                     f"{format_duration(run.end_rel)}{state} · {model}")
     if workspace.follow:
         lines[-1] += " · following"
     return "\n".join(lines)

@@ -71,8 +71,8 @@ def divergence_text(workspace: Workspace) -> Text:
         return Text("the runs do not diverge" if loaded else "building the session models…")
     out = Text("first divergence\n", style="bold magenta")
     for tag, t, seq in zip(("A", "B"), div.t_rel, div.seq):
-        where = "no such record" if seq is None else f"record {seq} at {format_offset(t)}"
-        out.append(f"  {tag}: {where}\n")
+        if any(s is not None for s in div.seq):  # a whole client missing has no record to point at
+            out.append(f"  {tag}: {'no such call' if seq is None else f'record {seq} at {format_offset(t)}'}\n")
     for line in div.lines:
         out.append(f"  {line}\n")
     return out
