@@ -107,3 +107,17 @@ def test_a_new_user_finds_the_wedge_in_a_real_terminal(tmp_path):
         term.wait_for("exited 0")
     finally:
         term.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_bad_files_are_a_clear_error_in_a_terminal(tmp_path):
+    (tmp_path / "text.trace").write_text("not a trace\n")
+    term = Tmux(f"rmtrace-tui-bad-{tmp_path.name}", size=(240, 20))
+    try:
+        cli = f"{sys.executable} -m rmtrace.cli.main tui"
+        term.type(f"PS1='$ '; {cli} {tmp_path}/missing.trace; echo exited $?; {cli} {tmp_path}/text.trace; echo exited $?")
+        shown = term.wait_for("not an rmtrace trace")
+        assert "missing.trace: no such file" in shown and "Traceback" not in shown
+        assert shown.count("exited 2") == 2
+    finally:
+        term.close()
