@@ -1,0 +1,186 @@
+"""What a driver profile holds: frozen facts about one NVIDIA driver version.
+
+A profile is data, read from NVIDIA's public headers by ``generate.py`` and
+shipped compressed under ``data/``.  It holds the *numbers* (RM escapes, class
+ids, control commands, UVM ioctls, GSP RPC functions and events, status codes,
+a few constants) and the *layouts* (size, field offsets and types) of the
+structs those numbers carry.  Decoders are built from a profile; their bodies
+never ask which driver version they are decoding.
+
+Conventions of ``Field``:
+
+* ``offset`` and ``size`` are in bytes.  ``type`` is the C type as the header
+  declares the member: a scalar typedef stays named (``NvU32``, ``NvHandle``,
+  ``NvP64``); a struct or union member names the ``Layout`` that describes it
+  (always a key of ``DriverProfile.layouts``); an array is written
+  ``elem[d0][d1]...`` with ``elem`` and ``dims`` beside it.
+* ``kind`` is one of ``KINDS``.  Arrays carry ``count`` (all dimensions
+  multiplied), ``dims``, ``elem`` (a scalar type name or a layout name) and
+  ``elem_kind``.  A flexible array member has ``count == 0`` and ``size == 0``.
+* Bitfields: ``offset``/``size`` are the storage unit (the declared type's
+  natural unit), ``bit_offset`` counts from that unit's least significant bit
+  (x86-64 is little-endian), ``bit_size`` is the width.  Read ``size`` bytes at
+  ``offset``, shift right by ``bit_offset``, mask ``bit_size`` bits.
+* An anonymous struct/union member has the name ``""``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Mapping
+
+KINDS = ("uint", "int", "float", "bool", "char", "ptr", "struct", "union", "array", "enum")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    offset: int
+    size: int
+    type: str
+    kind: str
+    count: int = 1
+    dims: tuple[int, ...] = ()
+    elem: str | None = None
+    elem_kind: str | None = None
+    bit_offset: int | None = None
+    bit_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    size: int
+    fields: tuple[Field, ...]
+    kind: str = "struct"
+
+    def field(self, name: str) -> Field:
+        """The member called ``name``; KeyError if there is none."""
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no field {name!r}")
+
+
+@dataclass(frozen=True)
+class Escape:
+    """An RM ioctl escape (``_IOC_NR`` of the request on /dev/nvidia*).
+
+    ``device`` says which node RM accepts it on: ``ctl`` (/dev/nvidiactl only),
+    ``gpu`` (a /dev/nvidiaN node only) or ``any``.  ``request`` is the full
+    ``_IOWR('F', nr, size)`` value where the size is fixed.
+    """
+
+    nr: int
+    name: str
+    struct: str | None
+    size: int | None
+    request: int | None
+    device: str
+
+
+@dataclass(frozen=True)
+class Control:
+    """An RM control command: ``cmd = class << 16 | category << 8 | index``."""
+
+    cmd: int
+    name: str
+    params: str | None
+    size: int | None
+
+    @property
+    def cls(self) -> int:
+        return self.cmd >> 16
+
+    @property
+    def category(self) -> int:
+        return (self.cmd >> 8) & 0xFF
+
+    @property
+    def index(self) -> int:
+        return self.cmd & 0xFF
+
+
+@dataclass(frozen=True)
+class UvmCommand:
+    """A UVM ioctl; on Linux its number is the raw ioctl request."""
+
+    nr: int
+    name: str
+    params: str | None
+    size: int | None
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    id: int
+    name: str
+    alloc_params: str | None
+
+
+@dataclass(frozen=True)
+class PointerField:
+    """A user pointer (NvP64) inside a control's params, and where its length lives.
+
+    The pointed-to buffer holds ``count * elem_size`` bytes, where ``count`` is
+    read from the ``count_size``-byte unsigned field at ``count_offset`` of the
+    same params, or is ``fixed_count`` when the header fixes it.
+    """
+
+    offset: int
+    count_offset: int | None
+    count_size: int
+    elem_size: int
+    fixed_count: int | None
+    name: str
+
+
+@dataclass(frozen=True)
+class DriverProfile:
+    version: str
+    branch: str
+    escapes: Mapping[int, Escape]
+    classes: Mapping[int, ClassInfo]
+    controls: Mapping[int, Control]
+    uvm: Mapping[int, UvmCommand]
+    status: Mapping[int, str]
+    gsp_functions: Mapping[int, str]
+    gsp_events: Mapping[int, str]
+    gsp_payloads: Mapping[int, str]
+    layouts: Mapping[str, Layout]
+    constants: Mapping[str, int]
+    # Other names the headers give the same number (e.g. NV1_ROOT for NV01_ROOT):
+    # name -> number, for lookups by name; the mappings above hold one name each.
+    aliases: Mapping[str, Mapping[str, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        return hash((self.version, self.branch))
+
+    def embedded_pointers(self, cmd: int) -> tuple[PointerField, ...]:
+        """User pointers (NvP64) inside control ``cmd``'s params, with where their element count lives."""
+        return self._pointer_table.get(cmd, ())
+
+    @cached_property
+    def _pointer_table(self) -> Mapping[int, tuple[PointerField, ...]]:
+        from rmtrace.decoders.profiles.pointers import pointer_table  # pointers.py reads this module's types
+
+        return pointer_table(self)
+
+    def lookup(self, table: str, name: str) -> int | None:
+        """The number called ``name`` in ``table`` (escapes, classes, controls, uvm, status,
+        gsp_functions, gsp_events), aliases included; None if the profile has no such name."""
+        return self._names.get(table, {}).get(name)
+
+    @cached_property
+    def _names(self) -> Mapping[str, Mapping[str, int]]:
+        index: dict[str, dict[str, int]] = {}
+        for table in NAMED_TABLES:
+            names = {name: number for name, number in self.aliases.get(table, {}).items()}
+            for number, value in getattr(self, table).items():
+                names[value if isinstance(value, str) else value.name] = number
+            index[table] = names
+        return index
+
+
+NAMED_TABLES = ("escapes", "classes", "controls", "uvm", "status", "gsp_functions", "gsp_events")

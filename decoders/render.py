@@ -1,0 +1,276 @@
+"""Decoded records as text and JSON: the strace-like line, the field tree, plain values.
+
+Presentation only: the decoders give values and layouts; this module decides
+that a handle prints in hex, a char array as text, a float member (kept as
+its bits) as a float, an NV_STATUS member with its name.  ``rmtrace show``
+and the TUI both use it.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, Iterator, Mapping
+
+from rmtrace.calls import Call, CallState
+from rmtrace.decoders.base import Decoded
+from rmtrace.decoders.parse import HANDLE_TYPES, STATUS_FIELDS
+from rmtrace.record import Phase
+from rmtrace.timefmt import format_duration, format_offset
+
+HEX_TYPES = HANDLE_TYPES | {"NvP64", "NvV32"}
+"""Member types shown in hex (handles, user pointers, RM's flag words)."""
+ARRAY_PER_LINE = 8
+HEX_WIDTH = 16
+ELLIPSIS = "…"
+
+StatusNamer = Callable[[int], str | None]
+
+
+# -- plain values (JSON) ----------------------------------------------------------------------
+
+
+def plain(value: Any, layout: Any = None, layouts: Mapping[str, Any] | None = None) -> Any:
+    """``value`` as JSON-ready data: Containers as dicts (plumbing members left out), bytes as hex,
+    char arrays as text, float members as floats; with ``layout`` each member by its type."""
+    if layout is not None and hasattr(value, "items"):
+        return {name: _plain_member(f, v, layouts) for name, f, v in members(layout, value)}
+    if hasattr(value, "items"):
+        return {k: plain(v) for k, v in value.items() if not str(k).startswith("_")}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return value
+
+
+def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
+    """(name, Field, value) of a parsed struct, in layout order; bitfields come out of their units."""
+    for index, f in enumerate(layout.fields):
+        if f.bit_size is not None:
+            unit = value.get(f"_bits{f.offset}")
+            if unit is not None and f.name in unit:
+                yield f.name, f, unit[f.name]
+            continue
+        name = f.name or f"anon{index}"
+        if name in value:
+            yield name, f, value[name]
+
+
+def _plain_member(f: Any, v: Any, layouts: Mapping[str, Any] | None) -> Any:
+    if f.kind in ("struct", "union"):
+        return plain(v, (layouts or {}).get(f.type), layouts)
+    if f.kind == "array":
+        return _plain_array(f, v, layouts)
+    if f.kind == "float":
+        return _float(v, f.size)
+    return plain(v)
+
+
+def _plain_array(f: Any, v: Any, layouts: Mapping[str, Any] | None) -> Any:
+    if isinstance(v, (bytes, bytearray)):
+        return _text(v) if f.elem_kind == "char" else bytes(v).hex()
+    if f.elem_kind in ("struct", "union"):
+        inner = (layouts or {}).get(f.elem)
+        return _nested(v, lambda x: plain(x, inner, layouts))
+    if f.elem_kind == "float":
+        size = f.size // f.count if f.count else 4
+        return _nested(v, lambda x: _float(x, size))
+    return plain(v)
+
+
+def _nested(v: Any, leaf: Callable[[Any], Any]) -> Any:
+    return [_nested(x, leaf) for x in v] if isinstance(v, list) else leaf(v)
+
+
+def _float(bits: int, size: int) -> float:
+    return struct.unpack("<f" if size == 4 else "<d", bits.to_bytes(size, "little"))[0]
+
+
+def _text(data: bytes) -> str:
+    return bytes(data).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+# -- one line ---------------------------------------------------------------------------------
+
+
+def format_arg(name: str, value: Any, handles: Mapping[str, int]) -> str:
+    """How a summary argument prints: handles and large numbers in hex, text quoted, aggregates elided."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:#x}" if name in handles or value > 0xFFFF else str(value)
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex() if len(value) <= 16 else bytes(value[:16]).hex() + ELLIPSIS
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_arg(name, v, handles) for v in value[:4]) + (", …]" if len(value) > 4 else "]")
+    if hasattr(value, "items"):
+        return "{" + ELLIPSIS + "}"
+    return str(value)
+
+
+def _quote(text: str, limit: int = 64) -> str:
+    shown = text if len(text) <= limit else text[:limit] + ELLIPSIS
+    return '"' + shown.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def summary(d: Decoded) -> str:
+    """``NAME(arg=value, …, DETAIL{…})``: the call as strace would write it."""
+    parts = [f"{k}={format_arg(k, v, d.handles)}" for k, v in d.args.items()]
+    if d.detail:
+        parts.append(d.detail + ("{" + ELLIPSIS + "}" if d.payload else ""))
+    return f"{d.name}({', '.join(parts)})"
+
+
+def result(d: Decoded, call: Call | None, start_ns: int, end_ns: int | None = None) -> str:
+    """`` = STATUS <duration>``, or what is known of a call that did not finish."""
+    state = call.state if call is not None else CallState.SINGLE
+    if state is CallState.IN_FLIGHT:
+        since = format_offset(call.first.time_ns - start_ns)
+        held = f", {format_duration(end_ns - call.first.time_ns)} at the end" if end_ns is not None else ""
+        return f" = ? <in flight since {since}{held}>"
+    if state is CallState.UNFINISHED:
+        return " <unfinished …>"
+    text = ""
+    if d.status_name is not None:
+        text = f" = {d.status_name}"
+    elif state in (CallState.COMPLETE, CallState.RESUMED):
+        text = " = ?"
+    if call is not None and call.duration_ns is not None:
+        text += f" <{format_duration(call.duration_ns)}>"
+    return text
+
+
+def direction(call: Call | None) -> str:
+    """A marker for messages that stand alone: ``→`` sent, ``←`` received, ``·`` host event."""
+    if call is None or call.state is not CallState.SINGLE:
+        return ""
+    return {Phase.SEND: "→ ", Phase.RECV: "← ", Phase.EVENT: "· "}.get(call.first.phase, "")
+
+
+def line(d: Decoded, call: Call, start_ns: int, end_ns: int | None = None) -> str:
+    """One strace-like line: ``[pid/tid] +offset NAME(args) = STATUS <duration>``."""
+    first = call.first
+    head = f"[{first.pid}/{first.tid}] {format_offset(first.time_ns - start_ns)} "
+    body = summary(d)
+    if call.state is CallState.RESUMED and call.first.phase in (Phase.EXIT, Phase.RECV):
+        body = f"<… {d.name} resumed>"
+    return head + direction(call) + body + result(d, call, start_ns, end_ns)
+
+
+# -- the field tree ---------------------------------------------------------------------------
+
+
+def tree(d: Decoded, status_name: StatusNamer | None = None, hex_dump: bool = True) -> list[str]:
+    """Every buffer's fields, indented, each buffer with its bytes in hex (``show -V``)."""
+    out: list[str] = []
+    for note in d.notes:
+        out.append(f"    # {note}")
+    for buf in d.buffers:
+        title = f" {buf.title}" if buf.title else ""
+        out.append(f"    {buf.label}{title} ({len(buf.data)} bytes)" + (f"  # {buf.note}" if buf.note else ""))
+        if buf.layout is not None and buf.value is not None:
+            out.extend(_struct_lines(buf.layout, buf.value, buf.layouts or {}, 6, status_name))
+        elif buf.value is not None and not isinstance(buf.value, (bytes, bytearray)):
+            out.extend(_generic_lines(buf.value, 6))
+        if hex_dump and buf.data:
+            out.extend(hexdump(buf.data, 6))
+    return out
+
+
+def _struct_lines(layout: Any, value: Any, layouts: Mapping[str, Any], indent: int,
+                  status_name: StatusNamer | None) -> Iterator[str]:
+    pad = " " * indent
+    for name, f, v in members(layout, value):
+        if f.kind in ("struct", "union") and hasattr(v, "items"):
+            inner = layouts.get(f.type)
+            yield f"{pad}{name}: {f.type}"
+            yield from (_struct_lines(inner, v, layouts, indent + 2, status_name) if inner is not None
+                        else _generic_lines(v, indent + 2))
+        elif f.kind == "array":
+            yield from _array_lines(name, f, v, layouts, indent, status_name)
+        else:
+            yield f"{pad}{name} = {scalar_text(f, v, status_name)}"
+
+
+def _array_lines(name: str, f: Any, v: Any, layouts: Mapping[str, Any], indent: int,
+                 status_name: StatusNamer | None) -> Iterator[str]:
+    pad = " " * indent
+    if isinstance(v, (bytes, bytearray)):
+        shown = _quote(_text(v)) if f.elem_kind == "char" else bytes(v).hex()
+        yield f"{pad}{name} = {shown}"
+        return
+    flat = _flatten(v)
+    if f.elem_kind in ("struct", "union"):
+        inner = layouts.get(f.elem)
+        for i, item in enumerate(flat):
+            if inner is None:
+                yield f"{pad}{name}[{i}] = {plain(item)}"
+            elif all(ff.kind not in ("struct", "union", "array") for ff in inner.fields):
+                row = ", ".join(f"{n}={scalar_text(ff, x, status_name)}" for n, ff, x in members(inner, item))
+                yield f"{pad}{name}[{i}] {{{row}}}"
+            else:
+                yield f"{pad}{name}[{i}]:"
+                yield from _struct_lines(inner, item, layouts, indent + 2, status_name)
+        return
+    elem = _ElemField(f)
+    for start in range(0, len(flat), ARRAY_PER_LINE):
+        chunk = ", ".join(scalar_text(elem, x, status_name) for x in flat[start:start + ARRAY_PER_LINE])
+        yield f"{pad}{name}[{start}:] {chunk}"
+    if not flat:
+        yield f"{pad}{name} = []"
+
+
+class _ElemField:
+    """An array's element, seen as a scalar member (for scalar_text)."""
+
+    def __init__(self, f: Any) -> None:
+        self.name = f.name
+        self.kind = f.elem_kind
+        self.type = f.elem
+        self.size = f.size // f.count if f.count else 0
+
+
+def _flatten(v: Any) -> list:
+    if isinstance(v, list) and v and isinstance(v[0], list):
+        return [x for row in v for x in _flatten(row)]
+    return list(v)
+
+
+def scalar_text(f: Any, v: Any, status_name: StatusNamer | None = None) -> str:
+    """One member's value as the tree shows it."""
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    if not isinstance(v, int):
+        return str(plain(v))
+    if f.kind == "float":
+        return repr(_float(v, f.size))
+    if f.kind == "bool":
+        return "true" if v == 1 else "false" if v == 0 else str(v)
+    if f.name in STATUS_FIELDS and status_name is not None:
+        return f"{v:#010x} ({status_name(v)})"
+    if f.type in HEX_TYPES or f.kind == "ptr" or v > 0xFFFF:
+        return f"{v:#x}"
+    return str(v)
+
+
+def _generic_lines(value: Any, indent: int) -> Iterator[str]:
+    pad = " " * indent
+    data = plain(value)
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield f"{pad}{k} = {v}"
+    else:
+        yield f"{pad}{data}"
+
+
+def hexdump(data: bytes, indent: int = 0) -> Iterator[str]:
+    pad = " " * indent
+    for off in range(0, len(data), HEX_WIDTH):
+        row = data[off:off + HEX_WIDTH]
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in row)
+        yield f"{pad}{off:04x}  {row.hex(' '):<{HEX_WIDTH * 3}} {text}"
+
+
+__all__ = ["plain", "members", "summary", "result", "line", "tree", "hexdump", "scalar_text", "format_arg"]

@@ -1,0 +1,95 @@
+"""System records (source SYS): what a traced process did to its files and itself.
+
+The ops are rmtrace's own (``SysOp``, kmod_shim/rmtrace_record.h), so this
+table does not depend on the driver profile.  Each entry names which buffers
+carry what: PATH (a file name), TEXT (exec's argv, NUL separated), ARG (a
+``struct rmt_sys_mmap``).  ``ret`` is the call's result (the new fd of open
+and dup, the child pid of fork, the exit status of exit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, add_raw_buffers, bind_source
+from rmtrace.record import Phase, Record, Role, Source, SysMmap, SysOp
+
+
+@dataclass(frozen=True)
+class SysCall(Op):
+    """One system operation: its name and how its buffers and result read."""
+
+    name: str
+    op: int
+    args: tuple[str, ...] = ()   # header fields shown as arguments ("fd")
+    result: str | None = "ret"   # what ``ret`` means, None when there is no result
+
+    def decode(self, records: Sequence[Record], level: Level) -> Decoded:
+        rec = next((r for r in records if r.phase == Phase.EXIT), records[-1])
+        out = Decoded(Source.SYS, self.op, self.name, level=level)
+        for name in self.args:
+            out.args[name] = getattr(records[0], name)
+        for buf in (b for r in records for b in r.buffers):
+            BUFFER_READERS.get(buf.role, _raw)(out, buf)
+        if self.result is not None and (rec.phase != Phase.ENTER or len(records) == 1):
+            out.status = rec.ret
+            out.status_name = str(rec.ret) if rec.ret >= 0 or not rec.err else f"{rec.ret} {errno_text(rec.err)}"
+            out.ok = rec.ret >= 0
+            out.errno = rec.err or None
+        if level < Level.FULL:
+            out.buffers.clear()
+        return out
+
+
+def errno_text(err: int) -> str:
+    from rmtrace.decoders.ioctl import errno_name
+    return errno_name(err)
+
+
+def _path(out: Decoded, buf: Any) -> None:
+    text = buf.data.split(b"\0", 1)[0].decode("utf-8", "replace")
+    out.args.setdefault("path", text)
+    out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, value=text, title="path"))
+
+
+def _argv(out: Decoded, buf: Any) -> None:
+    argv = [a.decode("utf-8", "replace") for a in buf.data.rstrip(b"\0").split(b"\0")] if buf.data else []
+    out.args["argv"] = argv
+    out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, value=argv, title="argv"))
+
+
+def _mmap(out: Decoded, buf: Any) -> None:
+    try:
+        value = SysMmap.parse(buf.data)
+    except Exception as exc:  # noqa: BLE001 -- a short buffer stays raw, with the reason
+        out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, note=f"not an rmt_sys_mmap: {exc}"))
+        out.known = False
+        return
+    out.args.update((k, v) for k, v in value.items() if not k.startswith("_"))
+    out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, value=value, title="rmt_sys_mmap"))
+
+
+def _raw(out: Decoded, buf: Any) -> None:
+    out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data))
+
+
+BUFFER_READERS = {Role.PATH: _path, Role.TEXT: _argv, Role.ARG: _mmap}
+
+SYS_OPS = {
+    SysOp.OPEN: SysCall("open", SysOp.OPEN),
+    SysOp.CLOSE: SysCall("close", SysOp.CLOSE, args=("fd",)),
+    SysOp.DUP: SysCall("dup", SysOp.DUP, args=("fd",)),
+    SysOp.MMAP: SysCall("mmap", SysOp.MMAP, args=("fd",)),
+    SysOp.MUNMAP: SysCall("munmap", SysOp.MUNMAP),
+    SysOp.FORK: SysCall("fork", SysOp.FORK),
+    SysOp.EXEC: SysCall("exec", SysOp.EXEC),
+    SysOp.EXIT: SysCall("exit", SysOp.EXIT),
+}
+
+
+def sys_table(profile: Any) -> dict[int, Op]:
+    return dict(SYS_OPS)
+
+
+bind_source(Source.SYS, sys_table)

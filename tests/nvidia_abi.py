@@ -1,0 +1,35 @@
+"""Where the NVIDIA ABI reference facts live, for tests that check shipped profiles against them.
+
+The folder is not part of the repository: ``$RMTRACE_REFERENCE_DIR``, else
+``../shared/reference/nvidia-abi`` beside the repository.  Tests that need it
+skip, saying why, where it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def reference_dir() -> Path | None:
+    env = os.environ.get("RMTRACE_REFERENCE_DIR")
+    path = Path(env) if env else REPO.parent / "shared" / "reference" / "nvidia-abi"
+    return path if (path / "versions").is_dir() else None
+
+
+@lru_cache(maxsize=None)
+def reference(name: str) -> dict:
+    """A reference JSON file (``versions/580.142.json``, ``escapes.json``...), or skip the test."""
+    base = reference_dir()
+    if base is None:
+        pytest.skip("NVIDIA ABI reference facts absent (set RMTRACE_REFERENCE_DIR or provide ../shared/reference/nvidia-abi)")
+    path = base / name
+    if not path.exists():
+        pytest.skip(f"reference file {name} absent")
+    return json.loads(path.read_text())
