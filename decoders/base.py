@@ -124,7 +124,7 @@ class Decoded:
 class Op:
     """A decoder for one (source, operation): the base every table entry derives from."""
 
-    name: str = "?"
+    name: str
 
     def label(self, record: Record) -> Label:
         return Label(self.name)
