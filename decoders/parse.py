@@ -118,3 +118,28 @@ def status_of(layout: Any, value: Any, layouts: Mapping[str, Any] | None = None)
         if f.name in STATUS_FIELDS and isinstance(v, int):
             return v
     return None
+
+
+def handle_values(layout: Any, value: Any, layouts: Mapping[str, Any]) -> Iterator[int]:
+    """Every handle member's value in a parsed struct, nested structs and arrays of structs included."""
+    for f in layout.fields:
+        v = value.get(f.name) if f.name else None
+        if v is None:
+            continue
+        if f.type in HANDLE_TYPES and isinstance(v, int):
+            yield v
+        elif f.kind == "struct" and f.type in layouts and hasattr(v, "items"):
+            yield from handle_values(layouts[f.type], v, layouts)
+        elif f.kind == "array" and f.elem in HANDLE_TYPES and isinstance(v, list):
+            yield from (x for x in _flat(v) if isinstance(x, int))
+        elif f.kind == "array" and f.elem_kind == "struct" and f.elem in layouts and isinstance(v, list):
+            for item in _flat(v):
+                yield from handle_values(layouts[f.elem], item, layouts)
+
+
+def _flat(v: list) -> Iterator[Any]:
+    for x in v:
+        if isinstance(x, list):
+            yield from _flat(x)
+        else:
+            yield x

@@ -40,8 +40,8 @@ from construct import (
     Adapter, Array, Bytes, Construct, Default, FormatField, ListContainer, Rebuild, Struct, Union, len_, this,
 )
 
-_INT_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
-_SINT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
+_INT_CODES = {1: "B", 2: "H", 4: "L", 8: "Q"}
+_SINT_CODES = {1: "b", 2: "h", 4: "l", 8: "q"}
 SIGNED_KINDS = frozenset({"int"})
 SCALAR_KINDS = frozenset({"uint", "int", "enum", "bool", "ptr", "float", "char"})
 

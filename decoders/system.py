@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, add_raw_buffers, bind_source
+from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, bind_source
 from rmtrace.record import Phase, Record, Role, Source, SysMmap, SysOp
 
 
@@ -22,20 +22,22 @@ class SysCall(Op):
 
     name: str
     op: int
-    args: tuple[str, ...] = ()   # header fields shown as arguments ("fd")
-    result: str | None = "ret"   # what ``ret`` means, None when there is no result
+    args: tuple[tuple[str, str], ...] = ()  # (shown name, record header field) of arguments
+    result: str | None = "ret"              # the header field holding the result; None: no result
 
     def decode(self, records: Sequence[Record], level: Level) -> Decoded:
         rec = next((r for r in records if r.phase == Phase.EXIT), records[-1])
         out = Decoded(Source.SYS, self.op, self.name, level=level)
-        for name in self.args:
-            out.args[name] = getattr(records[0], name)
+        for shown, header in self.args:
+            out.args[shown] = getattr(records[0], header)
         for buf in (b for r in records for b in r.buffers):
             BUFFER_READERS.get(buf.role, _raw)(out, buf)
-        if self.result is not None and (rec.phase != Phase.ENTER or len(records) == 1):
-            out.status = rec.ret
-            out.status_name = str(rec.ret) if rec.ret >= 0 or not rec.err else f"{rec.ret} {errno_text(rec.err)}"
-            out.ok = rec.ret >= 0
+        if self.result is not None and rec.phase != Phase.ENTER:
+            value = getattr(rec, self.result)
+            failed = rec.ret < 0 or rec.err != 0
+            out.status = -1 if failed else value
+            out.status_name = f"-1 {errno_text(rec.err)}" if failed and rec.err else str(out.status)
+            out.ok = not failed
             out.errno = rec.err or None
         if level < Level.FULL:
             out.buffers.clear()
@@ -77,15 +79,16 @@ def _raw(out: Decoded, buf: Any) -> None:
 BUFFER_READERS = {Role.PATH: _path, Role.TEXT: _argv, Role.ARG: _mmap}
 
 SYS_OPS = {
-    SysOp.OPEN: SysCall("open", SysOp.OPEN),
-    SysOp.CLOSE: SysCall("close", SysOp.CLOSE, args=("fd",)),
-    SysOp.DUP: SysCall("dup", SysOp.DUP, args=("fd",)),
-    SysOp.MMAP: SysCall("mmap", SysOp.MMAP, args=("fd",)),
+    SysOp.OPEN: SysCall("open", SysOp.OPEN, result="fd"),
+    SysOp.CLOSE: SysCall("close", SysOp.CLOSE, args=(("fd", "fd"),)),
+    SysOp.DUP: SysCall("dup", SysOp.DUP, args=(("oldfd", "ret"),), result="fd"),
+    SysOp.MMAP: SysCall("mmap", SysOp.MMAP, args=(("fd", "fd"),)),
     SysOp.MUNMAP: SysCall("munmap", SysOp.MUNMAP),
     SysOp.FORK: SysCall("fork", SysOp.FORK),
-    SysOp.EXEC: SysCall("exec", SysOp.EXEC),
-    SysOp.EXIT: SysCall("exit", SysOp.EXIT),
+    SysOp.EXEC: SysCall("exec", SysOp.EXEC, result=None),
+    SysOp.EXIT: SysCall("exit", SysOp.EXIT, args=(("status", "ret"),), result=None),
 }
+"""The system ops, as kmod_shim/rmtrace_record.h describes each one's header fields."""
 
 
 def sys_table(profile: Any) -> dict[int, Op]:

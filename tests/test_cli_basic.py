@@ -46,14 +46,24 @@ def test_info(small_trace):
 
 
 def test_show_raw_and_json(small_trace):
-    assert len(rmtrace("show", small_trace).stdout.splitlines()) >= 4
-    objs = [json.loads(line) for line in rmtrace("show", "--json", small_trace).stdout.splitlines()]
+    assert len(rmtrace("show", "--raw", small_trace).stdout.splitlines()) == 5
+    objs = [json.loads(line) for line in rmtrace("show", "--raw", "--json", small_trace).stdout.splitlines()]
     assert len(objs) == 5
     first_rm = next(o for o in objs if o["source"] == "RM")
     assert first_rm["op"] == 0x2A and first_rm["pid"] == 41
     assert any(b.get("role") == "ARG" or b.get("role") == "arg" for o in objs for b in o.get("buffers", []))
-    only_uvm = rmtrace("show", "--json", "--source", "uvm", small_trace).stdout.splitlines()
+    only_uvm = rmtrace("show", "--raw", "--json", "--source", "uvm", small_trace).stdout.splitlines()
     assert len(only_uvm) == 1
+
+
+def test_show_folds_calls(small_trace):
+    lines = rmtrace("show", small_trace).stdout.splitlines()
+    assert len(lines) == 4  # the RM enter and exit are one line
+    assert any("RM_CONTROL(" in line and "= NV_OK" in line for line in lines)
+    assert any("UVM_REGISTER_GPU(" in line and "= ? <in flight since" in line for line in lines)
+    calls = [json.loads(line) for line in rmtrace("show", "--json", small_trace).stdout.splitlines()]
+    rm = next(c for c in calls if c["name"] == "RM_CONTROL")
+    assert rm["state"] == "complete" and len(rm["records"]) == 2 and rm["duration_ns"] == 38_000
 
 
 @pytest.mark.parametrize("content, message", [

@@ -1,28 +1,48 @@
-"""rmtrace show: the records of a trace, one line each (or JSON Lines)."""
+"""rmtrace show: the calls of a trace, strace-like, decoded for the trace's driver."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rmtrace.cli.common import add_filter_arguments, add_trace_argument, filter_from_args, print_json_lines, trace_start
+from rmtrace.errors import RmtraceError
 from rmtrace.record import Phase, Record, Role, Source, When, enum_name, record_to_dict
 from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader
 
 NAME = "show"
-HELP = "print records, one line each (--json for JSON Lines)"
+HELP = "print calls, one line each, decoded (strace-like); -V for every field, --json for tools"
 DESCRIPTION = """\
-Print the records of a trace in order, one line each: sequence, time since the
-trace start, [pid/tid], source, phase, operation, fd, call id, result and the
-buffers it carries.  --json prints every header field and every buffer (hex),
-one JSON object per line, for other tools.
+Print the calls of a trace in order, one line each, as strace would: an enter
+and its exit (a GSP request and its response) folded into one line with the
+result and the time it took:
+
+  [pid/tid] +12.345ms RM_ALLOC(hClient=0xc1d00001, hParent=…, hObject=…, HOPPER_CHANNEL_GPFIFO_A{…}) = NV_OK <241µs>
+
+A call still in flight when the recording stopped ends '= ? <in flight since …>'.
+Messages that stand alone are marked → (sent), ← (received), · (host event).
+-V adds every buffer's field tree and bytes in hex; --json prints one JSON
+object per call with every decoded field and the raw records (buffers in hex).
+The driver profile comes from the trace's recorded driver version (--driver to
+override).  Anything no profile names is shown raw with a note.  --raw prints
+the records themselves, undecoded, one line each.
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
-    parser.add_argument("--json", action="store_true", help="JSON Lines: every field and buffer")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="JSON Lines: every decoded field and the raw buffers (hex)")
+    out.add_argument("-V", "--verbose", action="store_true", help="the full field tree of every buffer, with hex")
+    out.add_argument("--raw", action="store_true", help="records undecoded, one line each")
+    out.add_argument("--driver", metavar="VERSION", help="decode with this driver's profile, not the recorded one")
     add_filter_arguments(parser)
+    group = parser.add_argument_group("call filters")
+    group.add_argument("--name", metavar="GLOBS", help="operation or command names: RM_CONTROL,NV2080_CTRL_CMD_GPU_*,UVM_REGISTER_*")
+    group.add_argument("--status", metavar="NAMES", help="only these results: NV_ERR_INVALID_ARGUMENT,NV_ERR_* or numbers")
+    group.add_argument("--failed", action="store_true", help="only calls that failed")
+    group.add_argument("--handle", metavar="HANDLES", help="only calls naming one of these handles (any handle field)")
 
 
 def raw_line(rec: Record, start: int) -> str:
@@ -34,17 +54,63 @@ def raw_line(rec: Record, start: int) -> str:
             f"fd={rec.fd} call={rec.call_id}{result}" + (f" [{bufs}]" if bufs else ""))
 
 
+def _split(text: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
+
+
+def call_filter(args: argparse.Namespace):
+    from rmtrace.decoders.filters import CallFilter
+    try:
+        handles = frozenset(int(h, 0) for h in _split(args.handle))
+    except ValueError:
+        raise RmtraceError(f"--handle: not a list of numbers: {args.handle!r}") from None
+    return CallFilter(_split(args.name), _split(args.status), args.failed, handles)
+
+
+def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
+    start = trace_start(reader)
+    records = reader.iter_filtered(filter_from_args(args, reader))
+    if args.json:
+        print_json_lines((record_to_dict(r) for r in records), args.limit)
+        return
+    for n, rec in enumerate(records):
+        if args.limit is not None and n >= args.limit:
+            break
+        print(raw_line(rec, start))
+
+
 def run(args: argparse.Namespace) -> int:
+    from rmtrace.decoders import Level, decoders_for, render
     with TraceReader(args.trace) as reader:
-        start = trace_start(reader)
-        records = reader.iter_filtered(filter_from_args(args, reader))
-        if args.json:
-            print_json_lines((record_to_dict(r) for r in records), args.limit)
-            return 0
-        for n, rec in enumerate(records):
-            if args.limit is not None and n >= args.limit:
-                break
-            print(raw_line(rec, start))
+        if args.raw:
+            _show_raw(args, reader)
+        else:
+            decoders = decoders_for(reader, override=args.driver)
+            if decoders.warning:
+                print(f"rmtrace show: {decoders.warning}", file=sys.stderr)
+            wanted = call_filter(args)
+            level = max(wanted.level, Level.FULL if args.verbose or args.json else Level.CALL)
+            span = reader.time_span
+            start, end = span if span else (0, None)
+            status_name = decoders.profile.status.get
+            out = sys.stdout
+            shown = 0
+            for call in decoders.calls(reader.iter_filtered(filter_from_args(args, reader))):
+                if args.limit is not None and shown >= args.limit:
+                    break
+                if not wanted.wants_label(decoders.label(call.first)):
+                    continue
+                decoded = decoders.decode(call, level)
+                if not wanted.wants(decoded):
+                    continue
+                shown += 1
+                if args.json:
+                    out.write(render.json_line(decoded, call, start) + "\n")
+                    continue
+                out.write(render.line(decoded, call, start, end) + "\n")
+                if args.verbose:
+                    for text in render.tree(decoded, status_name):
+                        out.write(text + "\n")
         if not reader.recovery.complete:
-            print(f"# {reader.recovery.describe()}")
+            print(f"# {reader.recovery.describe()}", file=sys.stderr if args.json else sys.stdout)
     return 0
