@@ -37,6 +37,7 @@ CALL_ID_LANE_SHIFT = 48
 """Cloned streams' call ids: the recorded call id plus lane << 48, unique within the process."""
 HANDLE_LANE_STEP = 0x10000
 LANE_TID_STEP = 100000
+LANE_VA_SHIFT = 32
 
 
 @dataclass(eq=False)
@@ -258,6 +259,7 @@ def multiply_streams(client: PlanClient, count: int, semantics: Semantics) -> Pl
     if not work:
         raise RmtraceError(f"{client.id} allocates no channel: nothing to multiply over streams")
     used = {key[2] for m in client.messages for key in m.uses + m.defines if key[0] == "h"}
+    mappings = [{}] + [_remap(handles, lane, used) for lane in range(1, count)]
     out: list[Message] = []
     lanes: list[list[Message]] = [[] for _ in range(count)]
     last_work = max(work)
@@ -269,7 +271,7 @@ def multiply_streams(client: PlanClient, count: int, semantics: Semantics) -> Pl
         out.append(replace(msg))  # a copy: repeats of a client share their message objects
         if msg.index in work:
             for lane in range(1, count):
-                lanes[lane].append(_clone(msg, lane, _remap(handles, lane, used), semantics))
+                lanes[lane].append(_clone(msg, lane, mappings[lane], semantics))
     if not joined:
         out.extend(m for lane in lanes[1:] for m in lane)
     _renumber(out)
@@ -291,8 +293,13 @@ def _remap(handles: set[int], lane: int, used: set[int]) -> dict[int, int]:
     return mapping
 
 
+def lane_shift(lane: int) -> int:
+    """How far a lane's channel addresses move: 4 GiB per lane apart, and one CE rank further."""
+    return (lane << LANE_VA_SHIFT) | (lane << RANK_SHIFT)
+
+
 def _clone(msg: Message, lane: int, mapping: dict[int, int], semantics: Semantics) -> Message:
-    shift = lane << RANK_SHIFT
+    shift = lane_shift(lane)
 
     def change(name: str, value: Any) -> Any:
         if isinstance(value, int) and value in mapping and name.startswith("h"):

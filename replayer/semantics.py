@@ -24,7 +24,7 @@ from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
-from rmtrace.record import Buffer, Phase, Record, Role, Source, SysOp, When, encode_record
+from rmtrace.record import Phase, Record, Role, Source, SysOp, When, decode_record, encode_record
 from rmtrace.replayer.messages import Device, Expect, Kind, Message
 from rmtrace.replayer.model.objects import Category
 
@@ -77,8 +77,8 @@ GSP_KINDS: Mapping[str, Kind] = {
 }
 """GSP functions and events the model understands (GSP-level traces)."""
 
-CHANNEL_PARAM_FIELDS = ("gpFifoOffset", "gpFifoEntries", "userdOffset")
 GPFIFO_ENTRY_SIZE = 8
+REPLY_PHASES: Mapping[int, int] = {Phase.ENTER: Phase.EXIT, Phase.SEND: Phase.RECV}
 
 
 def _first(table: Iterable[tuple[re.Pattern, Any]], text: str | None, default: Any) -> Any:
@@ -236,7 +236,7 @@ class Semantics:
         out = []
         for buf in record.buffers:
             parsed = targets.get((buf.role, buf.when, buf.slot))
-            if parsed is None:
+            if parsed is None or parsed.data != buf.data:  # only buffers a layout covers from their start
                 out.append(buf)
                 continue
             value = parsed.value
@@ -251,6 +251,28 @@ class Semantics:
     def with_status(self, record: Record, status: int) -> Record:
         """A reply record whose NV_STATUS says ``status``."""
         return self.rewrite(record, lambda name, value: status if name in STATUS_FIELDS else value)
+
+    def answer(self, data: bytes, status: int | None = None) -> bytes:
+        """A reply record: ``data`` is the recorded reply (or, when the recording has none, the
+        request, turned into its reply); with ``status``, saying that status."""
+        record = decode_record(data)
+        reply_phase = REPLY_PHASES.get(record.phase)
+        if reply_phase is not None:
+            record = replace(record, phase=reply_phase, buffers=tuple(
+                replace(b, when=When.AFTER) if b.when == When.BEFORE else b for b in record.buffers))
+        if status is not None:
+            record = self.with_status(record, status)
+        return record.encode()
+
+    def reply_status(self, request: bytes, reply: bytes) -> tuple[int | None, int, int, dict[str, Any]]:
+        """(status, ret, errno, output params) of a reply record, decoded afresh with its request."""
+        enter, exit_ = decode_record(request), decode_record(reply)
+        call = Call((enter, exit_), CallState.COMPLETE)
+        decoded = self.decoders.decode(call, Level.FULL)
+        after = next((b.value for b in decoded.buffers if b.role == Role.PARAMS and b.when == When.AFTER
+                      and b.value is not None), None)
+        fields = {k: v for k, v in after.items() if not k.startswith("_")} if after is not None else {}
+        return decoded.status, exit_.ret, exit_.err, fields
 
 
 def _change_members(layout: Any, value: Any, change: Callable[[str, Any], Any], layouts: Mapping[str, Any]) -> bool:

@@ -56,7 +56,7 @@ class HostChannel:
     """A channel as the host knows it."""
 
     key: tuple
-    """(scope, hClient, hChannel): unique per guest client instance."""
+    """(scope, hClient, hChannel): unique per guest client instance (scope: the replayed process)."""
     client: int
     handle: int
     ring_va: int
@@ -127,7 +127,7 @@ class SemaHost:
             self._emit(op, body, pid, tid)
 
     def emit_counters(self) -> None:
-        self.emit("COUNTERS", {"value": [self.counters[name] for name in COUNTERS]})
+        self.emit("COUNTERS", {"reserved": 0, "value": [self.counters[name] for name in COUNTERS]})
 
     # -- sessions
 
@@ -188,7 +188,7 @@ class SemaHost:
 
     def publish(self, ch: HostChannel, kind: str, va: int, size: int) -> int:
         """PUBLISH_RING / PUBLISH_USERD; returns rc (0 accepted, -EEXIST taken by another channel)."""
-        key = (ch.client, kind, va) if self.policy.publications_per_client else (kind, va)
+        key = self._publication(ch, kind, va)
         owner = self.publications.get(key)
         if owner is not None and owner is not ch:
             rc = -EEXIST  # taken: by a live channel (a collision) or by a gone one (stale)
@@ -230,8 +230,7 @@ class SemaHost:
         if not ch.live:
             out.append(f"channel {_hx(ch.handle)} is no longer registered with the host")
         if not ch.ring_ok:
-            key = (ch.client, "RING", ch.ring_va) if self.policy.publications_per_client else ("RING", ch.ring_va)
-            owner = self.publications.get(key)
+            owner = self.publications.get(self._publication(ch, "RING", ch.ring_va))
             whose = (f"channel {_hx(owner.handle)} of {owner.owner}" + (" (gone: stale)" if not owner.live else "")
                      if owner is not None else "nobody")
             out.append(f"its ring {_hx(ch.ring_va)} is not published for it: the host keeps that "
@@ -308,6 +307,10 @@ class SemaHost:
         self.emit("FAKED_COMPLETION", {"channel": ch.handle, "rank": hold.rank, "sema_va": ch.ring_va, "value": 0,
                                        "counter": self.counters["faked"], "rc": 0, "reserved": 0}, ch.pid)
         self._retry()
+
+    def _publication(self, ch: HostChannel, kind: str, va: int) -> tuple:
+        """Where a publication is kept: by address, or by (guest client, address) when isolated per client."""
+        return (ch.key[:-1], kind, va) if self.policy.publications_per_client else (kind, va)
 
     def _drop_stale(self) -> int:
         stale = [key for key, owner in self.publications.items() if not owner.live]

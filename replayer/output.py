@@ -1,0 +1,58 @@
+"""The trace a replay writes: what was sent, what came back, the target's own records, verdicts.
+
+It is an ordinary trace (backend ``replay``), so ``show``, ``wedges``,
+``diff`` and the TUI read a replay as they read a recording: each client's
+requests and replies carry the client's replay pid and the target's clock,
+flagged REPLAY; the target's sema records sit between them in time order;
+calls still unanswered at the end get MARK IN_FLIGHT records (what a
+recording stopped mid-call has); each client ends with a MARK VERDICT whose
+JSON says green, diverged or wedged, where and why; a MARK STOP closes it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from rmtrace import __version__
+from rmtrace.record import (Buffer, MarkOp, Phase, Record, RecordFlag, RecordHeader, Role, Source, When,
+                            field_offset)
+from rmtrace.trace import TraceWriter
+
+_TIME = field_offset(RecordHeader, "time_ns")
+_PID = field_offset(RecordHeader, "pid")
+_FLAGS = field_offset(RecordHeader, "flags")
+_TIME_PID_TID = struct.Struct("<QII")
+assert _PID == _TIME + 8, "time_ns, pid and tid are adjacent in struct rmt_record"
+
+
+def stamp(data: bytes, time_ns: int, pid: int, tid: int) -> bytes:
+    """The same record with a new time, pid and tid, flagged as produced by a replay."""
+    out = bytearray(data)
+    _TIME_PID_TID.pack_into(out, _TIME, time_ns, pid, tid)
+    out[_FLAGS] |= RecordFlag.REPLAY
+    return bytes(out)
+
+
+class ReplayWriter:
+    """Writes a replay's trace as the runner goes."""
+
+    def __init__(self, path: str, meta: dict[str, Any]) -> None:
+        self.path = path
+        self._writer = TraceWriter(path, {**meta, "backend": "replay", "rmtrace_version": __version__})
+
+    def raw(self, data: bytes) -> None:
+        """A record the target produced, already stamped."""
+        self._writer.write_encoded(data)
+
+    def message(self, data: bytes, time_ns: int, pid: int, tid: int) -> None:
+        self._writer.write_encoded(stamp(data, time_ns, pid, tid))
+
+    def mark(self, op: MarkOp, time_ns: int, text: Any = None, pid: int = 0, tid: int = 0, call_id: int = 0) -> None:
+        bufs = () if text is None else (Buffer(Role.TEXT, When.ONCE, json.dumps(text, sort_keys=True).encode()),)
+        self._writer.write(Record(Source.MARK, Phase.EVENT, op=op, time_ns=time_ns, pid=pid, tid=tid or pid,
+                                  call_id=call_id, flags=RecordFlag.REPLAY, buffers=bufs))
+
+    def close(self) -> None:
+        self._writer.close()
