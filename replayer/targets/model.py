@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Any, Hashable
 
 from rmtrace.replayer.messages import Message, Outcome, Result
 from rmtrace.replayer.model.core import HostModel, VirtualClock
@@ -17,16 +17,18 @@ class ModelTarget(Target):
 
     answers = frozenset({"status"})
 
-    def __init__(self, policy: Policy, semantics: Semantics) -> None:
+    def __init__(self, policy: Policy, semantics: Semantics, clock: Any = None) -> None:
+        """``clock``: the model's time; a virtual clock (the default) unless serving real clients."""
         self.policy = policy
         self.semantics = semantics
         self.name = f"model:{policy.name}"
-        self.clock = VirtualClock()
+        self._own_clock = clock
+        self.clock = clock or VirtualClock()
         self.model = HostModel(policy, self.clock)
         self._messages: dict[Hashable, Message] = {}
 
     def open(self, info: RunInfo, sink: Sink | None) -> None:
-        self.clock = VirtualClock(int(info.meta.get("start_monotonic_ns") or 0))
+        self.clock = self._own_clock or VirtualClock(int(info.meta.get("start_monotonic_ns") or 0))
         emit = SemaRecords(sink, self.clock, lambda: self.model.host.session) if sink is not None else None
         self.model = HostModel(self.policy, self.clock, emit)
 
