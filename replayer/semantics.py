@@ -78,6 +78,10 @@ GSP_KINDS: Mapping[str, Kind] = {
 """GSP functions and events the model understands (GSP-level traces)."""
 
 GPFIFO_ENTRY_SIZE = 8
+DEFAULT_GPFIFO_ENTRIES = 1024
+STAND_IN_RING_BASE = 0x7E0000000000
+STAND_IN_HANDLE_MASK = 0xFFFFF
+"""Ring address stand-in when a capture has no alloc params: base + (handle's low bits << 16)."""
 REPLY_PHASES: Mapping[int, int] = {Phase.ENTER: Phase.EXIT, Phase.SEND: Phase.RECV}
 
 
@@ -173,12 +177,14 @@ class Semantics:
             if client else ()
 
     def _channel_params(self, msg: Message, call: Call) -> None:
+        """The channel's ring (and USERD) address from its alloc params, or a stand-in when the
+        capture lacks them: an address derived from the channel handle, which is as stable across
+        runs of one program as the real ring address is."""
         full = self.decoders.decode(call, Level.FULL)
         params = next((b.value for b in full.buffers if b.role == Role.ALLOC_PARAMS and b.value is not None), None)
-        if params is None:
-            return
-        msg.ring_va = params.get("gpFifoOffset", 0)
-        msg.ring_size = params.get("gpFifoEntries", 0) * GPFIFO_ENTRY_SIZE
+        params = params or {}
+        msg.ring_size = (params.get("gpFifoEntries") or DEFAULT_GPFIFO_ENTRIES) * GPFIFO_ENTRY_SIZE
+        msg.ring_va = params.get("gpFifoOffset") or STAND_IN_RING_BASE + ((msg.h_object & STAND_IN_HANDLE_MASK) << 16)
         userd = params.get("userdOffset") or [0]
         msg.userd_va = userd[0] or msg.ring_va + msg.ring_size
 

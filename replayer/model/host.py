@@ -35,6 +35,9 @@ NO_RANK = 0xFFFFFFFF
 RANK_SHIFT = 16
 """The host derives a rank from bits 16 and up of the ring address (see rank_of)."""
 
+HOLDS_NAMED = 3
+"""Drain holds a blocker sentence names one by one; the rest are counted."""
+
 COUNTERS = ("pub_calls", "gr_rel", "faked", "drain_held", "hints", "hint_errors",
             "latch_fired", "latch_armed", "channels", "sessions")
 """Host counters in the order of the sema schema's COUNTERS message."""
@@ -239,10 +242,13 @@ class SemaHost:
         if not rank.armed:
             by = f" by channel {_hx(rank.fired_by.handle)} of {rank.fired_by.owner}" if rank.fired_by else ""
             out.append(f"the one-shot latch of rank {ch.rank} is spent (fired{by}) and nothing re-armed it")
-        for hold in rank.holds:
-            if hold.active and ch.order > hold.barrier:
-                out.append(f"rank {ch.rank} is drain-held since the teardown of channel {_hx(hold.channel.handle)} "
-                           f"of {hold.channel.owner}, whose last work was refused (hint rc -22)")
+        holds = [hold for hold in rank.holds if hold.active and ch.order > hold.barrier]
+        if holds:
+            gone = ", ".join(f"{_hx(h.channel.handle)} of {h.channel.owner}" for h in holds[:HOLDS_NAMED])
+            more = f" and {len(holds) - HOLDS_NAMED} more" if len(holds) > HOLDS_NAMED else ""
+            out.append(f"rank {ch.rank} is drain-held by the teardown of {len(holds)} channel"
+                       f"{'s' if len(holds) > 1 else ''} ({gone}{more}), whose last work the host refused "
+                       f"(hint rc -22), so the drain never ends")
         return out
 
     def cancel(self, c: Completion) -> None:
