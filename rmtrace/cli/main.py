@@ -16,7 +16,7 @@ from typing import Sequence
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError
 
-COMMANDS = ("info", "show", "replay", "model")
+COMMANDS = ("info", "show", "replay", "reduce", "model")
 
 EPILOG = """\
 The loop: record a failing run, find where and why it stalled, replay it against a

@@ -98,7 +98,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     plan = build_plan(trace_path(args.trace), driver=args.driver)
     warning = plan.semantics.decoders.warning
     if warning:
-        print(f"rmtrace replay: {warning}", file=sys.stderr)
+        print(f"rmtrace: {warning}", file=sys.stderr)
     if args.clients:
         plan = plan.select(_numbers(args.clients))
     plan = plan.repeat(args.repeat)
