@@ -113,7 +113,7 @@ class Process:
 
 
 def cuda_client(pid: int, t0: int = 1_000_000_000, h_client: int = 0xC1D00001, *, explicit_teardown: bool = True,
-                compute_ring: int = COMPUTE_RING, copy_ring: int = COPY_RING) -> Process:
+                compute_ring: int = COMPUTE_RING, copy_ring: int = COPY_RING, token_base: int = 0x10) -> Process:
     """One CUDA driver-API process from open to exit (see the module docstring)."""
     p = Process(pid, t0)
     hc, dev, sub, vas, tsg, ctx = h_client, 0x5C000001, 0x5C000002, 0x5C000003, 0x5C000004, 0x5C000005
@@ -142,7 +142,7 @@ def cuda_client(pid: int, t0: int = 1_000_000_000, h_client: int = 0xC1D00001, *
         p.alloc(3, hc, tsg, ch, "HOPPER_CHANNEL_GPFIFO_A", gpFifoOffset=ring, gpFifoEntries=RING_ENTRIES,
                 hContextShare=ctx, hVASpace=vas)
         p.alloc(3, hc, ch, obj, cls)
-        tokens[ch] = 0x10 + n
+        tokens[ch] = token_base + n
         p.control(3, hc, ch, "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN", out={"workSubmitToken": tokens[ch]})
     p.control(3, hc, tsg, "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE", bEnable=1)
     for ch, ring in ((compute_ch, compute_ring), (copy_ch, copy_ring)):

@@ -268,11 +268,15 @@ class SemaHost:
     def _try(self, c: Completion) -> bool:
         ch = c.channel
         rank = self.ranks[ch.rank]
-        if not (ch.live and ch.ring_ok and rank.armed):
+        if not (ch.live and ch.ring_ok):
             return False
         for hold in rank.holds:
             if ch.order > hold.barrier:
                 return False
+        if not rank.armed:
+            if not self.policy.rearm_on_queued_work:
+                return False
+            self._arm(rank, ch, ch.pid)
         rank.armed = False
         rank.fired_by = ch
         rank.fired_at = self.clock.now

@@ -37,6 +37,8 @@ class Policy:
     """When a channel registers, drop publications whose channel is gone."""
     publications_per_client: bool
     """Key publications by (client, address) instead of by address alone (per-client isolation)."""
+    rearm_on_queued_work: bool
+    """A spent latch re-arms when work is queued on its rank (a one-shot latch never swallows work)."""
     drain_bound_ns: int | None
     """A drain hold ends after this long, degrading to a faked completion; None: held until drained."""
     ranks: int = 4
@@ -47,17 +49,17 @@ PRESETS: dict[str, Policy] = {
     "fixed": Policy(
         name="fixed",
         summary="per-session reset: re-arm latches, clear stale publications, bound drain holds; "
-                "publications isolated per client",
+                "publications isolated per client; a latch with queued work re-arms",
         reset_on_new_session=True, rearm_on_session=True, rearm_on_register=True,
         clear_stale_on_session=True, clear_stale_on_register=True, publications_per_client=True,
-        drain_bound_ns=20 * MS,
+        rearm_on_queued_work=True, drain_bound_ns=20 * MS,
     ),
     "legacy": Policy(
         name="legacy",
         summary="the unfixed service: per-client state survives a new client; drain holds unbounded",
         reset_on_new_session=False, rearm_on_session=False, rearm_on_register=False,
         clear_stale_on_session=False, clear_stale_on_register=False, publications_per_client=False,
-        drain_bound_ns=None,
+        rearm_on_queued_work=False, drain_bound_ns=None,
     ),
     "rearm-only": Policy(
         name="rearm-only",
@@ -65,7 +67,7 @@ PRESETS: dict[str, Policy] = {
                 "reset, nothing else",
         reset_on_new_session=True, rearm_on_session=True, rearm_on_register=True,
         clear_stale_on_session=False, clear_stale_on_register=False, publications_per_client=False,
-        drain_bound_ns=None,
+        rearm_on_queued_work=False, drain_bound_ns=None,
     ),
 }
 DEFAULT = "fixed"
