@@ -105,7 +105,7 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     streams = args.streams
     if streams is None and schedule_from_args(args).mode is Mode.SIMULTANEOUS:
         streams = SIMULTANEOUS_STREAMS
-    return plan.streams(streams) if streams else plan
+    return plan.streams(streams) if streams is not None else plan
 
 
 def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
