@@ -27,7 +27,7 @@ _TIME_PID_TID = struct.Struct("<QII")
 assert _PID == _TIME + 8, "time_ns, pid and tid are adjacent in struct rmt_record"
 
 
-def stamp(data: bytes, time_ns: int, pid: int, tid: int, flags: int = RecordFlag.REPLAY) -> bytes:
+def stamp(data: bytes, time_ns: int, pid: int, tid: int, flags: int = int(RecordFlag.REPLAY)) -> bytes:
     """The same record with a new time, pid and tid, flagged as produced by a replay (and ``flags``)."""
     out = bytearray(data)
     _TIME_PID_TID.pack_into(out, _TIME, time_ns, pid, tid)

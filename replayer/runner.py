@@ -100,15 +100,15 @@ class _Lane:
 
     __slots__ = ("run", "number", "messages", "pos", "busy", "key", "cross")
 
-    def __init__(self, run: "_ClientRun", number: int, messages: list[Message]) -> None:
+    def __init__(self, run: "_ClientRun", number: int, messages: list[Message], cross: list[tuple[int, ...]]) -> None:
         self.run = run
         self.number = number
         self.messages = messages
         self.pos = 0
         self.busy = False
         self.key = (run.order, number)
-        # dependencies in other lanes (same-lane ones hold by lane order)
-        self.cross = {m.index: tuple(d for d in m.deps if run.lane_of[d] != number) for m in messages}
+        self.cross = cross
+        """Per position: the messages in other lanes it waits for (same-lane ones hold by lane order)."""
 
     @property
     def next(self) -> Message | None:
@@ -121,29 +121,38 @@ class _Lane:
     def ready(self) -> bool:
         if self.busy or self.pos >= len(self.messages):
             return False
+        need = self.cross[self.pos]
+        if not need:
+            return True
         answered = self.run.answered
-        return all(d in answered for d in self.cross[self.messages[self.pos].index])
+        return all(d in answered for d in need)
+
+
+def _lanes_of(messages: list[Message]) -> list[tuple[int, list[Message], list[tuple[int, ...]]]]:
+    """(lane number, its messages, their cross-lane dependencies) of one client's messages."""
+    lane_of = {m.index: m.lane for m in messages}
+    lanes: dict[int, list[Message]] = {}
+    for m in messages:
+        lanes.setdefault(m.lane, []).append(m)
+    return [(n, msgs, [tuple(d for d in m.deps if lane_of[d] != n) for m in msgs]) for n, msgs in sorted(lanes.items())]
 
 
 class _ClientRun:
-    __slots__ = ("client", "order", "result", "lanes", "lane_of", "answered", "dead", "started")
+    __slots__ = ("client", "order", "result", "lanes", "answered", "dead", "unsent", "busy")
 
-    def __init__(self, client: PlanClient, order: int) -> None:
+    def __init__(self, client: PlanClient, order: int, shape: list) -> None:
         self.client = client
         self.order = order
         self.result = ClientResult(client)
-        self.lane_of = {m.index: m.lane for m in client.messages}
         self.answered: set[int] = set()
         self.dead = False
-        self.started = False
-        lanes: dict[int, list[Message]] = {}
-        for m in client.messages:
-            lanes.setdefault(m.lane, []).append(m)
-        self.lanes = [_Lane(self, n, msgs) for n, msgs in sorted(lanes.items())]
+        self.unsent = len(client.messages)
+        self.busy = 0
+        self.lanes = [_Lane(self, n, msgs, cross) for n, msgs, cross in shape]
 
     @property
     def finished(self) -> bool:
-        return self.dead or all(lane.pos >= len(lane.messages) and not lane.busy for lane in self.lanes)
+        return self.dead or (self.unsent == 0 and self.busy == 0)
 
 
 class Runner:
@@ -156,7 +165,11 @@ class Runner:
         self.target = target
         self.timeout_ns = timeout_ns
         self.policy = policy_for(schedule)
-        self.runs = [_ClientRun(c, n) for n, c in enumerate(plan.clients)]
+        shapes: dict[int, list] = {}  # repeats of a client share its message list, hence its lanes' shape
+        self.runs = [_ClientRun(c, n, shapes.get(id(c.messages)) or shapes.setdefault(id(c.messages),
+                                                                                     _lanes_of(c.messages)))
+                     for n, c in enumerate(plan.clients)]
+        self.open_runs = [run for run in self.runs if not run.finished]
         self.inflight: dict[Ticket, tuple[_Lane, Message, int]] = {}
         self.stuck: dict[Ticket, tuple[_Lane, Message, int]] = {}
         """Messages past their deadline: never waited on again, still outstanding in the target."""
@@ -194,13 +207,7 @@ class Runner:
             ready = [lane for lane in lanes if lane.ready()]
             lane = policy.pick(ready, lanes) if ready else None
             if lane is not None:
-                msg = lane.next
-                think = policy.think(lane, msg)
-                if think > 0:
-                    self._handle(target.idle(think))
-                self._send(lane, msg)
-                if self.inflight:
-                    self._handle(target.idle(0))
+                self._run_lane(lane, len(lanes) == 1 and policy.one_client_at_a_time)
                 continue
             if not self.inflight:
                 if not lanes:
@@ -214,17 +221,36 @@ class Runner:
             elif target.now() >= deadline:
                 self._expire(target.now())
 
+    def _run_lane(self, lane: _Lane, alone: bool) -> None:
+        """Send the lane's next message; a lane alone in a one-at-a-time schedule keeps going while it can."""
+        target, policy = self.target, self.policy
+        while True:
+            msg = lane.messages[lane.pos]
+            think = policy.think(lane, msg)
+            if think > 0:
+                replies = target.idle(think)
+                if replies:
+                    self._handle(replies)
+            self._send(lane, msg)
+            if self.inflight:
+                replies = target.idle(0)
+                if replies:
+                    self._handle(replies)
+            if not (alone and lane.ready()):
+                return
+
     def _open_lanes(self) -> list[_Lane]:
         """Lanes with messages left, of the clients the schedule has started."""
+        runs = self.open_runs
+        while runs and runs[0].finished:
+            runs.pop(0)
         lanes = []
-        for run in self.runs:
+        for run in runs[:1] if self.policy.one_client_at_a_time else runs:
             if run.finished:
                 continue
             for lane in run.lanes:
                 if lane.pos < len(lane.messages):
                     lanes.append(lane)
-            if self.policy.one_client_at_a_time:
-                break
         return lanes
 
     def _send(self, lane: _Lane, msg: Message) -> None:
@@ -233,16 +259,21 @@ class Runner:
         ticket = (client.id, msg.index)
         lane.pos += 1
         lane.busy = True
+        run.unsent -= 1
+        run.busy += 1
         run.result.sent += 1
-        now = self.target.now()
+        target = self.target
+        now = target.now()
         if self.writer is not None:
             self.writer.message(msg.request, now, client.pid, client.tid(msg))
-        outcome = self.target.submit(ticket, client, msg)
+        outcome = target.submit(ticket, client, msg)
         if outcome is None:
             self.inflight[ticket] = (lane, msg, now + self.timeout_ns)
             return
         if msg.dur_ns > 0:
-            self._handle(self.target.idle(msg.dur_ns))
+            replies = target.idle(msg.dur_ns)
+            if replies:
+                self._handle(replies)
         self._answered(lane, msg, outcome)
 
     def _handle(self, replies: list[Reply]) -> None:
@@ -254,6 +285,7 @@ class Runner:
     def _answered(self, lane: _Lane, msg: Message, outcome: Outcome) -> None:
         run = lane.run
         lane.busy = False
+        run.busy -= 1
         run.answered.add(msg.index)
         result = run.result
         result.answered += 1
@@ -280,6 +312,7 @@ class Runner:
         if run.dead:
             return
         run.dead = True
+        run.busy = 0
         result = run.result
         result.verdict, result.at, result.differences, result.chain = Verdict.WEDGED, msg, [], chain
 

@@ -176,3 +176,13 @@ def test_the_models_records_are_sema_messages_the_decoders_read():
     reset = decoded[names.index("SEMA_SESSION_RESET")]
     assert reset.args["reason"] == 1 and reset.args["session"] == 3
     assert decoded[-1].args["faked"] == 1 and decoded[-1].args["pub_calls"] == 1
+
+
+def test_the_compiled_adapter_builds_exactly_what_the_decoders_build():
+    from rmtrace.decoders.sema import SEMA_KINDS, build_message
+    from rmtrace.replayer.model.records import message_bytes
+    for op, kind in SEMA_KINDS.items():
+        body = {name: i + 1 for i, name in enumerate(sc.name for sc in kind.body.subcons) if name}
+        if kind.struct == "rmt_sema_counters":
+            body = {"reserved": 0, "value": [5, 6, 7]}
+        assert message_bytes(op, body, 2, 9) == build_message(op, body, vgpu=2, session=9), kind.struct
