@@ -7,7 +7,7 @@ built by the install itself.
 
 import os
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 TOP = {
     "rmtrace": "rmtrace",
@@ -35,6 +35,19 @@ def _packages() -> tuple[list[str], dict[str, str]]:
 
 packages, package_dir = _packages()
 
+# The capture shim: a plain shared library preloaded into traced programs
+# (LD_PRELOAD), built as an "extension" only so that the install compiles it.
+# It is never imported (no PyInit); rmtrace.kmod_shim.interposer_path() finds it.
+SHIM = "kmod_shim"
+interposer = Extension(
+    "rmtrace.kmod_shim._interposer",
+    sources=[f"{SHIM}/{name}.c" for name in ("interposer", "shim_state", "shim_mem", "shim_record", "shim_ioctl")],
+    depends=[f"{SHIM}/{name}.h" for name in ("shim", "rmtrace_ring", "rmtrace_record")],
+    include_dirs=[SHIM],
+    libraries=["dl", "pthread"],
+    extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+)
+
 setup(
     packages=packages,
     package_dir=package_dir,
@@ -44,4 +57,5 @@ setup(
         "rmtrace.decoders": ["profiles/data/*"],
     },
     include_package_data=False,
+    ext_modules=[interposer],
 )

@@ -83,7 +83,7 @@ class UserDecoder:
 
 def from_dwarf(obj: str | os.PathLike, structs: Sequence[str], source: int, op: int, name: str | None = None) -> UserDecoder:
     """A decoder for (source, op) from the layouts of ``structs`` in ``obj``'s DWARF."""
-    from rmtrace.decoders.profiles.dwarf import ObjectFacts
+    from rmtrace.dwarf import ObjectFacts
     path = os.fspath(obj)
     try:
         facts = ObjectFacts(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from construct import Struct
 
-from rmtrace.dwarf import StructLayout
+from rmtrace.layout import Layout
 
 
 def mirror_fields(definition: Struct) -> list[tuple[str, int, int]]:
@@ -23,10 +23,10 @@ def mirror_fields(definition: Struct) -> list[tuple[str, int, int]]:
     return fields
 
 
-def compare(layout: StructLayout, definition: Struct) -> list[str]:
+def compare(layout: Layout, definition: Struct) -> list[str]:
     """Differences between a C layout and its construct mirror; empty when they agree."""
     problems = []
-    c_fields = [(m.name, m.offset, m.size) for m in layout.members]
+    c_fields = [(m.name, m.offset, m.size) for m in layout.fields]
     py_fields = mirror_fields(definition)
     if layout.size != definition.sizeof():
         problems.append(f"{layout.name}: C size {layout.size}, mirror size {definition.sizeof()}")

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from nvidia_abi import reference
+from tests.nvidia_abi import reference
 from rmtrace.decoders.profiles import available_profiles, load_profile
 
 VERSIONS = available_profiles()
@@ -162,3 +162,31 @@ def test_alloc_params_match_resource_list():
         info = profile.classes[row["id"]]
         expected = "NV0000_ALLOC_PARAMETERS" if row["class_name"] in roots else row["alloc_params"]
         assert info.alloc_params == expected, row["class_name"]
+
+
+# Interfaces FINN names otherwise than the header's category define, and interfaces with
+# no category define at all (the reference gives them FINN's interface name).
+FINN_RENAMED = {(0x0050, 0x01): ("UTILS", "MEMORY"), (0x00FD, 0x01): ("FABRIC", "MULTICAST_FABRIC"),
+                (0xCBCA, 0x01): ("CCU", "COUNTER_COLLECTION_UNIT")}
+NO_CATEGORY_DEFINE = {(0x0076, 0x01), (0x0090, 0x01), (0x00DA, 0x00), (0x00DE, 0x00), (0x00F1, 0x00), (0x00FE, 0x01),
+                      (0x0000, 0x10)}  # NV0050_CTRL_CMD_NULL is 0x5000 (the header drops a byte): not NV01_ROOT's
+
+
+def test_control_categories_match_finn():
+    top = reference("ctrl.json")
+    profile = load_profile(top["meta"]["driver_version"])
+    finn: dict[tuple[int, int], set[str]] = {}
+    for row in top["commands"]:
+        if row["finn_category"]:
+            finn.setdefault((int(row["iface_class"], 16), row["category"] & 0x3F), set()).add(row["finn_category"])
+    for key, interfaces in finn.items():
+        mine = profile.categories.get(key)
+        if key in NO_CATEGORY_DEFINE:
+            assert mine is None, key
+        elif key in FINN_RENAMED:
+            assert (interfaces, mine) == ({FINN_RENAMED[key][0]}, FINN_RENAMED[key][1])
+        else:
+            # FINN's interface name may carry a class part (NV50_DISPLAY_CHNCTL for CHNCTL); a few
+            # commands sit in another interface than their category's (NV2080's HSHUB in GPU)
+            assert any(i == mine or i.endswith("_" + mine) for i in interfaces if mine), (key, interfaces, mine)
+    assert len(finn) - len(NO_CATEGORY_DEFINE) - len(FINN_RENAMED) > 180

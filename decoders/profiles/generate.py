@@ -16,11 +16,11 @@ How each table is derived (rules, not lists):
   in escape.c, osapi.c and nv.c); its device is ``ctl``/``gpu`` where that
   handler calls ``NV_CTL_DEVICE_ONLY``/``NV_ACTUAL_DEVICE_ONLY``, else ``any``.
 * classes: every macro g_allclasses.h defines; the first name of an id is its
-  name, later ones are aliases.  Alloc params from the RS_ENTRY rows of
+  name, later ones (and those the file marks ``// alias``) are aliases.  Alloc params from the RS_ENTRY rows of
   resource_list.h (``RS_REQUIRED(T)``/``RS_OPTIONAL(T)``).
 * controls: a macro whose FINN comment says it is built from an interface id
-  (``(FINN_..._INTERFACE_ID << 8) | ...``), or a ``*_CTRL_CMD_*`` macro whose
-  value falls in an interface FINN defines (outside its reserved category 0).
+  (``(FINN_..._INTERFACE_ID << 8) | ...``); a ``*_CTRL_CMD_*`` macro without
+  that comment whose value is such a command's becomes an alias of it.
   Params: the ``X`` of the FINN comment's ``X_MESSAGE_ID``, else
   ``<PREFIX>_CTRL_<REST>_PARAMS``, else ``<NAME>_PARAMS``, else the same with
   the verb (GET/SET...) or a leading ``INTERNAL_`` dropped, else the params of
@@ -31,6 +31,19 @@ How each table is derived (rules, not lists):
   each one's payload is the struct behind the ``rpc_<name>_v`` typedef (the
   generated headers point that at the current ``_vXX_YY`` version).
 * status: the ``NV_OK``/``NV_ERR_*``/``NV_WARN_*`` enumerators.
+* engine types: the ``NV2080_ENGINE_TYPE_*`` macros but the counts (``*_SIZE``)
+  and the end marker (``LAST``).  Where names share a value the first ending in
+  a digit (GR0 over GRAPHICS, NVDEC0 over BSP) names it, the others are aliases.
+* control categories: each interface's block of category defines, from
+  ``<NVxxxx>_CTRL_RESERVED`` on through the ``<NVxxxx>_CTRL_<NAME> (value)``
+  macros of the same header that follow it (a parenthesised literal: the
+  block ends at the first other macro); the class is the prefix's ``xxxx``.
+  Values with the legacy privilege bits (0x80, 0x40) repeat a category.
+  A category no define names (NV2080's 0x0B) is named by its commands' FINN
+  interface, ``FINN_NV20_SUBDEVICE_0_INTERNAL_2_INTERFACE_ID``, less the
+  class part its defined categories' interfaces share.
+  An interface's command prefix is the head of its reserved command
+  (``NV_CONF_COMPUTE_CTRL_CMD_NULL``), else the categories' ``NVxxxx``.
 
 ``OVERRIDES`` holds the few facts these rules cannot see, each with its reason.
 """
@@ -43,10 +56,11 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from itertools import takewhile
 from pathlib import Path
 from types import MappingProxyType
 
-from rmtrace.decoders.profiles.dwarf import ObjectFacts
+from rmtrace.dwarf import ObjectFacts
 from rmtrace.decoders.profiles.model import ClassInfo, Control, DriverProfile, Escape, Layout, UvmCommand
 from rmtrace.decoders.profiles.probes import Macro, Unit, compile_unit, list_macros, value_symbol
 from rmtrace.errors import RmtraceError
@@ -146,7 +160,15 @@ OVERRIDES = {
                      "NV01_ROOT_NON_PRIV": "NV0000_ALLOC_PARAMETERS"},
 }
 
+ENGINE_TYPE_PREFIX = "NV2080_ENGINE_TYPE_"
+_NOT_AN_ENGINE = re.compile(r"_SIZE$|_LAST$")
+CATEGORY_MASK = 0x3F  # the category is 6 bits; the top two mark legacy (non-)privileged commands
+CTRL_CMD = "_CTRL_CMD_"
+_CATEGORY_START = re.compile(r"^(NV([0-9A-F]{4})_CTRL_)RESERVED$")
+_CATEGORY_VALUE = re.compile(r"^\(\s*(0[xX][0-9a-fA-F]+|\d+)[uU]?\s*\)$")
+
 _FINN_CMD = re.compile(r"_INTERFACE_ID\s*<<\s*8")
+_FINN_INTERFACE = re.compile(r"FINN_(\w+?)_INTERFACE_ID")
 _FINN_MESSAGE = re.compile(r"(\w+)_MESSAGE_ID")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _CLASS_PREFIX = re.compile(r"^NV([0-9A-F]{4})_")
@@ -241,9 +263,9 @@ def _is_value_candidate(unit: str, m: Macro) -> bool:
     if not m.body:
         return False
     if unit == "rm":
-        return m.name.startswith("NV_ESC_") or _in_file(m, "g_allclasses.h")
+        return m.name.startswith(("NV_ESC_", ENGINE_TYPE_PREFIX)) or _in_file(m, "g_allclasses.h")
     if unit.startswith("ctrl"):
-        return "_CTRL_CMD_" in m.name or bool(_FINN_CMD.search(m.comment))
+        return CTRL_CMD in m.name or bool(_FINN_CMD.search(m.comment))
     if unit == "uvm":
         return base in ("uvm_ioctl.h", "uvm_linux_ioctl.h") and m.name.startswith("UVM_")
     return False
@@ -257,10 +279,6 @@ def run_unit(unit: Unit, workdir: Path) -> tuple[list[Macro], dict[str, int], st
     macros = list_macros(unit, workdir)
     compiled = compile_unit(unit, _wanted_values(unit, macros), workdir)
     return macros, {k: i for i, k in enumerate(compiled.values)}, str(compiled.object_path)
-
-
-def _read_facts(obj: str) -> ObjectFacts:
-    return ObjectFacts(obj)
 
 
 # -- assembling the tables ---------------------------------------------------------------------
@@ -402,7 +420,7 @@ def _controls(ctrl: list[UnitResult], aliases: dict[str, int]) -> tuple[dict[int
 def _may_alias(m: Macro, v: int) -> bool:
     """A legacy name for a command id: ``*_CTRL_CMD_*``, outside the reserved category 0, and
     of the class its ``NVxxxx_`` prefix names unless it is spelled as another macro's name."""
-    if "_CTRL_CMD_" not in m.name or (v >> 8) & 0xFF == 0:
+    if CTRL_CMD not in m.name or (v >> 8) & 0xFF == 0:
         return False
     prefix = _CLASS_PREFIX.match(m.name)
     return prefix is None or int(prefix.group(1), 16) == v >> 16 or bool(_IDENT.match(m.body.strip("() ")))
@@ -414,7 +432,7 @@ TWIN_VERBS = ("GET", "SET", "CLEAR", "READ", "WRITE")
 
 def _verb_split(name: str) -> tuple[list[str], int] | None:
     """The words after ``_CTRL_CMD_`` and the position of the first verb among them."""
-    _, sep, rest = name.partition("_CTRL_CMD_")
+    _, sep, rest = name.partition(CTRL_CMD)
     words = rest.split("_")
     at = next((i for i, w in enumerate(words) if w in TWIN_VERBS), None)
     return (words, at) if sep and at is not None else None
@@ -427,9 +445,9 @@ def _params_from_twins(names: dict[int, str], params: dict[int, str]) -> None:
         if v in params or split is None:
             continue
         words, at = split
-        head = name.partition("_CTRL_CMD_")[0]
+        head = name.partition(CTRL_CMD)[0]
         for other in TWIN_VERBS:
-            twin = by_name.get(f"{head}_CTRL_CMD_" + "_".join(words[:at] + [other] + words[at + 1:]))
+            twin = by_name.get(f"{head}{CTRL_CMD}" + "_".join(words[:at] + [other] + words[at + 1:]))
             if twin is not None and twin in params:
                 params[v] = params[twin]
                 break
@@ -438,7 +456,7 @@ def _params_from_twins(names: dict[int, str], params: dict[int, str]) -> None:
 def _control_params(m: Macro, result: UnitResult) -> str | None:
     facts = result.facts
     finn = _FINN_MESSAGE.search(m.comment)
-    head, _, rest = m.name.partition("_CTRL_CMD_")
+    head, _, rest = m.name.partition(CTRL_CMD)
     split = _verb_split(m.name)
     verbless = "_".join(split[0][:split[1]] + split[0][split[1] + 1:]) if split else None
     candidates = [OVERRIDES["control_params"].get(m.name), finn.group(1) if finn else None,
@@ -447,6 +465,76 @@ def _control_params(m: Macro, result: UnitResult) -> str | None:
                   # an INTERNAL_ command often takes its public twin's params
                   f"{head}_CTRL_{rest.removeprefix('INTERNAL_')}_PARAMS"]
     return next((c for c in candidates if c and facts.layout_name(c)), None)
+
+
+def _engine_types(rm: UnitResult, aliases: dict[str, int]) -> dict[int, str]:
+    """NV2080 engine types by value; a numbered name (COPY0) where names share one, since
+    the session model reads a copy engine's index from the name's trailing number."""
+    names: dict[int, list[str]] = {}
+    for m in rm.macros:
+        value = _value(rm, m.name) if m.name.startswith(ENGINE_TYPE_PREFIX) else None
+        if value is not None and not _NOT_AN_ENGINE.search(m.name):
+            names.setdefault(value, []).append(m.name)
+    out = {}
+    for value, group in sorted(names.items()):
+        out[value] = next((n for n in group if n[-1].isdigit()), group[0])
+        aliases.update({n: value for n in group if n != out[value]})
+    return out
+
+
+def _categories(ctrl: list[UnitResult]) -> tuple[dict[tuple[int, int], str], dict[int, str]]:
+    """Control categories by (interface class, category) and each class's category prefix
+    (``NV2080``), from the category define blocks (see the module doc)."""
+    categories: dict[tuple[int, int], str] = {}
+    prefixes: dict[int, str] = {}
+    for result in ctrl:
+        macros = result.macros
+        for i, first in enumerate(macros):
+            start = _CATEGORY_START.match(first.name)
+            if start is None:
+                continue
+            prefix, cls = start.group(1), int(start.group(2), 16)
+            prefixes.setdefault(cls, prefix.removesuffix("_CTRL_"))
+            block = takewhile(lambda m: m.file == first.file and m.name.startswith(prefix) and CTRL_CMD not in m.name
+                              and _CATEGORY_VALUE.match(m.body), macros[i:])
+            for m in block:
+                value = int(_CATEGORY_VALUE.match(m.body).group(1), 0)
+                if value <= CATEGORY_MASK:
+                    categories.setdefault((cls, value), m.name[len(prefix):])
+    _categories_from_interfaces(ctrl, categories)
+    return dict(sorted(categories.items())), prefixes
+
+
+def _categories_from_interfaces(ctrl: list[UnitResult], categories: dict[tuple[int, int], str]) -> None:
+    """Name the categories that only FINN names: a command's interface is ``<FINN class>_<category>``,
+    and a class's FINN name is what its commands of defined categories have before theirs."""
+    interfaces: dict[tuple[int, int], str] = {}
+    for result in ctrl:
+        for m in result.macros:
+            finn = _FINN_INTERFACE.search(m.comment)
+            v = _value(result, m.name) if finn else None
+            if v is not None:
+                interfaces.setdefault((v >> 16, (v >> 8) & CATEGORY_MASK), finn.group(1))
+    finn_class: dict[int, str] = {}
+    for (cls, cat), interface in interfaces.items():
+        name = categories.get((cls, cat))
+        if name and interface.endswith("_" + name):
+            finn_class.setdefault(cls, interface[: -len(name) - 1])
+    for (cls, cat), interface in interfaces.items():
+        head = finn_class.get(cls)
+        if (cls, cat) not in categories and head and interface.startswith(head + "_"):
+            categories[(cls, cat)] = interface[len(head) + 1:]
+
+
+def _interface_prefixes(controls: dict[int, Control], category_prefixes: dict[int, str]) -> dict[int, str]:
+    """The head its commands are named with, per interface class: that of its reserved command
+    (class << 16) where the headers define one, else its categories' prefix."""
+    out = dict(category_prefixes)
+    for cmd, control in controls.items():
+        head, sep, _ = control.name.partition(CTRL_CMD)
+        if cmd & 0xFFFF == 0 and sep:
+            out[control.cls] = head
+    return dict(sorted(out.items()))
 
 
 def _uvm(uvm: UnitResult) -> tuple[dict[int, UvmCommand], dict[int, str]]:
@@ -465,11 +553,12 @@ def _uvm(uvm: UnitResult) -> tuple[dict[int, UvmCommand], dict[int, str]]:
     return dict(sorted(out.items())), params
 
 
-def _enumerators(facts: ObjectFacts, prefix: str, strip: bool = True) -> dict[int, str]:
+def _enumerators(facts: ObjectFacts, prefix: str) -> dict[int, str]:
+    """Enumerators named ``prefix``+NAME, by value, without the prefix (the first name of a value)."""
     out: dict[int, str] = {}
     for name, value in facts.enumerators.items():
         if name.startswith(prefix):
-            out.setdefault(value, name[len(prefix):] if strip else name)
+            out.setdefault(value, name[len(prefix):])
     return dict(sorted(out.items()))
 
 
@@ -507,7 +596,10 @@ def _merge_layouts(parts: list[dict[str, Layout]]) -> dict[str, Layout]:
 
 
 def build_profile(tree: str | Path, version: str | None = None, jobs: int | None = None) -> DriverProfile:
-    """Generate the profile of the driver whose open-gpu-kernel-modules tree is at ``tree``."""
+    """Generate the profile of the driver whose open-gpu-kernel-modules tree is at ``tree``.
+
+    ``version`` overrides the tree's version.mk; ``jobs`` bounds the gcc threads and the
+    worker processes that read DWARF (default: Python's, by core count)."""
     tree = Path(tree)
     if not tree.is_dir():
         raise RmtraceError(f"{tree}: no such directory (give an extracted open-gpu-kernel-modules tree)")
@@ -521,7 +613,7 @@ def build_profile(tree: str | Path, version: str | None = None, jobs: int | None
         with ThreadPoolExecutor(max_workers=jobs) as pool:  # gcc runs in subprocesses
             compiled = list(pool.map(lambda u: run_unit(u, workdir), units))
         with ProcessPoolExecutor(max_workers=jobs) as pool:  # DWARF reading is pure Python
-            facts = list(pool.map(_read_facts, [obj for _, _, obj in compiled]))
+            facts = list(pool.map(ObjectFacts, [obj for _, _, obj in compiled]))
     results = {u.name: UnitResult(macros, values, f) for u, (macros, values, _), f in zip(units, compiled, facts)}
     return assemble(version, results, paths)
 
@@ -532,11 +624,12 @@ def assemble(version: str, results: dict[str, UnitResult], paths: dict[str, Path
     constants = _constants(results)
     sources = [_C_COMMENT.sub("", paths[k].read_text(errors="replace")) for k in ("escape_c", "osapi_c", "nv_c")
                if k in paths]
-    aliases: dict[str, dict[str, int]] = {"classes": {}, "controls": {}}
+    aliases: dict[str, dict[str, int]] = {"classes": {}, "controls": {}, "engine_types": {}}
     escapes = _escapes(rm, sources, constants.get("nv_ioctl_magic"))
     rs_rows = _rs_entries(paths["resource_list"].read_text()) if "resource_list" in paths else {}
     classes = _classes(rm, rs_rows, aliases["classes"])
     controls, control_params = _controls(ctrl, aliases["controls"])
+    categories, category_prefixes = _categories(ctrl)
     uvm_cmds, uvm_params = _uvm(uvm)
     functions = _enumerators(gsp.facts, "NV_VGPU_MSG_FUNCTION_")
     events = _enumerators(gsp.facts, "NV_VGPU_MSG_EVENT_")
@@ -570,6 +663,9 @@ def assemble(version: str, results: dict[str, UnitResult], paths: dict[str, Path
         gsp_payloads=MappingProxyType(payloads),
         layouts=MappingProxyType(layouts),
         constants=MappingProxyType(constants),
+        engine_types=MappingProxyType(_engine_types(rm, aliases["engine_types"])),
+        categories=MappingProxyType(categories),
+        interface_prefixes=MappingProxyType(_interface_prefixes(controls, category_prefixes)),
         aliases=MappingProxyType({k: MappingProxyType(v) for k, v in aliases.items() if v}),
     )
 

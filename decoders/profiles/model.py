@@ -2,26 +2,14 @@
 
 A profile is data, read from NVIDIA's public headers by ``generate.py`` and
 shipped compressed under ``data/``.  It holds the *numbers* (RM escapes, class
-ids, control commands, UVM ioctls, GSP RPC functions and events, status codes,
-a few constants) and the *layouts* (size, field offsets and types) of the
-structs those numbers carry.  Decoders are built from a profile; their bodies
-never ask which driver version they are decoding.
+ids, control commands and their categories, UVM ioctls, GSP RPC functions and
+events, status codes, NV2080 engine types, a few constants) and the *layouts*
+(size, field offsets and types) of the structs those numbers carry.  Decoders
+are built from a profile; their bodies never ask which driver version they are
+decoding.
 
-Conventions of ``Field``:
-
-* ``offset`` and ``size`` are in bytes.  ``type`` is the C type as the header
-  declares the member: a scalar typedef stays named (``NvU32``, ``NvHandle``,
-  ``NvP64``); a struct or union member names the ``Layout`` that describes it
-  (always a key of ``DriverProfile.layouts``); an array is written
-  ``elem[d0][d1]...`` with ``elem`` and ``dims`` beside it.
-* ``kind`` is one of ``KINDS``.  Arrays carry ``count`` (all dimensions
-  multiplied), ``dims``, ``elem`` (a scalar type name or a layout name) and
-  ``elem_kind``.  A flexible array member has ``count == 0`` and ``size == 0``.
-* Bitfields: ``offset``/``size`` are the storage unit (the declared type's
-  natural unit), ``bit_offset`` counts from that unit's least significant bit
-  (x86-64 is little-endian), ``bit_size`` is the width.  Read ``size`` bytes at
-  ``offset``, shift right by ``bit_offset``, mask ``bit_size`` bits.
-* An anonymous struct/union member has the name ``""``.
+The layouts are ``rmtrace.layout``'s ``Layout`` and ``Field`` (its docstring
+gives their conventions), the types the DWARF reader builds.
 """
 
 from __future__ import annotations
@@ -30,37 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Mapping
 
-KINDS = ("uint", "int", "float", "bool", "char", "ptr", "struct", "union", "array", "enum")
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    offset: int
-    size: int
-    type: str
-    kind: str
-    count: int = 1
-    dims: tuple[int, ...] = ()
-    elem: str | None = None
-    elem_kind: str | None = None
-    bit_offset: int | None = None
-    bit_size: int | None = None
-
-
-@dataclass(frozen=True)
-class Layout:
-    name: str
-    size: int
-    fields: tuple[Field, ...]
-    kind: str = "struct"
-
-    def field(self, name: str) -> Field:
-        """The member called ``name``; KeyError if there is none."""
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise KeyError(f"{self.name} has no field {name!r}")
+from rmtrace.layout import Field, Layout  # noqa: F401 -- a profile's layouts are these, imported from here
 
 
 @dataclass(frozen=True)
@@ -150,6 +108,14 @@ class DriverProfile:
     gsp_payloads: Mapping[int, str]
     layouts: Mapping[str, Layout]
     constants: Mapping[str, int]
+    # NV2080 engine type -> its macro (NV2080_ENGINE_TYPE_COPY2); a numbered instance name
+    # (GR0, COPY0, NVDEC0) where several names share the value, the others are aliases.
+    engine_types: Mapping[int, str] = field(default_factory=dict)
+    # (interface class, category & 0x3f) -> the category's name (GPU, FIFO, OS_UNIX) as the
+    # class's NVxxxx_CTRL_<NAME> category defines give it.
+    categories: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    # interface class -> the prefix its control commands are named with (NV2080, NV_CONF_COMPUTE).
+    interface_prefixes: Mapping[int, str] = field(default_factory=dict)
     # Other names the headers give the same number (e.g. NV1_ROOT for NV01_ROOT):
     # name -> number, for lookups by name; the mappings above hold one name each.
     aliases: Mapping[str, Mapping[str, int]] = field(default_factory=dict, compare=False, repr=False)
@@ -169,7 +135,7 @@ class DriverProfile:
 
     def lookup(self, table: str, name: str) -> int | None:
         """The number called ``name`` in ``table`` (escapes, classes, controls, uvm, status,
-        gsp_functions, gsp_events), aliases included; None if the profile has no such name."""
+        gsp_functions, gsp_events, engine_types), aliases included; None if the profile has no such name."""
         return self._names.get(table, {}).get(name)
 
     @cached_property
@@ -183,4 +149,4 @@ class DriverProfile:
         return index
 
 
-NAMED_TABLES = ("escapes", "classes", "controls", "uvm", "status", "gsp_functions", "gsp_events")
+NAMED_TABLES = ("escapes", "classes", "controls", "uvm", "status", "gsp_functions", "gsp_events", "engine_types")

@@ -137,7 +137,7 @@ def compile_unit(unit: Unit, values: dict[str, str], workdir: Path) -> CompiledU
         bad = {int(line) - first_line for path, line in _LOCATION.findall(proc.stderr)
                if Path(path).name == src.name and int(line) >= first_line}
         if not bad:
-            raise RmtraceError(f"probe {unit.name}: gcc failed:\n{_first_errors(proc.stderr)}")
+            raise RmtraceError(f"probe {unit.name}: the headers do not compile:\n{_first_errors(proc.stderr)}")
         for index in bad:
             if 0 <= index < len(keys):
                 pending.pop(keys[index], None)

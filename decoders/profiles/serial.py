@@ -59,6 +59,9 @@ def profile_to_dict(p: DriverProfile) -> dict:
         "gsp_events": [[n, name] for n, name in p.gsp_events.items()],
         "gsp_payloads": [[n, name] for n, name in p.gsp_payloads.items()],
         "constants": dict(p.constants),
+        "engine_types": [[n, name] for n, name in p.engine_types.items()],
+        "categories": [[cls, category, name] for (cls, category), name in p.categories.items()],
+        "interface_prefixes": [[cls, prefix] for cls, prefix in p.interface_prefixes.items()],
         "aliases": {table: dict(names) for table, names in p.aliases.items()},
         "layouts": {name: [l.size, l.kind, [_field_row(f) for f in l.fields]]
                     for name, l in p.layouts.items() if l.name == name},
@@ -95,6 +98,10 @@ def profile_from_dict(d: dict) -> DriverProfile:
         gsp_payloads=_frozen({n: name for n, name in d["gsp_payloads"]}),
         layouts=_frozen(_layouts(d["layouts"], d.get("layout_aliases", {}))),
         constants=_frozen(dict(d["constants"])),
+        # Tables added after FORMAT 1 was first written: a profile built before them has none.
+        engine_types=_frozen({n: name for n, name in d.get("engine_types", [])}),
+        categories=_frozen({(cls, category): name for cls, category, name in d.get("categories", [])}),
+        interface_prefixes=_frozen({cls: prefix for cls, prefix in d.get("interface_prefixes", [])}),
         aliases=_frozen({table: _frozen(dict(names)) for table, names in d.get("aliases", {}).items()}),
     )
 

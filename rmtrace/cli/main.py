@@ -1,8 +1,8 @@
 """Entry point: builds the parser from the command modules and turns user errors into exit 2.
 
 Each command is a module in this package with ``NAME``, ``HELP``, ``DESCRIPTION``,
-``add_arguments(parser)`` and ``run(args) -> int``; adding a command is adding
-its module name to ``COMMANDS``.
+``add_arguments(parser)`` and ``run(args) -> int``; a module with those is a
+command, found by listing the package (adding one touches no shared list).
 """
 
 from __future__ import annotations
@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import pkgutil
 import sys
 from typing import Sequence
 
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError
 
-COMMANDS = ("info", "show", "replay", "reduce", "model")
+COMMAND_ORDER = ("record", "info", "show", "stats", "wedges", "diff", "replay", "reduce", "tui", "model",
+                 "profiles", "decoders")
+"""How --help lists the commands; a command module not named here follows them."""
 
 EPILOG = """\
 The loop: record a failing run, find where and why it stalled, replay it against a
@@ -30,6 +33,16 @@ Run 'rmtrace COMMAND --help' for each command's options.
 """
 
 
+def command_modules() -> list:
+    """Every module of this package that defines a command, in COMMAND_ORDER."""
+    import rmtrace.cli as package
+    modules = [importlib.import_module(f"rmtrace.cli.{info.name}")
+               for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")]
+    commands = [m for m in modules if hasattr(m, "NAME") and hasattr(m, "run")]
+    rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+    return sorted(commands, key=lambda m: (rank.get(m.NAME, len(rank)), m.NAME))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rmtrace",
@@ -40,8 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rmtrace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        module = importlib.import_module(f"rmtrace.cli.{name}")
+    for module in command_modules():
         cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(cmd)

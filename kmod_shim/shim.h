@@ -1,0 +1,232 @@
+/*
+ * shim.h: internals of the capture shim (the LD_PRELOAD interposer).
+ *
+ * Pieces, one file each:
+ *   interposer.c    the hooked libc entry points and process start
+ *   shim_state.c    process and thread state: init, fork detection, rings
+ *   shim_mem.c      reading the traced program's memory without crashing it
+ *   shim_record.c   building one record and writing it into the ring
+ *   shim_ioctl.c    which buffers an RM or UVM ioctl carries
+ *
+ * Nothing here is exported: the library is built with -fvisibility=hidden
+ * and only the hooks (SHIM_EXPORT) are visible to the dynamic linker.
+ */
+#ifndef RMTRACE_SHIM_H
+#define RMTRACE_SHIM_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rmtrace_record.h"
+#include "rmtrace_ring.h"
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ----------------------------------------------------------- the fd table
+ * One byte per fd number saying which NVIDIA device it is, set on open by
+ * path comparison (never readlink on the hot path).  fds at or above
+ * SHIM_FD_MAX are not traced. */
+enum shim_fd_kind {
+	FD_NONE      = 0,
+	FD_OTHER     = 1, /* another /dev/nvidia* node: open/close only */
+	FD_CTL       = 2, /* /dev/nvidiactl: RM                        */
+	FD_GPU       = 3, /* /dev/nvidia<N>: RM                        */
+	FD_UVM       = 4, /* /dev/nvidia-uvm: UVM                      */
+	FD_UVM_TOOLS = 5, /* /dev/nvidia-uvm-tools: UVM                */
+};
+#define SHIM_FD_MAX (1 << 20)
+
+extern uint8_t shim_fd_kinds[SHIM_FD_MAX];
+
+static inline unsigned fd_kind(int fd)
+{
+	return (unsigned)fd < SHIM_FD_MAX ? __atomic_load_n(&shim_fd_kinds[fd], __ATOMIC_RELAXED) : FD_NONE;
+}
+
+static inline int kind_is_ioctl_traced(unsigned kind)
+{
+	return kind >= FD_CTL;
+}
+
+static inline int kind_is_uvm(unsigned kind)
+{
+	return kind == FD_UVM || kind == FD_UVM_TOOLS;
+}
+
+void fd_set_kind(int fd, unsigned kind);
+unsigned classify_path(const char *path);
+
+/* ------------------------------------------------------ the real functions */
+struct shim_real {
+	int (*ioctl)(int, unsigned long, ...);
+	int (*open)(const char *, int, ...);
+	int (*open64)(const char *, int, ...);
+	int (*openat)(int, const char *, int, ...);
+	int (*openat64)(int, const char *, int, ...);
+	int (*open_2)(const char *, int);
+	int (*open64_2)(const char *, int);
+	int (*openat_2)(int, const char *, int);
+	int (*openat64_2)(int, const char *, int);
+	int (*close)(int);
+	int (*close_range)(unsigned, unsigned, int);
+	void (*closefrom)(int);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	int (*fcntl64)(int, int, ...);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	void *(*mmap64)(void *, size_t, int, int, int, off_t);
+	int (*munmap)(void *, size_t);
+	pid_t (*fork)(void);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	int (*execveat)(int, const char *, char *const[], char *const[], int);
+	int (*posix_spawn)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
+	int (*posix_spawnp)(pid_t *, const char *, const void *, const void *, char *const[], char *const[]);
+	void (*exit_)(int);
+	void (*Exit)(int);
+};
+extern struct shim_real shim_real;
+void shim_resolve(void);
+
+/* ------------------------------------------------------- process state */
+struct shim_process {
+	int active;                       /* a session was found at start        */
+	pid_t pid;
+	uint64_t image_id;                /* this process image (exec or fork)   */
+	uint64_t gen;                     /* == image_id; rings made under it    */
+	uint64_t calls;                   /* atomic: call ids handed out         */
+	int exit_recorded;
+	struct rmt_session_ctl *session;  /* shared, read-write                  */
+	const struct rmt_ctab_header *ctab;
+	const struct rmt_ctab_uvm *uvm;
+	const struct rmt_ctab_ctrl *ctrl;
+	const struct rmt_ctab_ptr *ptr;
+	const struct rmt_ctab_class *cls;
+	uint64_t ring_size;
+	uint32_t max_record;              /* ring_size / 2                       */
+	uint32_t max_buffer;
+	uint32_t rights_size;
+	int lossy;
+	char session_dir[PATH_MAX];
+	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
+	char test_dir[PATH_MAX];          /* RMTRACE_TEST_DEVICE_DIR, or empty   */
+	char dev_prefix[PATH_MAX];        /* "/dev/" or "<test dir>/"            */
+	size_t dev_prefix_len;
+};
+extern struct shim_process shim_proc;
+
+void shim_init(void);
+/* Whether this process records; also notices a fork (reset) cheaply. */
+int shim_active(void);
+uint64_t shim_next_call_id(void);
+uint64_t shim_now(void);
+
+/* ------------------------------------------------------- thread state */
+struct shim_thread {
+	struct rmt_ring_ctl *ctl;
+	uint8_t *data;
+	uint64_t mask;
+	uint64_t head;          /* our copy of ctl->head                     */
+	uint64_t tail_seen;     /* ctl->tail when last loaded (it only grows) */
+	uint64_t gen;           /* shim_proc.gen the ring was made under     */
+	uint8_t *scratch;       /* max_record bytes: a record being built    */
+	uintptr_t stack_lo, stack_hi;
+	uint32_t tid;
+	int busy;               /* recursion guard: inside our own code      */
+	int broken;             /* no ring could be made under gen           */
+};
+
+/* The calling thread's state with a usable ring, or NULL (inactive, no
+ * ring, recording stopped).  Sets t->busy; release with shim_leave. */
+struct shim_thread *shim_enter(void);
+void shim_leave(struct shim_thread *t);
+
+/* ------------------------------------------------------- the ring */
+int ring_reserve(struct shim_thread *t, uint32_t size);
+void ring_write(struct shim_thread *t, uint64_t *pos, const void *src, size_t n);
+void ring_zero(struct shim_thread *t, uint64_t *pos, size_t n);
+void ring_commit(struct shim_thread *t, uint64_t pos);
+void ring_count(uint64_t *counter);
+
+/* ------------------------------------------------------- program memory */
+/* Copy n bytes from the program's address addr; 0 on success, -1 when any
+ * of it is unreadable (nothing faults). */
+int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
+/* A NUL-terminated string at addr into dst (at most cap bytes, NUL kept);
+ * returns its length, or -1 when unreadable. */
+long shim_read_str(struct shim_thread *t, char *dst, uint64_t addr, size_t cap);
+
+/* ------------------------------------------------------- records */
+#define SHIM_MAX_BUFS 24
+
+struct shim_buf {
+	uint16_t role;
+	uint8_t when;
+	uint8_t flags;
+	uint32_t len;
+	uint64_t addr;
+	uint32_t orig_len;
+	uint32_t slot;
+	const uint8_t *data;
+};
+
+struct shim_rec {
+	struct shim_thread *t;
+	uint16_t source;
+	uint8_t phase;
+	uint8_t flags;
+	uint32_t op;
+	int32_t fd;
+	int64_t ret;
+	int32_t err;
+	uint64_t call_id;
+	uint64_t time_ns;
+	uint16_t nbufs;
+	uint32_t size;          /* encoded bytes so far            */
+	uint32_t used;          /* scratch bytes used              */
+	int cut;                /* trunc_big counted for this one  */
+	struct shim_buf buf[SHIM_MAX_BUFS];
+};
+
+void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_t phase, uint32_t op,
+	      int fd, uint64_t call_id);
+/* Add a buffer from our own memory; returns its copy or NULL. */
+const uint8_t *rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot,
+			     const void *src, uint64_t n);
+/* Add a buffer read from the program; returns the bytes captured (their
+ * count in *got) or NULL when nothing was (unreadable, empty). */
+const uint8_t *rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot,
+			    uint64_t addr, uint64_t n, uint32_t *got);
+/* Write the record into the ring: 0, or -1 when dropped (lossy, stopped). */
+int rec_emit(struct shim_rec *r);
+
+/* ------------------------------------------------------- ioctl capture */
+#define SHIM_MAX_PLAN 20
+
+/* What an ioctl's enter read, so its exit reads the same memory again. */
+struct shim_plan {
+	int n;
+	struct {
+		uint16_t role;
+		uint8_t after;
+		uint32_t slot;
+		uint64_t addr;
+		uint64_t len;
+	} item[SHIM_MAX_PLAN];
+};
+
+/* The op number and the buffers of an RM or UVM ioctl, before the call. */
+void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req,
+			 uint64_t arg);
+/* The same buffers after the call. */
+void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
+uint32_t ioctl_op(unsigned kind, unsigned long req);
+
+#endif /* RMTRACE_SHIM_H */

@@ -1,0 +1,234 @@
+/*
+ * shim_ioctl.c: which buffers an RM or UVM ioctl carries.
+ *
+ * RM (/dev/nvidiactl, /dev/nvidia<N>): the driver dispatches on _IOC_NR of
+ * the request and copies _IOC_SIZE bytes of argument (nvidia_ioctl), so the
+ * record's op is the escape number and buffer ARG is those bytes: for
+ * CARD_INFO the whole card array, for RM_FREE, RM_ALLOC_MEMORY,
+ * RM_MAP_MEMORY and the rest their argument struct.  The escapes whose
+ * argument points further are in esc_rules below; IOCTL_XFER_CMD wraps any
+ * other escape whose argument is too big for _IOC_SIZE, and its inner
+ * argument (buffer XFER) gets the inner escape's rules.  RM_CONTROL params
+ * may themselves hold user pointers: the capture table lists which controls
+ * do and where (NESTED buffers, slot = which pointer).
+ *
+ * UVM (/dev/nvidia-uvm, -tools): the request number is raw, not
+ * _IOC-encoded, so the params size comes from the capture table; op is the
+ * request, ARG the params.
+ *
+ * Every buffer is read before the call and again after it (the driver
+ * writes statuses and results back), except RIGHTS, which is input only.
+ */
+#define _GNU_SOURCE
+#include <linux/ioctl.h>
+#include <string.h>
+
+#include "shim.h"
+
+/* Escape numbers (_IOC_NR) and argument layouts, from NVIDIA's nv-ioctl.h,
+ * nv-ioctl-numbers.h and nvos.h; identical in the 535..595 drivers. */
+enum {
+	NV_ESC_RM_CONTROL     = 0x2a, /* NVOS54, 32 bytes                    */
+	NV_ESC_RM_ALLOC       = 0x2b, /* NVOS21 (32 bytes) or NVOS64 (48)   */
+	NV_ESC_IOCTL_XFER_CMD = 211,  /* nv_ioctl_xfer_t {u32 cmd, size; ptr} */
+};
+#define NVOS21_CLASS          12 /* hClass, in NVOS21 and NVOS64 alike */
+#define NVOS54_CMD            8
+#define NVOS54_FLAGS          12
+#define NVOS54_FLAGS_FINN_SERIALIZED 0x4u /* params are serialized: no raw pointers */
+#define XFER_CMD              0
+#define XFER_SIZE             4
+#define XFER_ARG_SIZE         16
+
+#define SIZE_RIGHTS 0xffff /* size_off: the capture table's rights_size */
+#define SIZE_CLASS  0x8000 /* size_off flag: the class table's size for hClass, else the u32 at size_off */
+
+/* Pointer fields of escape arguments: when the argument (of arg_size bytes)
+ * of escape nr is captured, the size_off u32 bytes at the NvP64 at ptr_off
+ * are captured too, as role. */
+static const struct esc_rule {
+	uint32_t nr;
+	uint16_t arg_size;
+	uint16_t ptr_off;
+	uint16_t size_off;
+	uint16_t role;
+	uint8_t after;
+} esc_rules[] = {
+	{ NV_ESC_RM_CONTROL,     32, 16, 24,          RMT_BUF_PARAMS,       1 }, /* params, paramsSize         */
+	{ NV_ESC_RM_ALLOC,       32, 16, SIZE_CLASS | 24, RMT_BUF_ALLOC_PARAMS, 1 }, /* NVOS21 pAllocParms, by class */
+	{ NV_ESC_RM_ALLOC,       48, 16, SIZE_CLASS | 32, RMT_BUF_ALLOC_PARAMS, 1 }, /* NVOS64 pAllocParms, by class */
+	{ NV_ESC_RM_ALLOC,       48, 24, SIZE_RIGHTS, RMT_BUF_RIGHTS,       0 }, /* NVOS64 pRightsRequested    */
+	{ NV_ESC_IOCTL_XFER_CMD, 16,  8, XFER_SIZE,   RMT_BUF_XFER,         1 }, /* the inner argument        */
+};
+
+static uint64_t load_le(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+	memcpy(&v, p, n); /* little-endian host */
+	return v;
+}
+
+static void plan_add(struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot, uint64_t addr, uint64_t len)
+{
+	if (p->n >= SHIM_MAX_PLAN)
+		return;
+	p->item[p->n].role = role;
+	p->item[p->n].after = after;
+	p->item[p->n].slot = slot;
+	p->item[p->n].addr = addr;
+	p->item[p->n].len = len;
+	p->n++;
+}
+
+/* Read one buffer before the call and remember it for the exit. */
+static const uint8_t *take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
+			   uint64_t addr, uint64_t len, uint32_t *got)
+{
+	plan_add(p, role, after, slot, addr, len);
+	return rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, got);
+}
+
+static const struct rmt_ctab_ctrl *find_ctrl(uint32_t cmd)
+{
+	uint32_t lo = 0, hi = shim_proc.ctab->n_ctrl;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (shim_proc.ctrl[mid].cmd < cmd)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < shim_proc.ctab->n_ctrl && shim_proc.ctrl[lo].cmd == cmd ? &shim_proc.ctrl[lo] : NULL;
+}
+
+/* Bytes of alloc params RM reads for class cls (it ignores paramsSize); 0 when the table lacks it. */
+static uint32_t class_params_size(uint32_t cls)
+{
+	uint32_t lo = 0, hi = shim_proc.ctab->n_class;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (shim_proc.cls[mid].cls < cls)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < shim_proc.ctab->n_class && shim_proc.cls[lo].cls == cls ? shim_proc.cls[lo].size : 0;
+}
+
+static const struct rmt_ctab_uvm *find_uvm(uint32_t nr)
+{
+	uint32_t lo = 0, hi = shim_proc.ctab->n_uvm;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (shim_proc.uvm[mid].nr < nr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < shim_proc.ctab->n_uvm && shim_proc.uvm[lo].nr == nr ? &shim_proc.uvm[lo] : NULL;
+}
+
+/* The arrays that params (len bytes, already captured) point to. */
+static void take_nested(struct shim_rec *r, struct shim_plan *p, const uint8_t *params, uint32_t len,
+			uint32_t first, uint32_t n)
+{
+	uint32_t i;
+
+	if (first > shim_proc.ctab->n_ptr || n > shim_proc.ctab->n_ptr - first)
+		return;
+	for (i = 0; i < n; i++) {
+		const struct rmt_ctab_ptr *f = &shim_proc.ptr[first + i];
+		uint64_t addr, count;
+
+		if ((uint64_t)f->offset + 8 > len)
+			continue;
+		addr = load_le(params + f->offset, 8);
+		if (f->fixed_count) {
+			count = f->fixed_count;
+		} else {
+			if (f->count_size == 0 || f->count_size > 8 || (uint64_t)f->count_offset + f->count_size > len)
+				continue;
+			count = load_le(params + f->count_offset, f->count_size);
+		}
+		if (addr == 0 || count == 0 || f->elem_size == 0)
+			continue;
+		if (count > UINT32_MAX / f->elem_size)
+			count = UINT32_MAX / f->elem_size; /* rec_add_user caps it further */
+		take(r, p, RMT_BUF_NESTED, 1, i, addr, count * f->elem_size, NULL);
+	}
+}
+
+/* The buffers an RM escape's argument (arg, len bytes captured) points to. */
+static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const uint8_t *arg, uint32_t len,
+		    int inner)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(esc_rules) / sizeof(esc_rules[0]); i++) {
+		const struct esc_rule *e = &esc_rules[i];
+		uint64_t addr, size;
+		const uint8_t *got_data;
+		uint32_t got;
+
+		if (e->nr != nr || e->arg_size != len)
+			continue;
+		addr = load_le(arg + e->ptr_off, 8);
+		if (e->size_off == SIZE_RIGHTS)
+			size = shim_proc.rights_size;
+		else if (e->size_off & SIZE_CLASS) {
+			size = class_params_size((uint32_t)load_le(arg + NVOS21_CLASS, 4));
+			if (size == 0) /* a class the profile lacks: trust the argument */
+				size = load_le(arg + (e->size_off & ~SIZE_CLASS), 4);
+		} else
+			size = load_le(arg + e->size_off, 4);
+		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied, and
+		 * NULL alloc params, whose size the class implies (RM allows NULL where they are optional).
+		 * NULL with a size the caller gave is a bad pointer the driver will refuse: UNREADABLE. */
+		if (addr == 0 && (size == 0 || e->size_off == SIZE_RIGHTS || (e->size_off & SIZE_CLASS)))
+			continue;
+		got_data = take(r, p, e->role, e->after, 0, addr, size, &got);
+		if (!got_data)
+			continue;
+		if (e->role == RMT_BUF_PARAMS && !(load_le(arg + NVOS54_FLAGS, 4) & NVOS54_FLAGS_FINN_SERIALIZED)) {
+			const struct rmt_ctab_ctrl *c = find_ctrl((uint32_t)load_le(arg + NVOS54_CMD, 4));
+			if (c)
+				take_nested(r, p, got_data, got, c->first_ptr, c->n_ptr);
+		}
+		if (e->role == RMT_BUF_XFER && !inner)
+			take_rm(r, p, (uint32_t)load_le(arg + XFER_CMD, 4), got_data, got, 1);
+	}
+}
+
+uint32_t ioctl_op(unsigned kind, unsigned long req)
+{
+	return kind_is_uvm(kind) ? (uint32_t)req : (uint32_t)_IOC_NR(req);
+}
+
+void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req, uint64_t arg)
+{
+	const uint8_t *data;
+	uint32_t got;
+
+	p->n = 0;
+	if (kind_is_uvm(kind)) {
+		const struct rmt_ctab_uvm *u = find_uvm((uint32_t)req);
+		if (!u)
+			return; /* a command this driver profile does not know: op alone */
+		data = take(r, p, RMT_BUF_ARG, 1, 0, arg, u->size, &got);
+		if (data && u->n_ptr)
+			take_nested(r, p, data, got, u->first_ptr, u->n_ptr);
+		return;
+	}
+	data = take(r, p, RMT_BUF_ARG, 1, 0, arg, _IOC_SIZE(req), &got);
+	if (data && got == _IOC_SIZE(req))
+		take_rm(r, p, (uint32_t)_IOC_NR(req), data, got, 0);
+}
+
+void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p)
+{
+	int i;
+	for (i = 0; i < p->n; i++)
+		if (p->item[i].after)
+			rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr,
+				     p->item[i].len, NULL);
+}

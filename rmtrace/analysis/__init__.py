@@ -1,0 +1,1 @@
+"""Answers from a session model: wedges, first divergence, statistics (layer 3)."""

@@ -1,0 +1,77 @@
+"""Counts, statuses, latencies and bytes per process, client, source and operation."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from rmtrace.record import Source, enum_name
+from rmtrace.session import CallInfo, SessionModel
+
+
+@dataclass
+class OpStats:
+    pid: int
+    client: str | None
+    source: str
+    operation: str
+    count: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    latencies: list[int] = field(default_factory=list)
+    bytes: int = 0
+    in_flight: int = 0
+
+    def add(self, call: CallInfo) -> None:
+        self.count += 1
+        self.statuses[call.status_name or ("in flight" if call.in_flight else "-")] += 1
+        if call.latency_ns is not None and call.exit_seq != call.enter_seq:
+            self.latencies.append(call.latency_ns)
+        self.bytes += call.bytes
+        self.in_flight += call.in_flight
+
+    def latency(self) -> dict[str, int] | None:
+        if not self.latencies:
+            return None
+        xs = sorted(self.latencies)
+        return {"min": xs[0], "median": int(statistics.median(xs)), "p99": xs[min(len(xs) - 1, int(len(xs) * 0.99))],
+                "max": xs[-1]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "client": self.client, "source": self.source, "operation": self.operation,
+                "count": self.count, "statuses": dict(self.statuses), "latency_ns": self.latency(),
+                "bytes": self.bytes, "in_flight": self.in_flight}
+
+
+def op_stats(calls: Iterable[CallInfo]) -> list[OpStats]:
+    table: dict[tuple, OpStats] = {}
+    for call in calls:
+        key = (call.pid, call.client_id, call.source, call.full_name)
+        entry = table.get(key)
+        if entry is None:
+            entry = table[key] = OpStats(call.pid, call.client_id, enum_name(Source, call.source), call.full_name)
+        entry.add(call)
+    return sorted(table.values(), key=lambda s: (s.pid, s.client or "", s.source, -s.count, s.operation))
+
+
+def session_stats(model: SessionModel) -> dict[str, Any]:
+    """Everything ``rmtrace stats`` prints, as one JSON-ready dict."""
+    rows = op_stats(model.calls)
+    per_client: dict[str, Counter] = defaultdict(Counter)
+    for row in rows:
+        per_client[row.client or "-"][row.source] += row.count
+    return {
+        "processes": [{"pid": p.pid, "ppid": p.ppid, "argv": list(p.argv), "threads": len(p.threads),
+                       "exit_status": p.exit_status} for p in model.processes.values()],
+        "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "sources": dict(per_client.get(c.id, {})),
+                     "objects": _object_counts(model, c.id)}
+                    for c in model.clients],
+        "operations": [r.to_dict() for r in rows],
+    }
+
+
+def _object_counts(model: SessionModel, client_id: str) -> dict[str, int]:
+    objs = model.objects_of(client_id)
+    by = Counter(o.freed_by or "leaked" for o in objs)
+    return {"allocated": len(objs), "freed": by["RM_FREE"], "freed_at_exit": by["exit"], "leaked": by["leaked"]}

@@ -1,0 +1,233 @@
+"""Where and why a session stalled: ranked wedges, each with its chain in plain words.
+
+A wedge is something that never finished: a call still in flight at the end
+of the trace (or slower than a threshold), a GSP request without a response,
+a channel with work but no completion, a rank whose one-shot latch fired and
+was never re-armed, a client that went quiet.  Each comes with a *chain*:
+which client, blocked in what, since when, waiting on what.
+
+What a blocked call can be waiting on is read off the model with rules kept
+as data (``LOCKS``: which operations hold which lock across an exchange with
+the host), never guessed: where the trace holds no evidence, the chain says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rmtrace.session import CallInfo, SessionModel
+from rmtrace.timefmt import format_duration, format_offset
+
+
+@dataclass(frozen=True)
+class Lock:
+    name: str
+    takers: frozenset[str]
+    why: str
+
+
+LOCKS = (
+    Lock("the guest UVM global lock", frozenset({"UVM_REGISTER_GPU", "UVM_UNREGISTER_GPU"}),
+         "UVM holds g_uvm_global.global_lock across its RM exchange with the host "
+         "(uvm_gpu_retain_by_uuid on registration, uvm_gpu_release_locked on the last release)"),
+)
+"""Operations that hold a lock for as long as they are in flight; a later taker waits."""
+
+WAITING_STATES = ("waiting", "stale")
+
+
+@dataclass
+class Wedge:
+    kind: str
+    summary: str
+    client_id: str | None = None
+    seq: int | None = None
+    t_ns: int | None = None
+    since_ns: int | None = None
+    chain: list[str] = field(default_factory=list)
+    score: float = 0.0
+    rank: int = 0
+    entity: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "kind": self.kind, "summary": self.summary, "client": self.client_id,
+                "seq": self.seq, "t_ns": self.t_ns, "since_ns": self.since_ns, "entity": self.entity,
+                "chain": list(self.chain)}
+
+
+class _Finder:
+    def __init__(self, model: SessionModel, slow_ns: int) -> None:
+        self.m = model
+        self.slow_ns = slow_ns
+        self.end = model.end_ns
+        self.rel = lambda t: format_offset(t - model.start_ns)
+        self.final = model.state_at(model.end_ns)
+        self.in_flight = [c for c in model.calls if c.in_flight and c.source in (1, 2, 3)]
+
+    def client_label(self, client_id: str | None) -> str:
+        if client_id is None:
+            return "the host"
+        return self.m.client(client_id).label
+
+    # -- chains -----------------------------------------------------------------------
+
+    def lock_holder(self, call: CallInfo) -> tuple[Lock, CallInfo] | None:
+        """A call of another client holding a lock ``call`` needs, in flight since before it."""
+        for lock in LOCKS:
+            if call.name not in lock.takers:
+                continue
+            holders = [c for c in self.in_flight if c is not call and c.name in lock.takers
+                       and c.t_enter < call.t_enter and c.client_id != call.client_id]
+            if holders:
+                return lock, min(holders, key=lambda c: c.t_enter)
+        return None
+
+    def host_evidence(self, client_id: str | None) -> list[str]:
+        """What the host service's records say about this client's channels and their ranks."""
+        lines = []
+        for chan in self.m.channels.values():
+            if chan.client_id != client_id:
+                continue
+            state = self.final.of(chan.entity).get("state")
+            if state not in WAITING_STATES:
+                continue
+            history = self.m.history(chan.entity)
+            since = next((tr.t_ns for tr in reversed(history) if tr.attr == "state" and tr.value == state), None)
+            detail = self.final.of(chan.entity).get("detail", "")
+            where = f"rank {chan.rank}" if chan.rank is not None else "an unknown rank"
+            if state == "stale":
+                lines.append(f"its channel {chan.handle:#x} ({chan.id}) waits for a completion on {where}; the host "
+                             f"refused it as stale at {self.rel(since or 0)} ({detail})")
+            else:
+                lines.append(f"its channel {chan.handle:#x} ({chan.id}) waits for a completion on {where} since "
+                             f"{self.rel(since or 0)} ({detail})")
+            if chan.rank is not None:
+                lines.extend(self.rank_evidence(chan.rank))
+        counters = self.frozen_counters()
+        if lines and counters:
+            lines.append(counters)
+        return lines
+
+    def rank_evidence(self, index: int) -> list[str]:
+        rank = self.m.ranks.get(f"rank{index}")
+        if rank is None:
+            return []
+        state = self.final.of(rank.entity)
+        lines = []
+        if state.get("state") == "latch_fired":
+            fired = next((tr for tr in reversed(self.m.history(rank.entity))
+                          if tr.attr == "state" and tr.value == "latch_fired"), None)
+            who = f" of {rank.last_channel_id.split('/')[0]}" if rank.last_channel_id else ""
+            lines.append(f"rank {index}'s one-shot latch fired at {self.rel(fired.t_ns if fired else 0)} "
+                         f"(generation {rank.latch_generation}, channel {rank.last_channel or 0:#x}{who}) "
+                         f"and was never re-armed")
+        if state.get("state") == "drain_held":
+            lines.append(f"rank {index} is held by a drain hold")
+        return lines
+
+    def frozen_counters(self) -> str | None:
+        history = self.m.history("host")
+        if not history:
+            return None
+        moved = [tr for tr in history if tr.attr in ("pub_calls", "gr_rel", "faked")]
+        last_move = max((tr.t_ns for tr in moved), default=None)
+        values = " ".join(f"{k}={v}" for k, v in self.final.counters.items() if k != "session")
+        if last_move is None:
+            return f"host counters: {values}"
+        return f"host counters last moved at {self.rel(last_move)} and stayed {values}"
+
+    def chain_for(self, call: CallInfo) -> tuple[list[str], float]:
+        label = self.client_label(call.client_id)
+        chain = [f"{label} is blocked in {call.full_name} since {self.rel(call.t_enter)} "
+                 f"({format_duration(self.end - call.t_enter)} by the end of the trace), thread {call.tid}"]
+        score = (self.end - call.t_enter) / 1e9
+        held = self.lock_holder(call)
+        if held is not None:
+            lock, holder = held
+            chain.append(f"waiting for {lock.name}, held by {self.client_label(holder.client_id)}'s "
+                         f"{holder.full_name} (in flight since {self.rel(holder.t_enter)}): {lock.why}")
+            return chain, score
+        evidence = self.host_evidence(call.client_id)
+        if evidence:
+            chain.extend(evidence)
+            score += 1000  # the root of a chain ranks above what waits on it
+        else:
+            chain.append("the trace holds no host-side record of what it waits for (no GSP or sema-service "
+                         "traffic for this client after it entered)")
+        blocked = [c for c in self.in_flight if (h := self.lock_holder(c)) is not None and h[1] is call]
+        for other in blocked:
+            chain.append(f"{self.client_label(other.client_id)} waits behind it in {other.full_name} "
+                         f"since {self.rel(other.t_enter)}")
+        return chain, score + 100 * len(blocked)
+
+    # -- kinds ------------------------------------------------------------------------
+
+    def calls(self) -> list[Wedge]:
+        out = []
+        for call in self.in_flight:
+            chain, score = self.chain_for(call)
+            out.append(Wedge("in_flight", f"{self.client_label(call.client_id)}: {call.full_name} never returned",
+                             call.client_id, call.enter_seq, call.t_enter, call.t_enter, chain, score))
+        for call in self.m.calls:
+            latency = call.latency_ns
+            if latency is not None and latency > self.slow_ns and call.source in (1, 2, 3):
+                out.append(Wedge("slow", f"{self.client_label(call.client_id)}: {call.full_name} took "
+                                 f"{format_duration(latency)}", call.client_id, call.enter_seq, call.t_enter,
+                                 call.t_enter, [f"returned {call.status_name} after {format_duration(latency)} "
+                                                f"(threshold {format_duration(self.slow_ns)})"], latency / 1e9))
+        return out
+
+    def gsp(self) -> list[Wedge]:
+        return [Wedge("gsp_no_response", f"GSP {x.function} (sequence {x.sequence}) got no response",
+                      x.client_id, x.request_seq, x.t_request, x.t_request,
+                      [f"sent at {self.rel(x.t_request)}, no response by the end of the trace"],
+                      (self.end - x.t_request) / 1e9)
+                for x in self.m.gsp if x.response_seq is None]
+
+    def channels(self) -> list[Wedge]:
+        out = []
+        for chan in self.m.channels.values():
+            state = self.final.of(chan.entity).get("state")
+            if state in WAITING_STATES:
+                chain = self.host_evidence(chan.client_id) or [f"state {state}"]
+                out.append(Wedge("no_completion", f"channel {chan.handle:#x} ({chan.id}) has work but no completion",
+                                 chan.client_id, None, None, None, chain, 10, entity=chan.entity))
+        return out
+
+    def ranks(self) -> list[Wedge]:
+        out = []
+        for rank in self.m.ranks.values():
+            evidence = self.rank_evidence(rank.index)
+            waiting = [c for c in self.m.channels.values()
+                       if c.rank == rank.index and self.final.of(c.entity).get("state") in WAITING_STATES]
+            if evidence and waiting:
+                out.append(Wedge("latch_not_rearmed", f"rank {rank.index}: latch fired and never re-armed",
+                                 None, None, None, None,
+                                 evidence + [f"{c.id} waits on it" for c in waiting], 20, entity=rank.entity))
+        return out
+
+    def quiet(self) -> list[Wedge]:
+        out = []
+        for client in self.m.clients:
+            proc = self.m.processes.get(client.pid)
+            exited = proc is not None and proc.exit_status is not None
+            gap = self.end - client.last_ns
+            if exited or gap < max(self.slow_ns, (self.end - self.m.start_ns) // 10):
+                continue
+            blocked = [c for c in self.in_flight if c.client_id == client.id]
+            why = (f"its last call, {blocked[0].full_name}, never returned" if blocked
+                   else "it did not exit and made no call since")
+            out.append(Wedge("quiet", f"{client.label} went quiet", client.id, client.last_seq, client.last_ns,
+                             client.last_ns, [f"no traffic for {format_duration(gap)} before the end: {why}"],
+                             gap / 1e9 / 10))
+        return out
+
+
+def find_wedges(model: SessionModel, slow_ns: int = 1_000_000_000) -> list[Wedge]:
+    """Every wedge in the session, most important first (``rank`` 1 is the top)."""
+    finder = _Finder(model, slow_ns)
+    wedges = finder.calls() + finder.gsp() + finder.channels() + finder.ranks() + finder.quiet()
+    wedges.sort(key=lambda w: (-w.score, w.t_ns if w.t_ns is not None else 0))
+    for i, w in enumerate(wedges, 1):
+        w.rank = i
+    return wedges

@@ -1,0 +1,172 @@
+"""The capture table: what the shim must know of the running driver to find buffers.
+
+The recorder builds it from the driver profile (``rmtrace.decoders.profiles``)
+and writes it into the session directory as ``capture.tab``; every traced
+process maps it read-only.  It holds each UVM command's params size (UVM
+request numbers are raw, so the size is not in them) and, for every control
+whose params carry user pointers, where those pointers and their element
+counts are (the shim records the arrays as NESTED buffers, slot = the
+pointer's index).  The byte layout is ``struct rmt_ctab_*`` in
+``kmod_shim/rmtrace_ring.h``, mirrored in ``rmtrace.capture.shm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from rmtrace.capture.shm import (
+    CTAB_MAGIC, CTAB_VERSION, RING_MIN_SIZE, CtabClass, CtabCtrl, CtabFlag, CtabHeader, CtabPtr, CtabUvm,
+)
+from rmtrace.errors import RmtraceError
+
+DEFAULT_RING_SIZE = 4 << 20
+"""Data bytes per thread ring (only the pages a thread fills use memory)."""
+MAX_RING_SIZE = 1 << 30
+DEFAULT_MAX_BUFFER = 1 << 20
+"""Most bytes captured of one buffer: RM's own limit on control params (RMAPI_PARAM_COPY_MAX_PARAMS_SIZE)."""
+DEFAULT_RIGHTS_SIZE = 4
+"""RM_ALLOC's pRightsRequested points to an RS_ACCESS_MASK: one 32-bit limb in every driver so far."""
+USER_ALLOC_TYPES = {"NV01_ROOT": "NvHandle", "NV01_ROOT_NON_PRIV": "NvHandle", "NV01_ROOT_CLIENT": "NvHandle"}
+"""Classes whose alloc params RM copies from user space by another type than the profile decodes them
+with: resource_list.h declares the root classes RS_OPTIONAL(NvHandle), and RM copies that many bytes
+(rmapiGetClassAllocParamSize), while the profile decodes them as NV0000_ALLOC_PARAMETERS, the form
+the GSP path sends."""
+_SCALAR_SIZES = {"NvHandle": 4}
+
+
+@dataclass(frozen=True)
+class TablePointer:
+    """One user pointer inside a params struct (struct rmt_ctab_ptr)."""
+
+    offset: int
+    count_offset: int
+    count_size: int
+    elem_size: int
+    fixed_count: int
+
+
+@dataclass(frozen=True)
+class CaptureTable:
+    """A capture table as data (what ``encode`` writes and ``decode`` reads)."""
+
+    ring_size: int
+    lossy: bool
+    max_buffer: int
+    rights_size: int
+    uvm: Mapping[int, tuple[int, tuple[TablePointer, ...]]]
+    """UVM request number -> (params size, pointers)."""
+    controls: Mapping[int, tuple[TablePointer, ...]]
+    """Control command -> its pointers (only controls that have some)."""
+    classes: Mapping[int, int]
+    """Class id -> bytes of its alloc params: what RM_ALLOC really reads (RM ignores paramsSize)."""
+
+
+def check_ring_size(size: int) -> int:
+    """``size`` if it is a usable ring size, else RmtraceError saying why."""
+    if size < RING_MIN_SIZE or size > MAX_RING_SIZE or size & (size - 1):
+        raise RmtraceError(f"ring size {size} must be a power of two from {RING_MIN_SIZE} to {MAX_RING_SIZE} bytes")
+    return size
+
+
+def _pointer(field: Any) -> TablePointer | None:
+    """A profile PointerField as a table entry; None when its count cannot be found."""
+    if field.fixed_count:
+        return TablePointer(field.offset, 0, 0, field.elem_size, field.fixed_count)
+    if field.count_offset is None or field.count_size not in (1, 2, 4, 8) or not field.elem_size:
+        return None
+    return TablePointer(field.offset, field.count_offset, field.count_size, field.elem_size, 0)
+
+
+def _pointers(fields: Sequence[Any]) -> tuple[TablePointer, ...]:
+    """Keep each pointer's index (its slot) stable: an unusable one stays as a zero-size entry."""
+    out = [_pointer(f) for f in fields]
+    return tuple(p if p is not None else TablePointer(0, 0, 0, 0, 0) for p in out) if any(out) else ()
+
+
+def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, lossy: bool = False,
+                       max_buffer: int = DEFAULT_MAX_BUFFER,
+                       uvm_pointers: Mapping[int, Sequence[Any]] | None = None) -> CaptureTable:
+    """The capture table for a driver profile.
+
+    ``profile`` needs ``uvm`` (nr -> UvmCommand with ``size``), ``controls``
+    (cmd -> Control), ``embedded_pointers(cmd)`` and ``layouts``, as
+    ``rmtrace.decoders.profiles.DriverProfile`` has.  ``uvm_pointers`` adds
+    pointers inside UVM params (PointerField-like, by request number).
+    """
+    uvm_pointers = uvm_pointers or {}
+    uvm = {nr: (cmd.size, _pointers(uvm_pointers.get(nr, ()))) for nr, cmd in profile.uvm.items() if cmd.size}
+    controls = {}
+    for cmd in profile.controls:
+        pointers = _pointers(profile.embedded_pointers(cmd))
+        if pointers:
+            controls[cmd] = pointers
+    layouts = getattr(profile, "layouts", {})
+    rights = layouts.get("RS_ACCESS_MASK")
+    classes = {}
+    for cls, info in profile.classes.items():
+        user_type = USER_ALLOC_TYPES.get(info.name)
+        if user_type is not None:
+            classes[cls] = _SCALAR_SIZES[user_type]
+        elif info.alloc_params and info.alloc_params in layouts and layouts[info.alloc_params].size:
+            classes[cls] = layouts[info.alloc_params].size
+    return CaptureTable(check_ring_size(ring_size), lossy, max_buffer,
+                        rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
+
+
+def encode(table: CaptureTable) -> bytes:
+    """capture.tab's bytes."""
+    pointers: list[TablePointer] = []
+    uvm_rows, ctrl_rows = [], []
+    for nr in sorted(table.uvm):
+        size, ptrs = table.uvm[nr]
+        uvm_rows.append(CtabUvm.build(dict(nr=nr, size=size, first_ptr=len(pointers), n_ptr=len(ptrs))))
+        pointers.extend(ptrs)
+    for cmd in sorted(table.controls):
+        ptrs = table.controls[cmd]
+        ctrl_rows.append(CtabCtrl.build(dict(cmd=cmd, first_ptr=len(pointers), n_ptr=len(ptrs), reserved=0)))
+        pointers.extend(ptrs)
+    ptr_rows = [CtabPtr.build(dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
+                                   fixed_count=p.fixed_count, count_size=p.count_size, reserved=0)) for p in pointers]
+    class_rows = [CtabClass.build(dict(cls=cls, size=size)) for cls, size in sorted(table.classes.items())]
+    uvm_off = CtabHeader.sizeof()
+    ctrl_off = uvm_off + CtabUvm.sizeof() * len(uvm_rows)
+    ptr_off = ctrl_off + CtabCtrl.sizeof() * len(ctrl_rows)
+    class_off = ptr_off + CtabPtr.sizeof() * len(ptr_rows)
+    total = class_off + CtabClass.sizeof() * len(class_rows)
+    header = CtabHeader.build(dict(
+        version=CTAB_VERSION, header_size=CtabHeader.sizeof(), total_size=total,
+        flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
+        rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
+        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
+    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows, *class_rows])
+
+
+def decode(data: bytes) -> CaptureTable:
+    """Read capture.tab's bytes back (tests, and checking what a session used)."""
+    try:
+        h = CtabHeader.parse(data)
+    except Exception as exc:  # construct raises its own error types
+        raise RmtraceError(f"not a capture table: {exc}") from None
+    if h.version != CTAB_VERSION or h.total_size != len(data):
+        raise RmtraceError(f"capture table version {h.version}, {h.total_size} bytes claimed, {len(data)} present")
+    ptrs = [CtabPtr.parse(data[h.ptr_off + i * CtabPtr.sizeof():])
+            for i in range(h.n_ptr)]
+    table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count) for p in ptrs]
+    uvm, controls = {}, {}
+    for i in range(h.n_uvm):
+        row = CtabUvm.parse(data[h.uvm_off + i * CtabUvm.sizeof():])
+        uvm[row.nr] = (row.size, tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr]))
+    for i in range(h.n_ctrl):
+        row = CtabCtrl.parse(data[h.ctrl_off + i * CtabCtrl.sizeof():])
+        controls[row.cmd] = tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
+    classes = {}
+    for i in range(h.n_class):
+        row = CtabClass.parse(data[h.class_off + i * CtabClass.sizeof():])
+        classes[row.cls] = row.size
+    return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
+                        classes)
+
+
+__all__ = ["CaptureTable", "TablePointer", "table_from_profile", "encode", "decode", "check_ring_size",
+           "DEFAULT_RING_SIZE", "DEFAULT_MAX_BUFFER", "CTAB_MAGIC"]

@@ -1,0 +1,63 @@
+"""What a recording's metadata says about the machine: host, kernel, driver, GPUs."""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import re
+import socket
+
+DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
+GPU_INFO_GLOB = "/proc/driver/nvidia/gpus/*/information"
+_VERSION = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def parse_driver_version(text: str | None) -> str | None:
+    """'580.159.04' from /proc/driver/nvidia/version's first line, or None."""
+    if not text:
+        return None
+    match = _VERSION.search(text.splitlines()[0])
+    return match.group(1) if match else None
+
+
+def parse_gpu_information(text: str, bus: str) -> dict[str, str]:
+    """One /proc/driver/nvidia/gpus/<bus>/information file as a dict ('name' is its Model)."""
+    info: dict[str, str] = {"bus": bus}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info[key.strip().lower().replace(" ", "_")] = value.strip()
+    if "model" in info:
+        info["name"] = info["model"]
+    return info
+
+
+def gpus() -> list[dict[str, str]]:
+    out = []
+    for path in sorted(glob.glob(GPU_INFO_GLOB)):
+        text = read_text(path)
+        if text is not None:
+            out.append(parse_gpu_information(text, os.path.basename(os.path.dirname(path))))
+    return out
+
+
+def host_metadata() -> dict:
+    """host, kernel, driver_version (+ its full text) and gpus, for the trace header."""
+    text = read_text(DRIVER_VERSION_FILE)
+    return {
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "driver_version": parse_driver_version(text),
+        "driver_version_text": text.strip() if text else None,
+        "gpus": gpus(),
+    }

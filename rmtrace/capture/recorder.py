@@ -1,0 +1,343 @@
+"""The recorder: run a command tree under the capture shim and write its trace.
+
+One loop: reap exited children, read every ring (new rings are found as
+their threads start), release records older than the lag window in time
+order into the ``TraceWriter`` (which numbers them), flush now and then so a
+live reader sees them.  It stops when the tree has exited, on Ctrl-C (after
+giving the tree a moment to exit on its own) or after ``--duration``.  Then
+it reads everything that is left, marks each call still in flight
+(MARK IN_FLIGHT, with the enter's pid, tid and call id), reports losses
+(MARK LOST) and why it stopped (MARK STOP), and closes the trace; only then
+does it end a tree that is still running (SIGTERM, a grace period, SIGKILL),
+so a wedged command is recorded whole before anything is done to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from rmtrace import __version__
+from rmtrace.capture import ctab
+from rmtrace.capture.host import DRIVER_VERSION_FILE, host_metadata
+from rmtrace.capture.merge import CallTracker, TimeMerger
+from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
+from rmtrace.capture.progress import Progress
+from rmtrace.capture.ring import Ring, check_machine, well_formed
+from rmtrace.capture.session import Session
+from rmtrace.capture.shm import RING_COUNTERS
+from rmtrace.errors import RmtraceError
+from rmtrace.kmod_shim import interposer_path
+from rmtrace.record import (
+    HEADER, Buffer, MarkOp, Phase, Record, RecordFlag, Role, Source, SysOp, When, enum_name,
+)
+from rmtrace.trace import TraceWriter
+
+SHIM_ENV = ("LD_PRELOAD", "RMTRACE_SESSION_DIR", "RMTRACE_EXEC_CALL")
+NVIDIA_SYS_OPS = frozenset((SysOp.OPEN, SysOp.CLOSE, SysOp.DUP, SysOp.MMAP, SysOp.MUNMAP))
+LOSS_COUNTERS = ("lost_full", "lost_nested", "lost_noring", "trunc_big", "malformed")
+"""Counters that mean the trace misses something (lost_stopped counts calls after the stop)."""
+
+
+@dataclass
+class RecordOptions:
+    command: Sequence[str]
+    output: str
+    duration_s: float | None = None
+    lossy: bool = False
+    ring_size: int = ctab.DEFAULT_RING_SIZE
+    lag_s: float = 0.25
+    """How long records wait to be merged in time order."""
+    grace_s: float = 2.0
+    """Between SIGTERM and SIGKILL when ending a tree still running at the stop."""
+    interrupt_grace_s: float = 1.0
+    """After Ctrl-C, how long the tree may take to exit on its own before recording stops."""
+    progress: bool | None = None
+    """Show the live progress line: None means when stderr is a terminal."""
+
+
+@dataclass
+class RecordResult:
+    exit_status: int
+    stop_reason: str
+    records: int = 0
+    bytes: int = 0
+    processes: int = 0
+    in_flight: int = 0
+    losses: dict[str, int] = field(default_factory=dict)
+    nvidia_seen: bool = False
+    terminated: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def select_capture_profile(driver_version: str | None) -> tuple[Any, str | None]:
+    """The driver profile whose tables the shim uses: the running driver's (or its nearest);
+    with no NVIDIA driver loaded, the newest shipped profile."""
+    from rmtrace.decoders.profiles import available_profiles, load_profile, select_profile
+
+    if driver_version is None:
+        newest = available_profiles()[-1]
+        return load_profile(newest), (f"no NVIDIA driver loaded (no {DRIVER_VERSION_FILE}); "
+                                      f"UVM sizes and control pointers come from profile {newest}, the newest")
+    return select_profile(driver_version)
+
+
+def child_environment(shim: str, session_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The traced command's environment: the shim first in LD_PRELOAD, the session named."""
+    env = dict(os.environ if base is None else base)
+    env.pop("RMTRACE_EXEC_CALL", None)
+    preload = env.get("LD_PRELOAD", "").strip()
+    env["LD_PRELOAD"] = f"{shim}:{preload}" if preload else shim
+    env["RMTRACE_SESSION_DIR"] = session_dir
+    return env
+
+
+def _mark(op: int, text: dict, *, time_ns: int | None = None, pid: int | None = None, tid: int = 0,
+          call_id: int = 0) -> bytes:
+    """A recorder-written MARK record (flag SYNTHETIC) carrying JSON text."""
+    blob = json.dumps(text, sort_keys=True).encode()
+    return Record(Source.MARK, Phase.EVENT, op, time_ns=time_ns or time.monotonic_ns(), pid=pid or os.getpid(),
+                  tid=tid or threading.get_native_id(), call_id=call_id, flags=RecordFlag.SYNTHETIC,
+                  buffers=(Buffer(Role.TEXT, When.ONCE, blob),)).encode()
+
+
+class Recorder:
+    def __init__(self, options: RecordOptions, profile: Any = None, profile_warning: str | None = None) -> None:
+        if not options.command:
+            raise RmtraceError("no command to record (give it after --)")
+        self.opt = options
+        self._profile = profile
+        self._profile_warning = profile_warning
+        self._rings: list[Ring] = []
+        self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS}
+        self._broken: list[dict] = []
+        self._merger = TimeMerger(int(options.lag_s * 1e9))
+        self._calls = CallTracker()
+        self._pids: set[int] = set()
+        self._signal: str | None = None
+        self.result = RecordResult(exit_status=0, stop_reason="")
+        self._malformed = 0
+
+    # ------------------------------------------------------------ setup
+
+    def _metadata(self, host: dict, profile: Any, table: ctab.CaptureTable) -> dict:
+        now = datetime.now(timezone.utc)
+        meta = dict(host)
+        meta.update({
+            "command": list(self.opt.command),
+            "backend": "preload",
+            "start_time": now.isoformat(),
+            "start_monotonic_ns": time.monotonic_ns(),
+            "profile": getattr(profile, "version", None),
+            "profile_warning": self._profile_warning,
+            "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
+                        "lag_ms": int(self.opt.lag_s * 1000)},
+            "recorder": {"pid": os.getpid(), "rmtrace": __version__},
+        })
+        if os.environ.get("RMTRACE_TEST_DEVICE_DIR"):
+            meta["test_device_dir"] = os.environ["RMTRACE_TEST_DEVICE_DIR"]
+        return meta
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self._signal = signal.Signals(signum).name
+
+    # ------------------------------------------------------------ reading rings
+
+    def _drain(self, ring: Ring) -> int:
+        got = 0
+        for raw in ring.drain():
+            header = well_formed(raw)
+            if header is None:
+                self._malformed += 1
+                continue
+            self._merger.push(header[8], (raw, header))
+            got += 1
+        return got
+
+    def _read_rings(self, session: Session) -> int:
+        self._rings.extend(session.new_rings())
+        return sum(self._drain(ring) for ring in self._rings)
+
+    def _retire_rings(self, session: Session, everything: bool = False) -> None:
+        """Forget rings that can get nothing new: thread exited, process gone, or broken."""
+        keep = []
+        for ring in self._rings:
+            if not (everything or ring.broken or ring.closed or not _alive(ring.pid)):
+                keep.append(ring)
+                continue
+            self._drain(ring)
+            for name, value in ring.counters().items():
+                self._retired[name] += value
+            if ring.broken:
+                self._broken.append({"pid": ring.pid, "tid": ring.tid, "reason": ring.broken})
+            session.remove_ring(ring)
+        self._rings = keep
+
+    def _write(self, writer: TraceWriter, records: list[tuple[bytes, tuple]]) -> None:
+        res = self.result
+        for raw, h in records:
+            seq = writer.write_encoded(raw)
+            self._calls.saw(seq, h)
+            self._pids.add(h[9])
+            res.records += 1
+            res.bytes += len(raw)
+            if h[4] in (Source.RM, Source.UVM) or (h[4] == Source.SYS and h[12] in NVIDIA_SYS_OPS):
+                res.nvidia_seen = True
+
+    def _synthetic_exits(self, reaped: list) -> None:
+        """Processes we reaped that a signal killed wrote no EXIT themselves: write it for them."""
+        for r in reaped:
+            if os.WIFSIGNALED(r.status):
+                raw = Record(Source.SYS, Phase.EVENT, SysOp.EXIT, time_ns=r.time_ns, pid=r.pid, tid=r.pid,
+                             ret=-os.WTERMSIG(r.status), flags=RecordFlag.SYNTHETIC).encode()
+                self._merger.push(r.time_ns, (raw, HEADER.unpack_from(raw)))
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> RecordResult:
+        check_machine()
+        shim = str(interposer_path())
+        host = host_metadata()
+        profile, warning = (self._profile, self._profile_warning) if self._profile is not None \
+            else select_capture_profile(host["driver_version"])
+        self._profile_warning = warning
+        if warning:
+            self.result.warnings.append(f"driver profile: {warning}")
+        table = ctab.table_from_profile(profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
+        session = Session(ctab.encode(table))
+        old_handlers = {}
+        try:
+            try:
+                writer = TraceWriter(self.opt.output, self._metadata(host, profile, table))
+            except OSError as exc:
+                raise RmtraceError(f"cannot write {self.opt.output}: {exc.strerror}") from None
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                old_handlers[sig] = signal.signal(sig, self._on_signal)
+            become_subreaper()
+            try:
+                tree = Tree(launch(list(self.opt.command), child_environment(shim, session.dir)))
+            except RmtraceError:
+                writer.close()
+                os.unlink(self.opt.output)
+                raise
+            self._loop(session, writer, tree)
+        finally:
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
+            session.cleanup()
+        return self.result
+
+    def _loop(self, session: Session, writer: TraceWriter, tree: Tree) -> None:
+        progress = Progress(enabled=self.opt.progress)
+        start = time.monotonic()
+        interrupt_deadline = None
+        next_flush = next_retire = start
+        while True:
+            self._synthetic_exits(tree.reap())
+            got = self._read_rings(session)
+            self._write(writer, self._merger.release(time.monotonic_ns()))
+            now = time.monotonic()
+            if tree.exited:
+                reason = "exited"
+                break
+            if self.opt.duration_s is not None and now - start >= self.opt.duration_s:
+                reason = "duration"
+                break
+            if self._signal:
+                interrupt_deadline = interrupt_deadline or now + self.opt.interrupt_grace_s
+                if now >= interrupt_deadline:
+                    reason = "interrupted"
+                    break
+            if now >= next_flush:
+                writer.flush()
+                next_flush = now + 0.5
+            if now >= next_retire:
+                self._retire_rings(session)
+                next_retire = now + 1.0
+            progress.update(self.result.records, self.result.bytes, len(self._pids), now - start)
+            time.sleep(0.002 if got else 0.02)
+        progress.update(self.result.records, self.result.bytes, len(self._pids), time.monotonic() - start, force=True)
+        progress.finish()
+        self._finish(session, writer, tree, reason, start)
+
+    def _finish(self, session: Session, writer: TraceWriter, tree: Tree, reason: str, start: float) -> None:
+        res = self.result
+        res.stop_reason = reason
+        running = reason != "exited"
+        self._read_rings(session)
+        if running:
+            session.stop()  # shims stop writing; nothing waits on a full ring any more
+        self._synthetic_exits(tree.reap())
+        self._read_rings(session)
+        self._retire_rings(session, everything=True)
+        self._write(writer, self._merger.release())
+        live = set(descendants(os.getpid())) if running else set()
+        self._write(writer, [(raw, HEADER.unpack_from(raw)) for raw in self._closing_marks(session, reason, live, start, tree)])
+        writer.close()
+        if running:
+            res.terminated = terminate(tree, self.opt.grace_s)
+        status = tree.root_status
+        res.exit_status = exit_code(status) if status is not None else 128 + signal.SIGKILL
+        res.processes = len(self._pids - {os.getpid()})
+        if not res.nvidia_seen:
+            res.warnings.append(nothing_captured(res.processes))
+        lost = {k: v for k, v in res.losses.items() if k in LOSS_COUNTERS and v}
+        if lost:
+            res.warnings.append("the trace misses records: " + ", ".join(f"{k} {v}" for k, v in lost.items())
+                                + (" (--lossy)" if self.opt.lossy else ""))
+
+    def _closing_marks(self, session: Session, reason: str, live: set[int], start: float, tree: Tree) -> list[bytes]:
+        res = self.result
+        marks = []
+        in_flight = self._calls.in_flight()
+        for call in in_flight:
+            marks.append(_mark(MarkOp.IN_FLIGHT, {
+                "source": enum_name(Source, call.source), "op": call.op, "fd": call.fd, "enter_seq": call.seq,
+                "since_ns": call.time_ns, "process_alive": call.pid in live,
+                "uncertain": "its ring dropped records (--lossy)" if self.opt.lossy and self._retired["lost_full"]
+                else None,
+            }, pid=call.pid, tid=call.tid, call_id=call.call_id))
+        res.in_flight = len(in_flight)
+        res.losses = dict(self._retired, lost_noring=session.lost_noring, malformed=self._malformed,
+                          late_records=self._merger.late, unmatched_exits=self._calls.unmatched_exits)
+        if self.opt.lossy or any(res.losses[k] for k in LOSS_COUNTERS):
+            marks.append(_mark(MarkOp.LOST, dict(res.losses, lossy=self.opt.lossy)))
+        marks.append(_mark(MarkOp.STOP, {
+            "reason": reason, "signal": self._signal, "elapsed_s": round(time.monotonic() - start, 6),
+            "exit_status": exit_code(tree.root_status) if tree.root_status is not None else None,
+            "records": res.records + len(marks) + 1, "in_flight": len(in_flight),
+            "processes": len(self._pids - {os.getpid()}), "images": session.images,
+            "terminating": sorted(live), "broken_rings": self._broken,
+            "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
+        }))
+        return marks
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def nothing_captured(processes: int) -> str:
+    """The message for a recording with no NVIDIA traffic, saying why."""
+    if processes:
+        return (f"nothing was captured: no traced process opened a /dev/nvidia* device "
+                f"({processes} process{'es' if processes != 1 else ''} ran under the capture shim)")
+    return ("nothing was captured: no process loaded the capture shim (a statically linked or set-uid "
+            "program ignores LD_PRELOAD)")
+
+
+def record_command(options: RecordOptions, profile: Any = None, profile_warning: str | None = None) -> RecordResult:
+    """Record ``options.command`` into ``options.output``; see ``Recorder``."""
+    return Recorder(options, profile, profile_warning).run()

@@ -1,0 +1,88 @@
+"""A recording session's directory: the files the shim and the recorder share.
+
+``RMTRACE_SESSION_DIR`` names it to every traced process.  It holds
+``session.ctl`` (shared counters and the recording state), ``capture.tab``
+(the capture table) and one ``ring-<pid>-<tid>-<image>.rb`` per traced thread;
+see ``kmod_shim/rmtrace_ring.h``.  It lives in /dev/shm (memory, not disk)
+where that exists, and is removed when the recording ends.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import shutil
+import struct
+import tempfile
+from typing import Iterator
+
+from rmtrace.capture.ring import Ring, RingNotReady
+from rmtrace.capture.shm import SESSION_OFFSETS, SESSION_VERSION, SessionControl, SessionState
+
+SHM_DIR = "/dev/shm"
+RING_NAME = re.compile(r"^ring-(\d+)-(\d+)-(\d+)\.rb$")
+SESSION_FILE = "session.ctl"
+TABLE_FILE = "capture.tab"
+
+
+def _base_dir() -> str:
+    return SHM_DIR if os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK) else tempfile.gettempdir()
+
+
+class Session:
+    """Creates the session directory and watches it for rings."""
+
+    def __init__(self, table: bytes, recorder_pid: int | None = None) -> None:
+        pid = recorder_pid or os.getpid()
+        self.dir = tempfile.mkdtemp(prefix=f"rmtrace-{pid}-", dir=_base_dir())
+        with open(os.path.join(self.dir, TABLE_FILE), "wb") as f:
+            f.write(table)
+        ctl = SessionControl.build(dict(version=SESSION_VERSION, size=SessionControl.sizeof(), recorder_pid=pid,
+                                        state=SessionState.RECORDING, next_image=0, lost_noring=0,
+                                        reserved=bytes(32)))
+        path = os.path.join(self.dir, SESSION_FILE)
+        with open(path, "wb") as f:
+            f.write(ctl)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            self._ctl = mmap.mmap(fd, len(ctl), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self._seen: set[str] = set()
+
+    def stop(self) -> None:
+        """Tell every shim to stop writing (and never wait on a full ring)."""
+        struct.pack_into("<I", self._ctl, SESSION_OFFSETS["state"], SessionState.STOPPED)
+
+    @property
+    def lost_noring(self) -> int:
+        return struct.unpack_from("<Q", self._ctl, SESSION_OFFSETS["lost_noring"])[0]
+
+    @property
+    def images(self) -> int:
+        """Process images that started under the shim."""
+        return struct.unpack_from("<Q", self._ctl, SESSION_OFFSETS["next_image"])[0]
+
+    def new_rings(self) -> Iterator[Ring]:
+        """Rings that appeared since the last call and are ready to read."""
+        with os.scandir(self.dir) as entries:
+            names = [e.name for e in entries if e.name not in self._seen and RING_NAME.match(e.name)]
+        for name in sorted(names, key=lambda n: tuple(int(x) for x in RING_NAME.match(n).groups())):
+            try:
+                ring = Ring(os.path.join(self.dir, name))
+            except (RingNotReady, FileNotFoundError):
+                continue  # its producer is still setting it up: next time
+            self._seen.add(name)
+            yield ring
+
+    def remove_ring(self, ring: Ring) -> None:
+        ring.close()
+        try:
+            os.unlink(ring.path)
+        except FileNotFoundError:
+            pass
+
+    def cleanup(self) -> None:
+        self._ctl.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

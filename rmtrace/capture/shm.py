@@ -1,0 +1,137 @@
+"""The shared-memory files between the capture shim and the recorder, mirrored once.
+
+``kmod_shim/rmtrace_ring.h`` is the definition (read its comment for the ring
+protocol and the memory-ordering table); the construct ``Struct``s below are
+its mirror, checked field by field against the header's DWARF layout by
+tests/test_ring_abi.py.  Offsets the recorder needs on its hot path are
+derived from these definitions, never written twice.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from construct import Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
+
+from rmtrace.record import field_offset
+
+RING_MAGIC = 0x474E5252
+RING_VERSION = 1
+RING_CTL_SIZE = 4096
+RING_MIN_SIZE = 4096
+
+SESSION_MAGIC = 0x53455352
+SESSION_VERSION = 1
+
+CTAB_MAGIC = 0x42544352
+CTAB_VERSION = 2
+
+
+class RingState(enum.IntEnum):
+    """enum rmt_ring_state"""
+
+    LIVE = 1
+    CLOSED = 2
+
+
+class SessionState(enum.IntEnum):
+    """enum rmt_session_state"""
+
+    RECORDING = 1
+    STOPPED = 2
+
+
+class CtabFlag(enum.IntFlag):
+    """enum rmt_ctab_flag"""
+
+    LOSSY = 1 << 0
+
+
+RingControl = Struct(
+    "magic" / Int32ul,
+    "version" / Int16ul,
+    "ctl_size" / Int16ul,
+    "data_size" / Int64ul,
+    "pid" / Int32ul,
+    "tid" / Int32ul,
+    "image_id" / Int64ul,
+    "flags" / Int32ul,
+    "state" / Int32ul,
+    "reserved0" / Bytes(24),
+    "head" / Int64ul,
+    "lost_full" / Int64ul,
+    "lost_nested" / Int64ul,
+    "lost_stopped" / Int64ul,
+    "trunc_big" / Int64ul,
+    "waits" / Int64ul,
+    "wait_ns" / Int64ul,
+    "reserved1" / Int64ul,
+    "tail" / Int64ul,
+    "reserved2" / Bytes(56),
+)
+"""struct rmt_ring_ctl, 192 bytes at the start of each ring file."""
+
+SessionControl = Struct(
+    "magic" / Const(SESSION_MAGIC, Int32ul),
+    "version" / Int16ul,
+    "size" / Int16ul,
+    "recorder_pid" / Int32ul,
+    "state" / Int32ul,
+    "next_image" / Int64ul,
+    "lost_noring" / Int64ul,
+    "reserved" / Bytes(32),
+)
+"""struct rmt_session_ctl, the file session.ctl."""
+
+CtabHeader = Struct(
+    "magic" / Const(CTAB_MAGIC, Int32ul),
+    "version" / Int16ul,
+    "header_size" / Int16ul,
+    "total_size" / Int32ul,
+    "flags" / Int32ul,
+    "ring_size" / Int64ul,
+    "max_buffer" / Int32ul,
+    "rights_size" / Int32ul,
+    "n_uvm" / Int32ul,
+    "uvm_off" / Int32ul,
+    "n_ctrl" / Int32ul,
+    "ctrl_off" / Int32ul,
+    "n_ptr" / Int32ul,
+    "ptr_off" / Int32ul,
+    "n_class" / Int32ul,
+    "class_off" / Int32ul,
+)
+"""struct rmt_ctab_header, at the start of capture.tab."""
+
+CtabUvm = Struct("nr" / Int32ul, "size" / Int32ul, "first_ptr" / Int32ul, "n_ptr" / Int32ul)
+"""struct rmt_ctab_uvm"""
+
+CtabCtrl = Struct("cmd" / Int32ul, "first_ptr" / Int32ul, "n_ptr" / Int32ul, "reserved" / Int32ul)
+"""struct rmt_ctab_ctrl"""
+
+CtabPtr = Struct(
+    "offset" / Int32ul,
+    "count_offset" / Int32ul,
+    "elem_size" / Int32ul,
+    "fixed_count" / Int32ul,
+    "count_size" / Int32ul,
+    "reserved" / Int32ul,
+)
+"""struct rmt_ctab_ptr"""
+
+CtabClass = Struct("cls" / Int32ul, "size" / Int32ul)
+"""struct rmt_ctab_class"""
+
+MIRRORS = {
+    "rmt_ring_ctl": RingControl, "rmt_session_ctl": SessionControl, "rmt_ctab_header": CtabHeader,
+    "rmt_ctab_uvm": CtabUvm, "rmt_ctab_ctrl": CtabCtrl, "rmt_ctab_ptr": CtabPtr,
+    "rmt_ctab_class": CtabClass,
+}
+"""C struct name -> its mirror (the ABI test walks this)."""
+
+RING_COUNTERS = ("lost_full", "lost_nested", "lost_stopped", "trunc_big", "waits", "wait_ns")
+"""The ring's named counters, reported in the recording's MARK LOST record."""
+
+RING_OFFSETS = {name: field_offset(RingControl, name)
+                for name in ("magic", "data_size", "pid", "tid", "image_id", "state", "head", "tail") + RING_COUNTERS}
+SESSION_OFFSETS = {name: field_offset(SessionControl, name) for name in ("state", "lost_noring", "next_image")}

@@ -1,0 +1,81 @@
+"""rmtrace record: run a command tree under the capture shim and write its trace."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from rmtrace.capture import RecordOptions, record_command
+from rmtrace.capture.ctab import DEFAULT_RING_SIZE, check_ring_size
+from rmtrace.errors import RmtraceError
+from rmtrace.timefmt import parse_duration
+
+NAME = "record"
+HELP = "run a command and record every RM and UVM ioctl of its process tree"
+DESCRIPTION = """\
+Run CMD with the capture shim preloaded into it and every process it starts,
+and write each RM ioctl (/dev/nvidiactl, /dev/nvidia<N>), UVM ioctl
+(/dev/nvidia-uvm, -tools), and the opens, closes, dups, mmaps, forks, execs
+and exits around them into one trace, in time order.  An ioctl's enter
+record is written before the call, so a command that wedges inside the
+driver, or is killed there, still shows the call it was in.
+
+Recording stops when the command and all its descendants have exited, on
+Ctrl-C, or after --duration; calls still in flight are marked.  A command
+still running then is ended (SIGTERM, then SIGKILL) only after the trace is
+closed.  rmtrace exits with the command's status (128 + N for signal N).
+
+By default nothing is lost: a thread whose ring is full waits for the
+recorder.  --lossy drops instead and counts what it dropped.
+"""
+
+EPILOG = """\
+examples:
+  rmtrace record -o run1.trace -- ./my_cuda_program --size 64M
+  rmtrace record -o smi.trace -- nvidia-smi -q
+  rmtrace record -o wedge.trace --duration 30s -- python3 train.py
+"""
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'4M' -> 4194304; k, M and G are powers of 1024."""
+    match = _SIZE.match(text)
+    if not match:
+        raise RmtraceError(f"not a size: {text!r} (examples: 4M, 256k, 65536)")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the trace to write")
+    parser.add_argument("--duration", metavar="TIME", help="stop after this long (e.g. 30s, 1.5m; a bare number is seconds)")
+    parser.add_argument("--lossy", action="store_true",
+                        help="drop records when a ring is full (and count them) instead of making the thread wait")
+    parser.add_argument("--ring-size", metavar="BYTES", default=str(DEFAULT_RING_SIZE),
+                        help=f"ring per traced thread, a power of two (default {DEFAULT_RING_SIZE >> 20}M)")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command to record")
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.cmd)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
+    options = RecordOptions(
+        command=command, output=args.output, lossy=args.lossy, ring_size=check_ring_size(parse_size(args.ring_size)),
+        duration_s=parse_duration(args.duration) / 1e9 if args.duration else None,
+    )
+    result = record_command(options)
+    for warning in result.warnings:
+        print(f"rmtrace record: {warning}", file=sys.stderr)
+    if sys.stderr.isatty():
+        print(f"rmtrace record: wrote {args.output}: {result.records:,} records from {result.processes} "
+              f"process{'es' if result.processes != 1 else ''}, stopped: {result.stop_reason}"
+              + (f", {result.in_flight} call{'s' if result.in_flight != 1 else ''} in flight" if result.in_flight else ""),
+              file=sys.stderr)
+    return result.exit_status

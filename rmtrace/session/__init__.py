@@ -1,0 +1,20 @@
+"""The session model: a trace folded into processes, clients, RM object trees, channels,
+ranks and host-service state, with every change a timestamped transition.
+
+    from rmtrace.session import load_session
+    model = load_session("run1.trace")
+    model.clients, model.channels, model.state_at(t), model.history("chan/c1/ch0"), model.lanes()
+
+Layer 3: imports the trace file and the decoders; no I/O beyond reading the trace.
+"""
+
+from rmtrace.session.entities import (
+    STATE_SYMBOLS, STATES, CallInfo, Channel, Client, GspExchange, Lane, Process, Rank, RmObject, Segment, State,
+    Transition,
+)
+from rmtrace.session.model import SessionModel, load_session
+
+__all__ = [
+    "load_session", "SessionModel", "STATE_SYMBOLS", "STATES", "CallInfo", "Channel", "Client", "GspExchange",
+    "Lane", "Process", "Rank", "RmObject", "Segment", "State", "Transition",
+]

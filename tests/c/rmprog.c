@@ -1,0 +1,327 @@
+/*
+ * rmprog.c: small programs that talk to the (fake) NVIDIA driver the way
+ * libcuda does, for the capture tests.  Device paths come from
+ * $RMTRACE_TEST_DEVICE_DIR.  Each scenario checks what the driver gave back
+ * and exits non-zero with a message when something reached it wrong.
+ *
+ *   rmprog basic            every kind of buffer, dup'd and closed fds, mmap
+ *   rmprog threads N M      N threads, M controls each
+ *   rmprog fork             fork, exec, vfork, posix_spawn children
+ *   rmprog child            (run by fork) one control on its own ctl fd
+ *   rmprog block            a few controls, then an RM_FREE the driver never answers
+ *   rmprog badptr           bad params, bad argument, PROT_NONE alloc params
+ *   rmprog many N [SIZE]    N controls with SIZE-byte params
+ *   rmprog bench N [none]   ns per control, traced fd vs untraced fd (none: a pipe)
+ *   rmprog exit N           one control, then exit(N)
+ *   rmprog kill             one control, then SIGTERM to itself
+ *
+ * With $RMPROG_TIME set it ends by printing "elapsed_ms <ms since main began>".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define NV_IOCTL_MAGIC 'F'
+#define ESC(nr, size) _IOC(_IOC_READ | _IOC_WRITE, NV_IOCTL_MAGIC, (nr), (size))
+#define RM_FREE 0x29
+#define RM_CONTROL 0x2a
+#define RM_ALLOC 0x2b
+#define CARD_INFO 200
+#define XFER 211
+#define UVM_INITIALIZE 0x30000001ul
+#define UVM_PAGEABLE_MEM_ACCESS 39ul
+#define CTRL_GET_CLASSLIST 0x00800201u
+#define NV_ERR_INVALID_ADDRESS 0x1e
+
+struct nvos54 { uint32_t hClient, hObject, cmd, flags; uint64_t params; uint32_t paramsSize, status; };
+struct nvos21 { uint32_t hRoot, hParent, hNew, hClass; uint64_t pAllocParms; uint32_t paramsSize, status; };
+struct nvos64 { uint32_t hRoot, hParent, hNew, hClass; uint64_t pAllocParms, pRights; uint32_t paramsSize, flags, status, pad; };
+struct nvos00 { uint32_t hRoot, hParent, hOld, status; };
+struct xfer { uint32_t cmd, size; uint64_t ptr; };
+struct classlist { uint32_t numClasses, pad; uint64_t classList; };
+
+static const char *dir;
+
+static void fail(const char *what)
+{
+	fprintf(stderr, "rmprog: %s (errno %d)\n", what, errno);
+	exit(99);
+}
+
+static int dev(const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		fail(path);
+	return fd;
+}
+
+static uint32_t control(int fd, uint32_t cmd, void *params, uint32_t size)
+{
+	struct nvos54 c = { 0xc1d00001u, 0xc1d00001u, cmd, 0, (uint64_t)(uintptr_t)params, size, 0xffffffffu };
+	if (ioctl(fd, ESC(RM_CONTROL, sizeof(c)), &c) != 0)
+		fail("RM_CONTROL");
+	return c.status;
+}
+
+static void check(int ok, const char *what)
+{
+	if (!ok)
+		fail(what);
+}
+
+static void basic(void)
+{
+	int ctl = dev("nvidiactl"), gpu = dev("nvidia0"), uvm = dev("nvidia-uvm");
+	uint8_t root_params[120] = { 7 }, alloc_params[56] = { 1 };
+	uint32_t rights = 0x5, classes[5] = { 0 };
+	struct nvos21 a21 = { 0, 0, 0, 0x41, (uint64_t)(uintptr_t)root_params, sizeof(root_params), 0xffffffffu };
+	/* paramsSize 0, as libcuda passes it: RM reads the class's alloc params size (56 for NV01_DEVICE_0) */
+	struct nvos64 a64 = { 0xc1d00001u, 0xc1d00001u, 0, 0x80, (uint64_t)(uintptr_t)alloc_params,
+			      (uint64_t)(uintptr_t)&rights, 0, 0, 0xffffffffu, 0 };
+	struct classlist cl = { 0, 0, 0 };
+	uint8_t params[64], card[4 * 72];
+	struct nvos54 inner = { 1, 2, 0x20800102u, 0, (uint64_t)(uintptr_t)params, sizeof(params), 0xffffffffu };
+	struct xfer x = { RM_CONTROL, sizeof(inner), (uint64_t)(uintptr_t)&inner };
+	struct { uint64_t flags; uint32_t rmStatus, pad; } init = { 0, 0xffffffffu, 0 };
+	struct { uint8_t pageableMemAccess, pad[3]; uint32_t rmStatus; } pageable = { 0, { 0 }, 0xffffffffu };
+	int pipefd[2], avail = 0;
+	void *map;
+
+	check(ioctl(ctl, ESC(RM_ALLOC, sizeof(a21)), &a21) == 0 && a21.status == 0 && a21.hNew, "RM_ALLOC NVOS21");
+	check(root_params[0] == (7 ^ 0x80), "RM_ALLOC params written back");
+	check(ioctl(ctl, ESC(RM_ALLOC, sizeof(a64)), &a64) == 0 && a64.status == 0, "RM_ALLOC NVOS64");
+	/* GET_CLASSLIST twice, as libcuda does: the count, then the list (a nested pointer) */
+	check(control(ctl, CTRL_GET_CLASSLIST, &cl, sizeof(cl)) == 0 && cl.numClasses == 5, "classlist count");
+	cl.classList = (uint64_t)(uintptr_t)classes;
+	check(control(ctl, CTRL_GET_CLASSLIST, &cl, sizeof(cl)) == 0 && classes[4] == 0xc004, "classlist list");
+	memset(params, 0x10, sizeof(params));
+	check(ioctl(gpu, ESC(XFER, sizeof(x)), &x) == 0 && inner.status == 0 && params[0] == 0x11, "XFER control");
+	check(ioctl(ctl, ESC(CARD_INFO, sizeof(card)), card) == 0 && card[0] == 1, "CARD_INFO");
+	check(ioctl(uvm, UVM_INITIALIZE, &init) == 0 && init.rmStatus == 0, "UVM_INITIALIZE");
+	check(ioctl(uvm, UVM_PAGEABLE_MEM_ACCESS, &pageable) == 0 && pageable.pageableMemAccess == 1 &&
+	      pageable.rmStatus == 0, "UVM_PAGEABLE_MEM_ACCESS");
+	map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, gpu, 0);
+	check(map != MAP_FAILED, "mmap");
+	check(munmap(map, 4096) == 0, "munmap");
+	/* dup'd fds are the same device; a closed fd is nothing */
+	int d1 = dup(ctl), d2 = fcntl(ctl, F_DUPFD_CLOEXEC, 100), d3 = dup2(gpu, 77);
+	check(d1 >= 0 && d2 >= 100 && d3 == 77, "dup");
+	check(control(d1, 0x20800102u, params, 16) == 0, "control on dup");
+	check(control(d2, 0x20800102u, params, 16) == 0, "control on F_DUPFD");
+	check(control(d3, 0x20800102u, params, 16) == 0, "control on dup2");
+	close(d1);
+	struct nvos54 c = { 1, 1, 0x20800102u, 0, (uint64_t)(uintptr_t)params, 16, 0 };
+	errno = 0;
+	check(ioctl(d1, ESC(RM_CONTROL, sizeof(c)), &c) == -1 && errno == EBADF, "closed fd gives EBADF");
+	/* an ioctl on something else entirely is not ours */
+	check(pipe(pipefd) == 0 && ioctl(pipefd[0], FIONREAD, &avail) == 0 && avail == 0, "pipe FIONREAD");
+	close(pipefd[0]);
+	close(pipefd[1]);
+	close(d2);
+	close(d3);
+	close(uvm);
+	close(gpu);
+	close(ctl);
+	puts("basic ok");
+}
+
+struct worker { int fd, n; };
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t params[32];
+	for (int i = 0; i < w->n; i++) {
+		memset(params, i, sizeof(params));
+		if (control(w->fd, 0x20800102u, params, sizeof(params)) != 0 || params[0] != (uint8_t)(i + 1))
+			fail("thread control");
+	}
+	return NULL;
+}
+
+static void threads(int n, int m)
+{
+	pthread_t t[256];
+	struct worker w = { dev("nvidiactl"), m };
+	for (int i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, work, &w);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	printf("threads ok %d\n", n * m);
+}
+
+static void one_control(int fd)
+{
+	uint8_t params[8] = { 0 };
+	check(control(fd, 0x20800102u, params, sizeof(params)) == 0 && params[0] == 1, "control");
+}
+
+static void forks(const char *self)
+{
+	int ctl = dev("nvidiactl"), status;
+	char *child_argv[] = { (char *)self, "child", NULL };
+	pid_t pid;
+
+	one_control(ctl);
+	pid = fork();
+	if (pid == 0) {
+		one_control(ctl); /* the inherited fd, in the child's own ring */
+		execv(self, child_argv);
+		fail("execv");
+	}
+	check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork child");
+	pid = vfork();
+	if (pid == 0) {
+		execv(self, child_argv);
+		_exit(98);
+	}
+	check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "vfork child");
+	check(posix_spawn(&pid, self, NULL, NULL, child_argv, environ) == 0, "posix_spawn");
+	check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "spawned child");
+	one_control(ctl);
+	close(ctl);
+	puts("fork ok");
+}
+
+static void block(void)
+{
+	int ctl = dev("nvidiactl");
+	struct nvos00 f = { 1, 1, 2, 0xffffffffu };
+	one_control(ctl);
+	one_control(ctl);
+	ioctl(ctl, ESC(RM_FREE, sizeof(f)), &f); /* never returns */
+	fail("RM_FREE returned");
+}
+
+static void badptr(void)
+{
+	int ctl = dev("nvidiactl");
+	struct nvos54 c = { 1, 1, 0x20800102u, 0, 0x10, 64, 0xffffffffu };
+	void *none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct nvos21 a = { 0, 0, 0, 0x41, (uint64_t)(uintptr_t)none, 120, 0xffffffffu };
+
+	check(ioctl(ctl, ESC(RM_CONTROL, sizeof(c)), &c) == 0 && c.status == NV_ERR_INVALID_ADDRESS, "bad params");
+	errno = 0;
+	check(ioctl(ctl, ESC(RM_CONTROL, sizeof(c)), (void *)0x18) == -1 && errno == EFAULT, "bad argument: EFAULT");
+	check(ioctl(ctl, ESC(RM_ALLOC, sizeof(a)), &a) == 0 && a.status == NV_ERR_INVALID_ADDRESS, "PROT_NONE params");
+	close(ctl);
+	puts("badptr ok");
+}
+
+static void many(int n, int size)
+{
+	int ctl = dev("nvidiactl");
+	uint8_t *params = calloc(1, (size_t)size);
+	for (int i = 0; i < n; i++) {
+		params[0] = (uint8_t)i;
+		if (control(ctl, 0x20800102u, params, (uint32_t)size) != 0 || params[0] != (uint8_t)(i + 1))
+			fail("many");
+	}
+	close(ctl);
+	printf("many ok %d\n", n);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* ns per ioctl, side by side in one process: batches of 100 RM controls
+ * alternate between the ctl fd as opened (which the shim traces) and the
+ * same device reopened through /proc/self/fd (a path the shim does not take
+ * for an NVIDIA node, so it passes those calls through untouched).  Prints
+ * the median of each.  With "none": FIONREAD on a pipe, not a device at all. */
+static void bench(int n, int none)
+{
+	int fds[2], failures = 0, avail;
+	uint8_t params[64] = { 0 };
+	int batches = n / 200 > 0 ? n / 200 : 1;
+	uint64_t *ns[2] = { calloc((size_t)batches, sizeof(uint64_t)), calloc((size_t)batches, sizeof(uint64_t)) };
+	struct nvos54 c = { 0xbad0c1d0u, 0xbad0c1d0u, 0x20800102u, 0, (uint64_t)(uintptr_t)params, sizeof(params), 0 };
+	char path[64];
+
+	if (none) {
+		check(pipe(fds) == 0, "pipe");
+	} else {
+		fds[0] = dev("nvidiactl");
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[0]);
+		fds[1] = open(path, O_RDWR | O_CLOEXEC);
+		check(fds[1] >= 0, "reopen through /proc/self/fd");
+	}
+	for (int b = 0; b < batches; b++) {
+		for (int k = 0; k < 2; k++) {
+			int fd = none ? fds[0] : fds[(b + k) % 2]; /* alternate which goes first */
+			uint64_t t0 = now_ns();
+			for (int i = 0; i < 100; i++) /* only the time matters: a refusal is a full trip too */
+				failures += (none ? ioctl(fd, FIONREAD, &avail) : ioctl(fd, ESC(RM_CONTROL, sizeof(c)), &c)) != 0;
+			ns[none ? k : fd == fds[1]][b] = now_ns() - t0;
+		}
+	}
+	for (int k = 0; k < 2; k++)
+		qsort(ns[k], (size_t)batches, sizeof(uint64_t), cmp_u64);
+	printf("traced_ns %.1f untraced_ns %.1f failures %d status 0x%x\n", ns[0][batches / 2] / 100.0,
+	       ns[1][batches / 2] / 100.0, failures, c.status);
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "basic";
+	uint64_t start = now_ns();
+	dir = getenv("RMPROG_DEVICE_DIR") ? getenv("RMPROG_DEVICE_DIR") : getenv("RMTRACE_TEST_DEVICE_DIR");
+	if (!dir)
+		fail("neither RMPROG_DEVICE_DIR nor RMTRACE_TEST_DEVICE_DIR is set");
+	if (!strcmp(what, "basic"))
+		basic();
+	else if (!strcmp(what, "threads"))
+		threads(atoi(argv[2]), atoi(argv[3]));
+	else if (!strcmp(what, "fork"))
+		forks(argv[0]);
+	else if (!strcmp(what, "child")) {
+		int ctl = dev("nvidiactl");
+		one_control(ctl);
+		close(ctl);
+	} else if (!strcmp(what, "block"))
+		block();
+	else if (!strcmp(what, "badptr"))
+		badptr();
+	else if (!strcmp(what, "many"))
+		many(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 64);
+	else if (!strcmp(what, "bench"))
+		bench(atoi(argv[2]), argc > 3 && !strcmp(argv[3], "none"));
+	else if (!strcmp(what, "exit")) {
+		one_control(dev("nvidiactl"));
+		exit(atoi(argv[2]));
+	} else if (!strcmp(what, "kill")) {
+		one_control(dev("nvidiactl"));
+		raise(SIGTERM);
+	} else
+		fail("unknown scenario");
+	if (getenv("RMPROG_TIME"))
+		printf("elapsed_ms %.3f\n", (now_ns() - start) / 1e6);
+	return 0;
+}

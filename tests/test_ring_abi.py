@@ -1,0 +1,51 @@
+"""The construct mirrors of the shim's shared-memory files match rmtrace_ring.h (DWARF)."""
+
+import shutil
+
+import pytest
+
+from rmtrace.abi_check import compare
+from rmtrace.capture import shm
+from rmtrace.dwarf import compile_probe, compile_probe_enums
+from rmtrace.kmod_shim import ring_header_path
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to read the header's DWARF")
+
+PROBE = "#include \"rmtrace_ring.h\"\n" + "".join(f"struct {name} probe_{name};\n" for name in shm.MIRRORS) + \
+    "enum rmt_ring_state e1; enum rmt_session_state e2; enum rmt_ctab_flag e3;\n"
+
+
+@pytest.fixture(scope="module")
+def layouts():
+    return compile_probe(PROBE, list(shm.MIRRORS), include_dirs=[ring_header_path().parent])
+
+
+@pytest.mark.parametrize("name", sorted(shm.MIRRORS))
+def test_mirror_matches_header(layouts, name):
+    assert compare(layouts[name], shm.MIRRORS[name]) == []
+
+
+def test_ring_control_keeps_producer_and_consumer_apart(layouts):
+    ring = layouts["rmt_ring_ctl"]
+    assert ring.field("head").offset == 64 and ring.field("tail").offset == 128 and ring.size == 192
+
+
+@pytest.mark.parametrize("c_name, prefix, py_enum", [
+    ("rmt_ring_state", "RMT_RING_", shm.RingState), ("rmt_session_state", "RMT_SESSION_", shm.SessionState),
+    ("rmt_ctab_flag", "RMT_CTAB_", shm.CtabFlag),
+])
+def test_enums_match_header(c_name, prefix, py_enum):
+    enums = compile_probe_enums(PROBE, [c_name], include_dirs=[ring_header_path().parent])
+    assert {k[len(prefix):]: v for k, v in enums[c_name].items()} == {m.name: int(m.value) for m in py_enum}
+
+
+@pytest.mark.parametrize("macro, value", [
+    ("RMT_RING_MAGIC", f"{shm.RING_MAGIC:#010x}u"), ("RMT_RING_VERSION", str(shm.RING_VERSION)),
+    ("RMT_RING_CTL_SIZE", f"{shm.RING_CTL_SIZE}u"), ("RMT_RING_MIN_SIZE", f"{shm.RING_MIN_SIZE}u"),
+    ("RMT_SESSION_MAGIC", f"{shm.SESSION_MAGIC:#010x}u"), ("RMT_SESSION_VERSION", str(shm.SESSION_VERSION)),
+    ("RMT_CTAB_MAGIC", f"{shm.CTAB_MAGIC:#010x}u"), ("RMT_CTAB_VERSION", str(shm.CTAB_VERSION)),
+])
+def test_constants_match_header(macro, value):
+    words = {line.split()[1]: line.split()[2] for line in ring_header_path().read_text().splitlines()
+             if line.startswith("#define") and len(line.split()) > 2}
+    assert words[macro].lower() == value.lower()

@@ -1,0 +1,117 @@
+"""wedges, diff and stats on the constructed second-client wedge and its green counterpart."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rmtrace.analysis.diff import first_divergence, traffic_table
+from rmtrace.analysis.stats import session_stats
+from rmtrace.analysis.wedges import find_wedges
+from rmtrace.decoders.craft import Crafter
+from rmtrace.decoders.profiles import load_profile
+from rmtrace.record import MarkOp, Phase, Record, SysOp
+from rmtrace.session import load_session
+from rmtrace.trace import TraceWriter
+from tests.scenarios import sequential
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs")
+    return sequential(d / "green.trace", wedge=False), sequential(d / "wedged.trace", wedge=True)
+
+
+def rmtrace(*args):
+    return subprocess.run([sys.executable, "-m", "rmtrace.cli.main", *map(str, args)], capture_output=True, text=True)
+
+
+def test_wedges_prints_the_chain(paths):
+    _, wedged = paths
+    wedges = find_wedges(load_session(wedged))
+    top = wedges[0]
+    assert top.kind == "in_flight" and top.client_id == "c2" and "UVM_REGISTER_GPU" in top.summary
+    text = "\n".join(top.chain)
+    assert "rc=-22" in text and "rank 2's one-shot latch fired" in text and "of c1" in text
+    assert "never re-armed" in text and "c3 pid 1003 waits behind it" in text
+    assert "counters last moved" in text
+    c3 = next(w for w in wedges if w.kind == "in_flight" and w.client_id == "c3")
+    assert "waiting for the guest UVM global lock, held by c2" in "\n".join(c3.chain)
+    kinds = {w.kind for w in wedges}
+    assert {"latch_not_rearmed", "no_completion", "quiet"} <= kinds
+    proc = rmtrace("wedges", wedged)
+    assert proc.returncode == 1 and "#1 [in_flight] c2 pid 1002" in proc.stdout
+    data = json.loads(rmtrace("wedges", "--json", wedged).stdout)
+    assert data[0]["client"] == "c2" and data[0]["rank"] == 1
+
+
+def test_green_run_has_no_wedges(paths):
+    green, _ = paths
+    assert find_wedges(load_session(green)) == []
+    proc = rmtrace("wedges", green)
+    assert proc.returncode == 0 and "no wedges" in proc.stdout
+
+
+def test_killed_while_blocked(tmp_path):
+    """What the recorder leaves when the command is killed inside a call: an enter and an in-flight mark."""
+    c = Crafter(load_profile("580.142"), pid=4242)
+    recs = c.sys(SysOp.OPEN, fd=3, path="/dev/nvidiactl")
+    recs += c.rm_alloc(0, 0, 0xC1D00042, "NV01_ROOT_CLIENT", {"hClient": 0xC1D00042})
+    blocked = c.rm_control(0xC1D00042, 0xC1D00042, "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2", in_flight=True)
+    recs += blocked
+    stop = blocked[0].time_ns + 3_000_000_000
+    recs.append(Record(6, Phase.EVENT, op=MarkOp.IN_FLIGHT, time_ns=stop, pid=4242, tid=4242,
+                       call_id=blocked[0].call_id))
+    path = tmp_path / "killed.trace"
+    with TraceWriter(path, {"driver_version": "580.142"}) as w:
+        for r in recs:
+            w.write(r)
+    wedges = find_wedges(load_session(path))
+    top = wedges[0]
+    assert top.kind == "in_flight"
+    assert "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2" in top.summary and "pid 4242" in top.summary
+    assert "3.000s by the end of the trace" in top.chain[0]
+    assert "no host-side record" in top.chain[1]
+
+
+def test_diff_names_the_first_divergence(paths):
+    green, wedged = paths
+    a, b = load_session(green), load_session(wedged)
+    div = first_divergence(a, b)
+    assert div.client_id == "c2" and div.kind == "quiet_b" and "UVM_REGISTER_GPU" in div.summary
+    assert first_divergence(a, load_session(green)) is None
+    table = {row["client"]: row["sources"] for row in traffic_table(a, b)}
+    assert table["c1"]["RM"] == [12, 12]
+    assert table["c3"]["SEMA"][1] < table["c3"]["SEMA"][0]
+    proc = rmtrace("diff", green, wedged)
+    assert proc.returncode == 1 and "first divergence: c2" in proc.stdout
+    assert rmtrace("diff", green, green).returncode == 0
+
+
+def test_diff_sees_a_status_change(tmp_path):
+    profile = load_profile("580.142")
+
+    def run(path, status):
+        c = Crafter(profile, pid=7)
+        recs = c.rm_alloc(0, 0, 0xC1D00001, "NV01_ROOT_CLIENT", {"hClient": 0xC1D00001})
+        recs += c.rm_alloc(0xC1D00001, 0xC1D00001, 0x5C000001 + status, "NV01_DEVICE_0", status=status)
+        with TraceWriter(path, {"driver_version": "580.142"}) as w:
+            for r in recs:
+                w.write(r)
+        return load_session(path)
+    div = first_divergence(run(tmp_path / "a", 0), run(tmp_path / "b", 0x1F))
+    assert div.kind == "status" and "NV_OK in run A but NV_ERR_INVALID_ARGUMENT" in div.summary
+
+
+def test_stats(paths):
+    _, wedged = paths
+    stats = session_stats(load_session(wedged))
+    ops = {(r["client"], r["operation"]): r for r in stats["operations"]}
+    alloc = ops[("c1", "RM_ALLOC(NV01_DEVICE_0)")]
+    assert alloc["count"] == 1 and alloc["statuses"] == {"NV_OK": 1} and alloc["latency_ns"]["median"] == 10_000
+    reg = ops[("c2", "UVM_REGISTER_GPU")]
+    assert reg["in_flight"] == 1 and reg["latency_ns"] is None
+    out = json.loads(rmtrace("stats", "--json", wedged).stdout)
+    assert out["operations"] == stats["operations"]
+    assert "UVM_REGISTER_GPU" in rmtrace("stats", wedged).stdout
