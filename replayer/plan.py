@@ -1,7 +1,8 @@
 """A replay plan: per-client message streams cut from a trace.
 
-A client is one traced process that talked to RM or UVM (for GSP-level
-traces, one GSP session: the records between two GSP_INIT_DONE events).
+Clients are the session model's (rmtrace.session): a traced process from
+its first open of an NVIDIA device (for GSP records that name no process,
+one GSP session: the records between two GSP_INIT_DONE events).
 Each client's calls become :class:`~rmtrace.replayer.messages.Message`\\ s
 in program order, each knowing what the recording says came back and which
 earlier messages it depends on (the handles and files it uses).  A plan can
@@ -21,18 +22,16 @@ from typing import Any, Iterable, Sequence
 from rmtrace.calls import Call
 from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Phase, Record, Source, SysOp, decode_record
+from rmtrace.record import Record, Source, decode_record
 from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import RANK_SHIFT
 from rmtrace.replayer.model.objects import Category
 from rmtrace.replayer.semantics import Semantics
+from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 
-CLIENT_SOURCES = frozenset({Source.RM, Source.UVM})
-"""A process is a client once it makes a call of these sources."""
 REPLAYED_SOURCES = frozenset({Source.RM, Source.UVM, Source.SYS, Source.GSP})
 """Sources whose records become messages (sema and mark records are the host's and the recorder's)."""
-GSP_SESSION_START = "GSP_INIT_DONE"
 CALL_ID_LANE_SHIFT = 48
 """Cloned streams' call ids: the recorded call id plus lane << 48, unique within the process."""
 HANDLE_LANE_STEP = 0x10000
@@ -139,77 +138,28 @@ def _fresh_pid(pid: int, used: set[int]) -> int:
 # --------------------------------------------------------------------------- cutting a trace
 
 
-@dataclass(eq=False)
-class _Cut:
-    key: Any
-    pid: int
-    program: str
-    calls: list[Call] = field(default_factory=list)
-    is_client: bool = False
-
-
 def build_plan(trace: str | os.PathLike | TraceReader, *, driver: str | None = None,
                decoders: DecoderSet | None = None) -> Plan:
-    """Cut a trace into clients and messages (see the module docstring)."""
+    """Cut a trace into the session model's clients and their messages (see the module docstring)."""
     reader = trace if isinstance(trace, TraceReader) else TraceReader(trace)
     decoders = decoders or decoders_for(reader, override=driver)
+    session = load_session(reader, decoders=decoders)
     semantics = Semantics(decoders)
-    cuts = _cut(reader, decoders)
+    calls: dict[str, list[Call]] = {c.id: [] for c in session.clients}
+    for call in decoders.calls(reader.records(source=REPLAYED_SOURCES)):
+        client_id = session.client_of(call.records[0].seq)
+        if client_id is not None:
+            calls[client_id].append(call)
     clients = []
-    for n, cut in enumerate((c for c in cuts if c.is_client), 1):
-        messages = [semantics.message(call, i) for i, call in enumerate(cut.calls)]
+    for client in session.clients:
+        messages = [semantics.message(call, i) for i, call in enumerate(calls[client.id])]
+        if not any(m.expect.response is not False for m in messages):
+            continue  # opened a device and did nothing with it
         link(messages)
-        cid = f"c{n}"
-        label = f"{cid} pid {cut.pid}" + (f" ({cut.program})" if cut.program else "")
-        clients.append(PlanClient(cid, label, cut.pid, messages, cid))
+        clients.append(PlanClient(client.id, client.label, client.pid, messages, client.id))
     if not clients:
         raise RmtraceError(f"{reader.path}: no client in this trace (no RM, UVM or GSP calls to replay)")
     return Plan(reader.path, dict(reader.meta), semantics, clients)
-
-
-def _cut(reader: TraceReader, decoders: DecoderSet) -> list[_Cut]:
-    """Calls grouped by process, or by GSP session for GSP-level traces, in order of appearance."""
-    gsp_level = _is_gsp_level(reader)
-    cuts: dict[Any, _Cut] = {}
-    order: list[_Cut] = []
-    session = 0
-    programs: dict[int, str] = {}
-    records = reader.records(source=REPLAYED_SOURCES)
-    for call in decoders.calls(records):
-        first = call.records[0]
-        if first.source == Source.SYS and first.op == SysOp.EXEC:
-            programs[first.pid] = decoders.decode(call).args.get("argv", [""])[0].rsplit("/", 1)[-1]
-        if gsp_level:
-            if first.source != Source.GSP:
-                continue
-            if decoders.label(first).name == GSP_SESSION_START:
-                session += 1
-            key, is_client = ("gsp", session), True
-        else:
-            key, is_client = first.pid, first.source in CLIENT_SOURCES
-        cut = cuts.get(key)
-        if cut is None:
-            cut = cuts[key] = _Cut(key, first.pid, programs.get(first.pid, _command(reader.meta)))
-            order.append(cut)
-        cut.is_client |= is_client
-        cut.calls.append(call)
-    return order
-
-
-def _command(meta: dict) -> str:
-    command = meta.get("command") or []
-    return os.path.basename(command[0]) if command else ""
-
-
-def _is_gsp_level(reader: TraceReader) -> bool:
-    """A trace whose guest traffic is GSP RPCs rather than ioctls."""
-    for raw in reader.raw_records():
-        rec = decode_record(raw)
-        if rec.source in CLIENT_SOURCES:
-            return False
-        if rec.source == Source.GSP:
-            return True
-    return False
 
 
 # --------------------------------------------------------------------------- dependencies

@@ -68,9 +68,11 @@ class Process:
         self.records.append(Record(source, Phase.EXIT, op=op, time_ns=self.t, pid=self.pid, tid=self.pid,
                                    call_id=self.call_id, fd=fd, ret=ret, buffers=tuple(after)))
 
-    def sys(self, op: int, fd: int = -1, path: str | None = None, ret: int = 0) -> None:
+    def sys(self, op: int, fd: int = -1, path: str | None = None, ret: int = 0, argv: tuple[str, ...] = ()) -> None:
         self.t += 3_000
         bufs = (Buffer(Role.PATH, When.ONCE, path.encode() + b"\0"),) if path else ()
+        if argv:
+            bufs += (Buffer(Role.TEXT, When.ONCE, b"\0".join(a.encode() for a in argv) + b"\0"),)
         self.records.append(Record(Source.SYS, Phase.EVENT, op=op, time_ns=self.t, pid=self.pid, tid=self.pid,
                                    fd=fd, ret=ret, buffers=bufs))
 
@@ -113,9 +115,11 @@ class Process:
 
 
 def cuda_client(pid: int, t0: int = 1_000_000_000, h_client: int = 0xC1D00001, *, explicit_teardown: bool = True,
-                compute_ring: int = COMPUTE_RING, copy_ring: int = COPY_RING, token_base: int = 0x10) -> Process:
-    """One CUDA driver-API process from open to exit (see the module docstring)."""
+                compute_ring: int = COMPUTE_RING, copy_ring: int = COPY_RING, token_base: int = 0x10,
+                program: str = "/opt/victory_mail") -> Process:
+    """One CUDA driver-API process from exec to exit (see the module docstring)."""
     p = Process(pid, t0)
+    p.sys(SysOp.EXEC, path=program, argv=(program,))
     hc, dev, sub, vas, tsg, ctx = h_client, 0x5C000001, 0x5C000002, 0x5C000003, 0x5C000004, 0x5C000005
     compute_ch, compute_obj, copy_ch, copy_obj = 0x5C000006, 0x5C000007, 0x5C000008, 0x5C000009
     uuid = {"uuid": GPU_UUID}

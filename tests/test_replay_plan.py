@@ -115,7 +115,8 @@ def test_a_trace_without_calls_has_no_client(tmp_path):
 
 
 def gsp_trace(path, sessions=2):
-    """A GSP-level trace: per session the boot handshake's INIT_DONE, then an RM alloc and control RPC."""
+    """A GSP-level trace captured host-side (no guest pids): per session the boot handshake's INIT_DONE,
+    then an RM alloc RPC and its response."""
     codec = codec_for(PROFILE)
     fn = {name: num for num, name in {**PROFILE.gsp_functions, **PROFILE.gsp_events}.items()}
     t, seq, records = 1_000_000, 0, []
@@ -124,7 +125,7 @@ def gsp_trace(path, sessions=2):
         nonlocal t
         t += 10_000
         msg = codec.build(function, payload, sequence, rpc_result=result)
-        records.append(Record(Source.GSP, phase, op=function, time_ns=t, pid=900, tid=900,
+        records.append(Record(Source.GSP, phase, op=function, time_ns=t, pid=0, tid=0,
                               buffers=(Buffer(Role.PAYLOAD, When.ONCE, msg),)))
 
     for s in range(sessions):

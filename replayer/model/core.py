@@ -51,6 +51,19 @@ UVM_RING_SIZE = 0x8000
 USERD_SIZE = 0x200
 """UVM's internal channel is placed at the same addresses on every retain (a fresh VA space)."""
 
+UVM_OBJECTS: tuple[tuple[int, int, str, dict], ...] = (
+    (0, UVM_CLIENT, "NV01_ROOT_CLIENT", {}),
+    (UVM_CLIENT, UVM_CLIENT + 1, "NV01_DEVICE_0", {}),
+    (UVM_CLIENT + 1, UVM_CLIENT + 2, "NV20_SUBDEVICE_0", {}),
+    (UVM_CLIENT + 1, UVM_CLIENT + 3, "KEPLER_CHANNEL_GROUP_A", {}),
+    (UVM_CLIENT + 3, UVM_CHANNEL, "HOPPER_CHANNEL_GPFIFO_A",
+     {"gpFifoOffset": UVM_RING_VA, "gpFifoEntries": UVM_RING_SIZE // 8}),
+    (UVM_CHANNEL, UVM_CLIENT + 5, "HOPPER_DMA_COPY_A", {}),
+)
+"""What the registration exchange allocates through RPCs to the host: UVM's RM session, device, channel
+group, its CE channel and copy object (classes of the H200 the captures come from); the unregister
+exchange frees them with the session."""
+
 REGISTRATION = "registration exchange (uvm_gpu_retain_by_uuid -> add_gpu)"
 UNREGISTRATION = "unregister exchange (uvm_gpu_release_locked -> nvUvmInterfaceUnregisterGpu)"
 BRING_UP = "channel bring-up (first work on a new channel)"
@@ -129,8 +142,11 @@ class ChannelState:
 class HostModel:
     """One vGPU: its guest UVM/RM state and its host semaphore service."""
 
-    def __init__(self, policy: Policy, clock: Any | None = None, emit: Emit | None = None) -> None:
+    def __init__(self, policy: Policy, clock: Any | None = None, emit: Emit | None = None, rpc: Any = None) -> None:
+        """``emit(op, body, pid, tid)`` reports the host's sema traffic; ``rpc`` (with ``alloc`` and
+        ``free``) reports the RPCs of the exchanges; either may be None (nothing reported)."""
         self.policy = policy
+        self.rpc = rpc
         self.clock = clock if clock is not None else VirtualClock()
         self.host = SemaHost(policy, self.clock, emit, self._add_timer)
         self.objects = RmObjects()
@@ -332,9 +348,10 @@ class HostModel:
         self.host.publish(ch, "USERD", ch.userd_va, USERD_SIZE)
         state.work += 1
         completion = self.host.hint(ch, state.work)
-        if completion is not None:
-            yield completion
         self.host.emit_counters()
+        if completion is not None and not completion.done:
+            yield completion
+            self.host.emit_counters()
 
     def _teardown(self, task: Task, freed: list[RmObject]) -> None:
         """Channels among ``freed`` leave the host: unregister, then the guest's trailing hint."""
@@ -381,6 +398,9 @@ class HostModel:
 
     def _add_gpu(self, task: Task, gpu: Gpu) -> Iterator:
         task.stage = REGISTRATION
+        if self.rpc is not None:
+            for h_parent, h_object, cls, params in UVM_OBJECTS:
+                self.rpc.alloc(task.pid, UVM_CLIENT, h_parent, h_object, cls, **params)
         ch = self.host.register(("uvm", gpu.uuid), UVM_CLIENT, UVM_CHANNEL, UVM_RING_VA, UVM_USERD_VA,
                                 f"UVM (retained for {task.owner})", task.pid)
         gpu.channel = ch
@@ -405,6 +425,8 @@ class HostModel:
             task.stage = UNREGISTRATION
             yield from self._work(gpu.channel, gpu.state)
             self._drop_channel(gpu.state)
+            if self.rpc is not None:
+                self.rpc.free(task.pid, UVM_CLIENT, UVM_CLIENT, UVM_CLIENT)
             gpu.channel = gpu.state = None
             self.host.emit_counters()
         self._unlock(self.uvm_lock)

@@ -121,6 +121,7 @@ class SemaHost:
         self.publications: dict[tuple, HostChannel] = {}
         self.waiting: list[Completion] = []
         self.counters = dict.fromkeys(COUNTERS, 0)
+        self._reported: list[int] = []
         self._order = 0
 
     # -- reporting
@@ -130,7 +131,11 @@ class SemaHost:
             self._emit(op, body, pid, tid)
 
     def emit_counters(self) -> None:
-        self.emit("COUNTERS", {"reserved": 0, "value": [self.counters[name] for name in COUNTERS]})
+        """A COUNTERS snapshot, when a counter moved since the last one."""
+        values = [self.counters[name] for name in COUNTERS]
+        if values != self._reported:
+            self._reported = values
+            self.emit("COUNTERS", {"reserved": 0, "value": values})
 
     # -- sessions
 

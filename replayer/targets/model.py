@@ -7,7 +7,7 @@ from typing import Any, Hashable
 from rmtrace.replayer.messages import Message, Outcome, Result
 from rmtrace.replayer.model.core import HostModel, VirtualClock
 from rmtrace.replayer.model.policy import Policy
-from rmtrace.replayer.model.records import SemaRecords
+from rmtrace.replayer.model.records import GspRecords, SemaRecords
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
 
@@ -29,8 +29,12 @@ class ModelTarget(Target):
 
     def open(self, info: RunInfo, sink: Sink | None) -> None:
         self.clock = self._own_clock or VirtualClock(int(info.meta.get("start_monotonic_ns") or 0))
-        emit = SemaRecords(sink, self.clock, lambda: self.model.host.session) if sink is not None else None
-        self.model = HostModel(self.policy, self.clock, emit)
+        emit = rpc = None
+        if sink is not None:
+            emit = SemaRecords(sink, self.clock, lambda: self.model.host.session)
+            profile = self.semantics.profile
+            rpc = GspRecords(sink, self.clock, profile) if GspRecords.available(profile) else None
+        self.model = HostModel(self.policy, self.clock, emit, rpc)
 
     def now(self) -> int:
         return self.clock.now
