@@ -16,7 +16,7 @@ import struct
 from typing import Any
 
 from rmtrace import __version__
-from rmtrace.record import (Buffer, MarkOp, Phase, Record, RecordFlag, RecordHeader, Role, Source, When,
+from rmtrace.record import (Buffer, MarkOp, Phase, Record, RecordFlag, RecordHeader, Role, Source, SysOp, When,
                             field_offset)
 from rmtrace.trace import TraceWriter
 
@@ -48,6 +48,13 @@ class ReplayWriter:
 
     def message(self, data: bytes, time_ns: int, pid: int, tid: int) -> None:
         self._writer.write_encoded(stamp(data, time_ns, pid, tid))
+
+    def exec(self, time_ns: int, pid: int, argv: tuple[str, ...]) -> None:
+        """The process a client is, as a recording starts it (so labels carry its program)."""
+        bufs = (Buffer(Role.PATH, When.ONCE, argv[0].encode() + b"\0"),
+                Buffer(Role.TEXT, When.ONCE, b"\0".join(a.encode() for a in argv) + b"\0"))
+        self._writer.write(Record(Source.SYS, Phase.EVENT, op=SysOp.EXEC, time_ns=time_ns, pid=pid, tid=pid,
+                                  flags=RecordFlag.REPLAY | RecordFlag.SYNTHETIC, buffers=bufs))
 
     def mark(self, op: MarkOp, time_ns: int, text: Any = None, pid: int = 0, tid: int = 0, call_id: int = 0) -> None:
         bufs = () if text is None else (Buffer(Role.TEXT, When.ONCE, json.dumps(text, sort_keys=True).encode()),)

@@ -53,6 +53,8 @@ class PlanClient:
     run: int = 1
     """Which repeat of ``origin`` this is (1-based)."""
     lanes: int = 1
+    argv: tuple[str, ...] = ()
+    """The recorded process's command line."""
 
     def tid(self, msg: Message) -> int:
         """The thread a message runs on: the recorded one moved with the pid; a thread of its own per lane."""
@@ -156,7 +158,9 @@ def build_plan(trace: str | os.PathLike | TraceReader, *, driver: str | None = N
         if not any(m.expect.response is not False for m in messages):
             continue  # opened a device and did nothing with it
         link(messages)
-        clients.append(PlanClient(client.id, client.label, client.pid, messages, client.id))
+        process = session.processes.get(client.pid)
+        clients.append(PlanClient(client.id, client.label, client.pid, messages, client.id,
+                                  argv=process.argv if process is not None else ()))
     if not clients:
         raise RmtraceError(f"{reader.path}: no client in this trace (no RM, UVM or GSP calls to replay)")
     return Plan(reader.path, dict(reader.meta), semantics, clients)

@@ -18,7 +18,10 @@ def table(result: ReplayResult) -> str:
     lines = [f"{'client':<{width}}  verdict"]
     for c in clients:
         lines.append(f"{c.client.label:<{width}}  {c.summary()}")
-        lines.extend(f"{'':<{width}}    {line}" for line in c.chain)
+        for source, chain in ((f"wedges: ", c.wedge_chain), (f"{result.target}: ", c.chain)):
+            if chain:
+                pad = " " * len(source)
+                lines.extend(f"{'':<{width}}    {source if i == 0 else pad}{line}" for i, line in enumerate(chain))
     if result.counters:
         shown = " ".join(f"{k}={result.counters[k]}" for k in COUNTERS_SHOWN if k in result.counters)
         lines.append(f"host counters: {shown}")

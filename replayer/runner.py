@@ -49,6 +49,9 @@ class ClientResult:
     """The message it diverged or wedged at."""
     differences: list[Difference] = field(default_factory=list)
     chain: list[str] = field(default_factory=list)
+    """Why it wedged, as the target explains it."""
+    wedge_chain: list[str] = field(default_factory=list)
+    """Why it wedged, as ``rmtrace wedges`` reads it off the replay's trace (see chains.py)."""
     sent: int = 0
     answered: int = 0
     diverged: int = 0
@@ -138,7 +141,7 @@ def _lanes_of(messages: list[Message]) -> list[tuple[int, list[Message], list[tu
 
 
 class _ClientRun:
-    __slots__ = ("client", "order", "result", "lanes", "answered", "dead", "unsent", "busy")
+    __slots__ = ("client", "order", "result", "lanes", "answered", "dead", "unsent", "busy", "started")
 
     def __init__(self, client: PlanClient, order: int, shape: list) -> None:
         self.client = client
@@ -148,6 +151,7 @@ class _ClientRun:
         self.dead = False
         self.unsent = len(client.messages)
         self.busy = 0
+        self.started = False
         self.lanes = [_Lane(self, n, msgs, cross) for n, msgs, cross in shape]
 
     @property
@@ -265,7 +269,10 @@ class Runner:
         target = self.target
         now = target.now()
         if self.writer is not None:
+            if not run.started and client.argv:
+                self.writer.exec(now, client.pid, client.argv)
             self.writer.message(msg.request, now, client.pid, client.tid(msg))
+        run.started = True
         outcome = target.submit(ticket, client, msg)
         if outcome is None:
             self.inflight[ticket] = (lane, msg, now + self.timeout_ns)

@@ -25,7 +25,8 @@ REASONS: Mapping[str, type] = {"SESSION_RESET": ResetReason, "DRAIN_HOLD": Drain
 
 _MESSAGE = SemaMessage.compile()
 _BODIES = {op: kind.body.compile() for op, kind in SEMA_KINDS.items()}
-_REPLAY = int(RecordFlag.REPLAY)
+_REPLAY = int(RecordFlag.REPLAY | RecordFlag.SYNTHETIC)
+"""The model's records are the host's, produced by a replay: never the traced process's own."""
 RPC_PENDING = 0xFFFFFFFF
 """rpc_result of a request (the host overwrites it with the NV_STATUS in its response)."""
 

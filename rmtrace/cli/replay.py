@@ -8,6 +8,7 @@ import sys
 from importlib import resources
 
 from rmtrace.errors import RmtraceError
+from rmtrace.replayer.chains import attach_wedge_chains
 from rmtrace.replayer.plan import Plan, build_plan
 from rmtrace.replayer.report import EXIT_MEANING, headline, junit, seeds_line, table
 from rmtrace.replayer.runner import DEFAULT_TIMEOUT_NS, ReplayResult, replay
@@ -130,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     source = os.path.basename(plan.source)
     if args.runs == 1:
         result = run_once(plan, args, schedule, _output(args, plan))
+        attach_wedge_chains(result)
         print(headline(result, source))
         print(table(result))
         results = [result]
@@ -154,6 +156,7 @@ def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str)
         result = run_once(plan, args, schedule, None)
         if result.failed:
             result = run_once(plan, args, schedule, _output(args, plan, schedule))
+            attach_wedge_chains(result)
         verdicts = ", ".join(f"{c.client.id} {c.verdict.value}" for c in result.clients)
         print(f"  {str(schedule):<10} {EXIT_MEANING[result.exit_status]:<9} {verdicts}")
         results.append(result)
