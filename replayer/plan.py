@@ -153,13 +153,18 @@ def build_plan(trace: str | os.PathLike | TraceReader, *, driver: str | None = N
         if client_id is not None:
             calls[client_id].append(call)
     clients = []
+    pids = {c.pid for c in session.clients}
     for client in session.clients:
         messages = [semantics.message(call, i) for i, call in enumerate(calls[client.id])]
         if not any(m.expect.response is not False for m in messages):
             continue  # opened a device and did nothing with it
         link(messages)
         process = session.processes.get(client.pid)
-        clients.append(PlanClient(client.id, client.label, client.pid, messages, client.id,
+        pid = client.pid
+        if not pid or any(c.pid == pid for c in clients):  # GSP sessions recorded host-side name no process
+            pid = _fresh_pid(max(pids | {c.pid for c in clients}), pids)
+            pids.add(pid)
+        clients.append(PlanClient(client.id, client.label, pid, messages, client.id,
                                   argv=process.argv if process is not None else ()))
     if not clients:
         raise RmtraceError(f"{reader.path}: no client in this trace (no RM, UVM or GSP calls to replay)")

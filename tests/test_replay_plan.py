@@ -131,11 +131,12 @@ def gsp_trace(path, sessions=2):
     for s in range(sessions):
         rpc(Phase.RECV, fn["GSP_INIT_DONE"], codec.payload(fn["GSP_INIT_DONE"], {}), 0, 0)
         client = 0xC1D00001 + s
-        alloc = codec.payload(fn["GSP_RM_ALLOC"], {"hClient": client, "hParent": client, "hObject": 0x5C000001,
-                                                   "hClass": PROFILE.lookup("classes", "NV01_DEVICE_0")})
-        for phase, result in ((Phase.SEND, 0xFFFFFFFF), (Phase.RECV, 0)):
-            seq += phase == Phase.SEND
-            rpc(phase, fn["GSP_RM_ALLOC"], alloc, seq, result)
+        for parent, handle, cls in ((0, client, "NV01_ROOT_CLIENT"), (client, 0x5C000001, "NV01_DEVICE_0")):
+            alloc = codec.payload(fn["GSP_RM_ALLOC"], {"hClient": client, "hParent": parent, "hObject": handle,
+                                                       "hClass": PROFILE.lookup("classes", cls)})
+            for phase, result in ((Phase.SEND, 0xFFFFFFFF), (Phase.RECV, 0)):
+                seq += phase == Phase.SEND
+                rpc(phase, fn["GSP_RM_ALLOC"], alloc, seq, result)
     with TraceWriter(str(path), {"driver_version": DRIVER}) as writer:
         for rec in records:
             writer.write(rec)
@@ -145,8 +146,20 @@ def gsp_trace(path, sessions=2):
 def test_a_gsp_level_trace_is_cut_into_gsp_sessions(tmp_path):
     plan = build_plan(gsp_trace(tmp_path / "gsp.trace"))
     assert len(plan.clients) == 2
+    assert len({c.pid for c in plan.clients}) == 2  # recorded without pids: each session its own process
     for c in plan.clients:
-        assert [m.kind for m in c.messages] == [Kind.GSP_INIT, Kind.RM_ALLOC]
-        alloc = c.messages[1]
+        assert [m.kind for m in c.messages] == [Kind.GSP_INIT, Kind.RM_CLIENT, Kind.RM_ALLOC]
+        alloc = c.messages[2]
         assert alloc.name == "GSP_RM_ALLOC(NV01_DEVICE_0)" and alloc.expect.response is True
-        assert alloc.h_object == 0x5C000001
+        assert alloc.h_object == 0x5C000001 and alloc.deps == (1,)
+
+
+def test_a_gsp_level_trace_replays_green_and_each_boot_handshake_resets_the_host(tmp_path):
+    from rmtrace.replayer.runner import replay
+    from rmtrace.replayer.schedules import Schedule
+    from rmtrace.replayer.targets import make_target
+    plan = build_plan(gsp_trace(tmp_path / "gsp.trace"))
+    for against in ("recorded", "model:fixed"):
+        result = replay(plan, Schedule.parse("sequential"), make_target(against, plan))
+        assert result.exit_status == 0 and all(c.diverged == 0 for c in result.clients), against
+    assert result.counters["sessions"] == 2

@@ -155,6 +155,8 @@ class HostModel:
         self.gpus: dict[bytes, Gpu] = {}
         self.files: dict[tuple[int, int], Device] = {}
         self.parked: dict[Hashable, Task] = {}
+        self._handshake_session = False
+        """A GSP boot handshake opened a session no RM client has joined yet."""
         self.finished: list[tuple[Hashable, str | None]] = []
         self._ready: deque[Task] = deque()
         self._timers: list = []
@@ -297,8 +299,9 @@ class HostModel:
         status, _client = self.objects.alloc_client(task.pid, msg.h_client, msg.fd)
         if status != NV_OK:
             return status
-        if first:
+        if first and not self._handshake_session:
             self.host.new_session("NEW_CLIENT", msg.h_client, task.pid)
+        self._handshake_session = False
         return None
 
     def _rm_alloc(self, task: Task) -> str | None:
@@ -472,5 +475,6 @@ class HostModel:
 
     def _gsp_init(self, task: Task) -> None:
         self.host.new_session("GSP_INIT", 0, task.pid)
+        self._handshake_session = True  # the RM client that follows belongs to this session
         return None
 

@@ -1,26 +1,25 @@
 """The recording itself as a target (``--against recorded``): answers what bare metal answered.
 
-Each request is looked up in the recorded trace by (pid, call id) and
-answered with the reply recorded there, decoded afresh; a call the recording
-never saw answered gets no answer.  Replaying a capture against itself in
-the recorded schedule must be green with zero divergences: a check of the
-whole path (cutting, scheduling, comparing, writing) with nothing modelled.
+Each request is looked up in the recorded trace -- its calls paired afresh by
+the decoders (ENTER with EXIT by call id, GSP requests with responses by RPC
+sequence) -- and answered with the reply recorded there, decoded afresh; a
+call the recording never saw answered gets no answer.  Replaying a capture
+against itself in the recorded schedule must be green with zero
+divergences: a check of the whole path (cutting, scheduling, comparing,
+writing) with nothing modelled.
 """
 
 from __future__ import annotations
 
 from typing import Any, Hashable
 
-from rmtrace.record import Phase, Source, decode_record
+from rmtrace.record import encode_record
 from rmtrace.replayer.messages import Message, Outcome, Result
 from rmtrace.replayer.model.core import VirtualClock
-from rmtrace.replayer.plan import CALL_ID_LANE_SHIFT
+from rmtrace.replayer.plan import REPLAYED_SOURCES
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
 from rmtrace.trace import TraceReader
-
-REPLY_PHASES = frozenset({Phase.EXIT, Phase.RECV})
-RECORDED_CALL_ID = (1 << CALL_ID_LANE_SHIFT) - 1
 
 
 class RecordedTarget(Target):
@@ -30,12 +29,12 @@ class RecordedTarget(Target):
     def __init__(self, trace: str, semantics: Semantics) -> None:
         self.semantics = semantics
         self.clock = VirtualClock()
-        self.replies: dict[tuple[int, int, int], bytes] = {}
+        self.replies: dict[int, bytes] = {}
+        """The recorded reply to the request with this sequence number."""
         with TraceReader(trace) as reader:
-            for raw in reader.raw_records():
-                rec = decode_record(raw)
-                if rec.phase in REPLY_PHASES and rec.source != Source.SEMA:
-                    self.replies[(rec.source, rec.pid, rec.call_id)] = bytes(raw)
+            for call in semantics.decoders.calls(reader.records(source=REPLAYED_SOURCES)):
+                if len(call.records) > 1:
+                    self.replies[call.records[0].seq] = encode_record(call.records[-1])
 
     def open(self, info: RunInfo, sink: Sink | None) -> None:
         self.clock = VirtualClock(int(info.meta.get("start_monotonic_ns") or 0))
@@ -46,8 +45,7 @@ class RecordedTarget(Target):
     def submit(self, ticket: Hashable, client: Any, msg: Message) -> Outcome | None:
         if msg.expect.response is False:
             return Outcome(Result.REPLIED)
-        request = decode_record(msg.request)
-        reply = self.replies.get((request.source, msg.pid, msg.call_id & RECORDED_CALL_ID))
+        reply = self.replies.get(msg.seq)
         if reply is None:
             return None
         status, ret, err, fields = self.semantics.reply_status(msg.request, reply)
