@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 from rmtrace import __version__
+from rmtrace.errors import RmtraceError
 from rmtrace.record import (Buffer, MarkOp, Phase, Record, RecordFlag, RecordHeader, Role, Source, SysOp, When,
                             field_offset)
 from rmtrace.trace import TraceWriter
@@ -35,12 +36,23 @@ def stamp(data: bytes, time_ns: int, pid: int, tid: int, flags: int = int(Record
     return bytes(out)
 
 
+def exec_record(time_ns: int, pid: int, argv: tuple[str, ...]) -> bytes:
+    """A SYS EXEC record for a replayed or reduced client (flagged synthetic: the replayer wrote it)."""
+    bufs = (Buffer(Role.PATH, When.ONCE, argv[0].encode() + b"\0"),
+            Buffer(Role.TEXT, When.ONCE, b"\0".join(a.encode() for a in argv) + b"\0"))
+    return Record(Source.SYS, Phase.EVENT, op=SysOp.EXEC, time_ns=time_ns, pid=pid, tid=pid,
+                  flags=RecordFlag.REPLAY | RecordFlag.SYNTHETIC, buffers=bufs).encode()
+
+
 class ReplayWriter:
     """Writes a replay's trace as the runner goes."""
 
     def __init__(self, path: str, meta: dict[str, Any]) -> None:
         self.path = path
-        self._writer = TraceWriter(path, {**meta, "backend": "replay", "rmtrace_version": __version__})
+        try:
+            self._writer = TraceWriter(path, {**meta, "backend": "replay", "rmtrace_version": __version__})
+        except OSError as exc:
+            raise RmtraceError(f"cannot write the replay's trace to {path}: {exc.strerror or exc}") from None
 
     def raw(self, data: bytes) -> None:
         """A record the target produced, already stamped."""
@@ -51,10 +63,7 @@ class ReplayWriter:
 
     def exec(self, time_ns: int, pid: int, argv: tuple[str, ...]) -> None:
         """The process a client is, as a recording starts it (so labels carry its program)."""
-        bufs = (Buffer(Role.PATH, When.ONCE, argv[0].encode() + b"\0"),
-                Buffer(Role.TEXT, When.ONCE, b"\0".join(a.encode() for a in argv) + b"\0"))
-        self._writer.write(Record(Source.SYS, Phase.EVENT, op=SysOp.EXEC, time_ns=time_ns, pid=pid, tid=pid,
-                                  flags=RecordFlag.REPLAY | RecordFlag.SYNTHETIC, buffers=bufs))
+        self._writer.write_encoded(exec_record(time_ns, pid, argv))
 
     def mark(self, op: MarkOp, time_ns: int, text: Any = None, pid: int = 0, tid: int = 0, call_id: int = 0) -> None:
         bufs = () if text is None else (Buffer(Role.TEXT, When.ONCE, json.dumps(text, sort_keys=True).encode()),)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from rmtrace.errors import RmtraceError
 from rmtrace.record import decode_record
-from rmtrace.replayer.output import stamp
+from rmtrace.replayer.output import exec_record, stamp
 from rmtrace.replayer.plan import Plan, build_plan, dependency_closure, link
 from rmtrace.replayer.runner import ReplayResult, Verdict, replay
 from rmtrace.replayer.schedules import Schedule
@@ -176,6 +176,9 @@ def write_plan(plan: Plan, path: str, extra_meta: dict[str, Any]) -> str:
     span = _span(plan)
     for c in plan.clients:
         shift = (c.run - 1) * (span + RUN_GAP_NS)
+        if c.argv and c.messages:
+            t = decode_record(c.messages[0].request).time_ns + shift - 1
+            records.append((t, len(records), exec_record(t, c.pid, c.argv)))
         for m in c.messages:
             for data in (m.request, m.reply):
                 if data is None:

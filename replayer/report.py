@@ -18,7 +18,7 @@ def table(result: ReplayResult) -> str:
     lines = [f"{'client':<{width}}  verdict"]
     for c in clients:
         lines.append(f"{c.client.label:<{width}}  {c.summary()}")
-        for source, chain in ((f"wedges: ", c.wedge_chain), (f"{result.target}: ", c.chain)):
+        for source, chain in (("wedges: ", c.wedge_chain), (f"{result.target}: ", c.chain)):
             if chain:
                 pad = " " * len(source)
                 lines.extend(f"{'':<{width}}    {source if i == 0 else pad}{line}" for i, line in enumerate(chain))

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from rmtrace.cli.replay import add_plan_arguments, plan_from_args, schedule_from_args
+from rmtrace.cli.replay import add_plan_arguments, plan_from_args, schedule_from_args, timeout_from_args
 from rmtrace.errors import RmtraceError
 from rmtrace.replayer.plan import Plan
 from rmtrace.replayer.reduce import check, reduce_plan, write_plan
 from rmtrace.replayer.targets import make_target
-from rmtrace.timefmt import parse_duration
 
 NAME = "reduce"
 HELP = "shrink a wedging replay to the fewest clients and messages that still wedge the same way"
@@ -36,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         raise RmtraceError("the recording never wedges on itself: reduce against a model or a service")
     plan = plan_from_args(args)
     schedule = schedule_from_args(args)
-    timeout = parse_duration(args.timeout)
+    timeout = timeout_from_args(args)
 
     def target(p: Plan):
         return make_target(args.against, p)

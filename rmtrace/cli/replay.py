@@ -109,8 +109,15 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     return plan.streams(streams) if streams is not None else plan
 
 
+def timeout_from_args(args: argparse.Namespace) -> int:
+    timeout = parse_duration(args.timeout)
+    if timeout <= 0:
+        raise RmtraceError(f"--timeout must be positive, not {args.timeout!r}")
+    return timeout
+
+
 def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
-    return replay(plan, schedule, make_target(args.against, plan), timeout_ns=parse_duration(args.timeout),
+    return replay(plan, schedule, make_target(args.against, plan), timeout_ns=timeout_from_args(args),
                   output=output)
 
 
