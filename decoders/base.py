@@ -151,15 +151,13 @@ class RawOp(Op):
         return out
 
 
-def add_raw_buffers(out: Decoded, records: Iterable[Record], level: Level,
-                    skip: Callable[[Any], bool] = lambda b: False) -> None:
-    """Every buffer of ``records`` that ``skip`` does not claim, kept raw (at FULL level)."""
+def add_raw_buffers(out: Decoded, records: Iterable[Record], level: Level) -> None:
+    """Every buffer of ``records``, kept raw (at FULL level)."""
     if level < Level.FULL:
         return
     for rec in records:
         for buf in rec.buffers:
-            if not skip(buf):
-                out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data))
+            out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data))
 
 
 TableFactory = Callable[[Any], Mapping[int, Op]]

@@ -15,12 +15,16 @@ writes decodes back to those values::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
 from rmtrace.decoders.context import context
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, Role, Source, SysOp, When
+
+
+PARAMS_ADDR = 0x7FFE0000
+"""Where crafted params buffers claim to live in the process (NVOS54.params)."""
 
 
 def _by_name(table: Mapping[int, Any], name: str, what: str) -> int:
@@ -65,11 +69,7 @@ class Crafter:
 
     def struct_bytes(self, layout: str, values: Mapping[str, Any] | None = None) -> bytes:
         """Layout ``layout`` built from zeros with ``values`` set (nested dicts for nested structs)."""
-        defs = self.ctx.defs
-        size = defs.layout(layout).size
-        value, _ = defs.parse(layout, bytes(size), flex=False)
-        _merge(value, values or {})
-        return defs.struct(layout, flex=False).build(value)
+        return self.ctx.defs.build_values(layout, values or {}, flex=False)
 
     # -- records -----------------------------------------------------------------------
 
@@ -107,8 +107,12 @@ class Crafter:
         return self.call(source, op, fd, bufs_b, bufs_a, **kw)
 
     def rm_alloc(self, h_client: int, h_parent: int, h_object: int, cls: int | str,
-                 params: Mapping[str, Any] | None = None, status: int = 0, **kw: Any) -> list[Record]:
-        """RM_ALLOC in its 32-byte NVOS21 form, with the class's alloc params when it has a layout."""
+                 params: Mapping[str, Any] | None = None, status: int = 0, new_handle: int | None = None,
+                 **kw: Any) -> list[Record]:
+        """RM_ALLOC in its 32-byte NVOS21 form, with the class's alloc params when it has a layout.
+
+        ``new_handle``: the handle RM chose (written back AFTER) when the caller passed ``h_object`` 0.
+        """
         class_id = self.class_id(cls)
         info = self.profile.classes.get(class_id)
         extra = []
@@ -117,8 +121,9 @@ class Crafter:
             extra.append((Role.ALLOC_PARAMS, p, p))
         fields = {"hRoot": h_client, "hObjectParent": h_parent, "hObjectNew": h_object, "hClass": class_id,
                   "paramsSize": len(extra[0][1]) if extra else 0}
+        after = {"status": status} if new_handle is None else {"status": status, "hObjectNew": new_handle}
         return self._ioctl(Source.RM, self.escape_id("NV_ESC_RM_ALLOC"), self.ctl_fd, "NVOS21_PARAMETERS",
-                           fields, {"status": status}, extra, **kw)
+                           fields, after, extra, **kw)
 
     def rm_free(self, h_client: int, h_parent: int, h_object: int, status: int = 0, **kw: Any) -> list[Record]:
         return self._ioctl(Source.RM, self.escape_id("NV_ESC_RM_FREE"), self.ctl_fd, "NVOS00_PARAMETERS",
@@ -126,18 +131,36 @@ class Crafter:
                            **kw)
 
     def rm_control(self, h_client: int, h_object: int, cmd: int | str, params: Mapping[str, Any] | None = None,
-                   after: Mapping[str, Any] | None = None, status: int = 0, **kw: Any) -> list[Record]:
-        """RM_CONTROL with the command's params (``after`` = what the driver wrote back)."""
+                   after: Mapping[str, Any] | None = None, status: int = 0, nested: Sequence[bytes] = (),
+                   raw_size: int = 0, **kw: Any) -> list[Record]:
+        """RM_CONTROL with the command's params (``after`` = what the driver wrote back).
+
+        ``nested``: the arrays the params' embedded pointers point to, read after
+        the call (NESTED buffers, slot = pointer index).  A command the profile
+        has no params layout for gets ``raw_size`` zero bytes of params.
+        """
         cmd_id = self.control_id(cmd)
         ctrl = self.profile.controls.get(cmd_id)
-        extra = []
+        extra = [(Role.PARAMS, bytes(raw_size), bytes(raw_size))] if raw_size else []
         if ctrl is not None and ctrl.params and self.ctx.defs.layout(ctrl.params) is not None:
-            extra.append((Role.PARAMS, self.struct_bytes(ctrl.params, params),
-                          self.struct_bytes(ctrl.params, {**(params or {}), **(after or {})})))
-        fields = {"hClient": h_client, "hObject": h_object, "cmd": cmd_id,
+            extra = [(Role.PARAMS, self.struct_bytes(ctrl.params, params),
+                      self.struct_bytes(ctrl.params, {**(params or {}), **(after or {})}))]
+        fields = {"hClient": h_client, "hObject": h_object, "cmd": cmd_id, "params": PARAMS_ADDR,
                   "paramsSize": len(extra[0][1]) if extra else 0}
-        return self._ioctl(Source.RM, self.escape_id("NV_ESC_RM_CONTROL"), self.ctl_fd, "NVOS54_PARAMETERS",
-                           fields, {"status": status}, extra, **kw)
+        records = self._ioctl(Source.RM, self.escape_id("NV_ESC_RM_CONTROL"), self.ctl_fd, "NVOS54_PARAMETERS",
+                              fields, {"status": status}, extra, **kw)
+        if nested and len(records) == 2:
+            exit_ = records[1]
+            records[1] = replace(exit_, buffers=exit_.buffers + tuple(
+                Buffer(Role.NESTED, When.AFTER, data, slot=i) for i, data in enumerate(nested)))
+        return records
+
+    def escape(self, name: str, fields: Mapping[str, Any], after: Mapping[str, Any] | None = None,
+               fd: int | None = None, **kw: Any) -> list[Record]:
+        """Any RM escape by name (NV_ESC_CHECK_VERSION_STR, NV_ESC_RM_MAP_MEMORY, ...): its argument struct only."""
+        nr = self.escape_id(name)
+        return self._ioctl(Source.RM, nr, self.ctl_fd if fd is None else fd, self.profile.escapes[nr].struct,
+                           fields, after or {}, **kw)
 
     def uvm(self, cmd: int | str, params: Mapping[str, Any] | None = None, status: int = 0,
             after: Mapping[str, Any] | None = None, **kw: Any) -> list[Record]:
@@ -151,13 +174,3 @@ class Crafter:
         bufs = (Buffer(Role.PATH, When.ONCE, path.encode()),) if path is not None else ()
         return [Record(Source.SYS, Phase.EVENT, op=op, time_ns=self._stamp(), pid=self.pid, tid=self.tid,
                        fd=fd, ret=ret, buffers=bufs)]
-
-
-def _merge(container: Any, values: Mapping[str, Any]) -> None:
-    for key, value in values.items():
-        if key not in container:
-            raise RmtraceError(f"no field {key!r} (fields: {', '.join(k for k in container if not k.startswith('_'))})")
-        if isinstance(value, Mapping):
-            _merge(container[key], value)
-        else:
-            container[key] = value

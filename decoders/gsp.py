@@ -34,7 +34,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Sequence
 
-from construct import Construct, Rebuild, Struct
+from construct import Rebuild, Struct
 
 from rmtrace.calls import PairAction, Pairing
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Label, Level, Op, bind_source
@@ -44,7 +44,7 @@ from rmtrace.decoders.names import gsp_name, short_name
 from rmtrace.decoders.parse import handles_of, parse_buffer, peek, status_of
 from rmtrace.decoders.rmparams import alloc_params, control_params
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Buffer, Phase, Record, Role, Source, When
+from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
 ELEMENT_LAYOUT = "GSP_MSG_QUEUE_ELEMENT"
 ELEMENT_RPC_MEMBER = "rpc"
@@ -150,10 +150,7 @@ class GspCodec:
 
     def payload(self, function: int, values: Mapping[str, Any]) -> bytes:
         """A payload of ``function``'s layout: unnamed members zero, ``values`` over them."""
-        name = self.ctx.profile.gsp_payloads[function]
-        zero, _ = self.ctx.defs.parse(name, bytes(self.ctx.defs.layout(name).size))
-        zero.update(values)
-        return self.ctx.defs.struct(name).build(zero)
+        return self.ctx.defs.build_values(self.ctx.profile.gsp_payloads[function], values)
 
     def build(self, function: int, payload: bytes, sequence: int = 0, *, rpc_result: int = 0xFFFFFFFF,
               rpc_result_private: int = 0xFFFFFFFF, spare: int = 0) -> bytes:
@@ -220,9 +217,9 @@ class GspCodec:
         self._check_header(part)
         if level >= Level.FULL:
             shown = {k: v for k, v in header.items() if k != PAYLOAD_MEMBER}
+            title = f"{enum_name(Phase, record.phase)} {self.header_name} (sequence {header.sequence})"
             part.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data[:self.header_size],
-                                              self.header_layout, shown, title=self.header_name,
-                                              layouts=self.ctx.defs.layouts))
+                                              self.header_layout, shown, title=title, layouts=self.ctx.defs.layouts))
         prefix = record.buffer(Role.ARG)
         if prefix is not None:
             self._check_prefix(part, prefix, buf.data, level)
@@ -248,9 +245,9 @@ class GspCodec:
         if count is not None and prefix.elemCount != count:
             part.notes.append(f"elemCount {prefix.elemCount}, the message needs {count}")
         if level >= Level.FULL:
-            part.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, self.ctx.defs.layout(ELEMENT_LAYOUT),
-                                              {k: v for k, v in prefix.items()}, title="queue element prefix",
-                                              layouts=self.ctx.defs.layouts))
+            part.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data,
+                                              self.ctx.defs.layout(ELEMENT_LAYOUT), dict(prefix.items()),
+                                              title="queue element prefix", layouts=self.ctx.defs.layouts))
 
 
 def _rpc_length(codec: GspCodec, ctx: Any) -> int:
@@ -320,7 +317,9 @@ class GspOp(Op):
                 hide.add(self.params.key)
             out.args.update(summary_args(layout, value, frozenset(hide), layouts))
             if self.detail_kind is not None:
-                detail = self._detail(value.get(DETAIL[self.short][0]))
+                key = DETAIL[self.short][0]
+                out.extra[key] = value.get(key)
+                detail = self._detail(value.get(key))
                 out.detail, out.payload, out.known = detail.name, True, out.known and detail.known
         if reply:
             out.extra["reply_parts"] = len(reply)

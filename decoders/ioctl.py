@@ -41,6 +41,8 @@ def summary_args(layout: Any, value: Any, hide: frozenset[str], layouts: Mapping
     for f, v in top_fields(layout, value, layouts):
         if f.kind == "ptr" or f.type == "NvP64" or f.name in STATUS_FIELDS or f.name in hide:
             continue
+        if f.kind == "array" and f.elem_kind == "char" and isinstance(v, bytes):
+            v = v.split(b"\0", 1)[0].decode("utf-8", "replace")
         args[HANDLE_ALIASES.get(f.name, f.name)] = v
     return args
 
@@ -115,8 +117,8 @@ class IoctlOp(Op):
             if out.status is not None:
                 out.status_name = self.ctx.names.status(out.status)
                 out.ok = self.ctx.names.status_ok(out.status)
-            else:
-                out.ok = True
+            else:  # no NV_STATUS member: the ioctl's own return value is the result
+                out.status, out.status_name, out.ok = exit_.ret, str(exit_.ret), True
         elif exit_ is not None:
             out.status_name, out.ok = f"ret {exit_.ret}", exit_.ret >= 0
         if level >= Level.FULL:

@@ -4,9 +4,9 @@ A control command the profile lacks is named by what the profile does know,
 never guessed: the interface class's control prefix (``NV2080``), the
 category's name, then the index: ``NV2080_CTRL_CMD_GPU_0x45``.  The category
 name is the profile's own (``profile.categories``, from the headers' category
-defines) where the profile carries that table; otherwise it is the first word
-that most of the profile's commands in that class and category share.  A
-category neither way names keeps its number: ``NV2080_CTRL_CMD_0x7f_0x01``.
+defines); for the few categories the headers leave unnamed but have commands
+in, it is the first word that most of those commands share.  A category
+neither way names keeps its number: ``NV2081_CTRL_CMD_0x01_0x08``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ class Names:
 
     def __init__(self, profile: Any) -> None:
         self.profile = profile
+        self._control_labels: dict[int, Label] = {}
+        self._class_labels: dict[int, Label] = {}
         self._prefix: dict[int, str] = {}
         self._category: dict[tuple[int, int], str] = {}
         groups: dict[tuple[int, int], list[list[str]]] = defaultdict(list)
@@ -70,7 +72,7 @@ class Names:
             name = _category_name(names)
             if name is not None:
                 self._category[key] = name
-        for (cls, category), name in getattr(profile, "categories", {}).items():
+        for (cls, category), name in profile.categories.items():
             self._category[(cls, category & CATEGORY_MASK)] = name
 
     def status(self, code: int | None) -> str | None:
@@ -86,12 +88,14 @@ class Names:
         return code == 0 or self.profile.status.get(code, "").startswith("NV_WARN_")
 
     def class_label(self, class_id: int | None) -> Label:
-        if class_id is None:
-            return Label("?", known=False)
-        info = self.profile.classes.get(class_id)
-        if info is None:
-            return Label(f"class {class_id:#06x}", known=False)
-        return Label(info.name)
+        label = self._class_labels.get(class_id)
+        if label is None:
+            if class_id is None:
+                return Label("?", known=False)
+            info = self.profile.classes.get(class_id)
+            label = Label(f"class {class_id:#06x}", known=False) if info is None else Label(info.name)
+            self._class_labels[class_id] = label
+        return label
 
     def control(self, cmd: int) -> tuple[str, ControlNaming]:
         """The command's name and how completely the profile names it."""
@@ -109,10 +113,13 @@ class Names:
         return f"{prefix}{CTRL_INFIX}{name}_{index:#04x}", ControlNaming.CATEGORY
 
     def control_label(self, cmd: int | None) -> Label:
-        if cmd is None:
-            return Label("?", known=False)
-        name, naming = self.control(cmd)
-        return Label(name, known=naming is ControlNaming.FULL)
+        label = self._control_labels.get(cmd)
+        if label is None:
+            if cmd is None:
+                return Label("?", known=False)
+            name, naming = self.control(cmd)
+            label = self._control_labels[cmd] = Label(name, known=naming is ControlNaming.FULL)
+        return label
 
 
 def _category_name(names: list[list[str]]) -> str | None:

@@ -24,11 +24,13 @@ HANDLE_ALIASES = {"hRoot": "hClient", "hObjectParent": "hParent", "hObjectNew": 
 STATUS_FIELDS = ("status", "rmStatus")
 """Members that carry a call's NV_STATUS (RM NVOS structs, UVM params, GSP payloads)."""
 
+_UNREADABLE, _TRUNCATED = int(BufferFlag.UNREADABLE), int(BufferFlag.TRUNCATED)  # plain ints: tested per buffer
+
 
 def parse_buffer(defs: Definitions, layout_name: str | None, buf: Buffer, title: str | None = None) -> DecodedBuffer:
     """``buf`` decoded as layout ``layout_name`` as far as its bytes allow."""
     out = DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, title=title or layout_name, layouts=defs.layouts)
-    if buf.flags & BufferFlag.UNREADABLE:
+    if buf.flags & _UNREADABLE:
         out.note = "the pointer could not be read"
         return out
     layout = defs.layout(layout_name) if layout_name else None
@@ -37,7 +39,7 @@ def parse_buffer(defs: Definitions, layout_name: str | None, buf: Buffer, title:
             out.note = f"layout {layout_name} is not in the profile"
         return out
     data = buf.data
-    cut = " (cut at the capture limit)" if buf.flags & BufferFlag.TRUNCATED else ""
+    cut = " (cut at the capture limit)" if buf.flags & _TRUNCATED else ""
     if len(data) < layout.size:
         out.note = f"{len(data)} bytes{cut}, {layout_name} is {layout.size}: kept raw"
         return out

@@ -157,7 +157,8 @@ def line(d: Decoded, call: Call, start_ns: int, end_ns: int | None = None) -> st
     body = summary(d)
     if call.state is CallState.RESUMED and call.first.phase in (Phase.EXIT, Phase.RECV):
         body = f"<… {d.name} resumed>"
-    return head + direction(call) + body + result(d, call, start_ns, end_ns)
+    note = f"  # {d.notes[0]}" + (f" (+{len(d.notes) - 1} more)" if len(d.notes) > 1 else "") if d.notes else ""
+    return head + direction(call) + body + result(d, call, start_ns, end_ns) + note
 
 
 def call_dict(d: Decoded, call: Call, start_ns: int) -> dict[str, Any]:
@@ -219,22 +220,52 @@ def _array_lines(name: str, f: Any, v: Any, layouts: Mapping[str, Any], indent: 
     flat = _flatten(v)
     if f.elem_kind in ("struct", "union"):
         inner = layouts.get(f.elem)
-        for i, item in enumerate(flat):
+        for first, last, item in _runs(flat):
+            index = f"{first}" if first == last else f"{first}..{last}"
+            times = "" if first == last else f" (×{last - first + 1})"
             if inner is None:
-                yield f"{pad}{name}[{i}] = {plain(item)}"
+                yield f"{pad}{name}[{index}] = {plain(item)}{times}"
             elif all(ff.kind not in ("struct", "union", "array") for ff in inner.fields):
                 row = ", ".join(f"{n}={scalar_text(ff, x, status_name)}" for n, ff, x in members(inner, item))
-                yield f"{pad}{name}[{i}] {{{row}}}"
+                yield f"{pad}{name}[{index}] {{{row}}}{times}"
             else:
-                yield f"{pad}{name}[{i}]:"
+                yield f"{pad}{name}[{index}]:{times}"
                 yield from _struct_lines(inner, item, layouts, indent + 2, status_name)
         return
     elem = _ElemField(f)
-    for start in range(0, len(flat), ARRAY_PER_LINE):
-        chunk = ", ".join(scalar_text(elem, x, status_name) for x in flat[start:start + ARRAY_PER_LINE])
-        yield f"{pad}{name}[{start}:] {chunk}"
+    pending: list[int] = []  # indexes of values not in a long run, printed ARRAY_PER_LINE a line
+    for first, last, item in _runs(flat, min_run=ARRAY_PER_LINE):
+        if first == last:
+            pending.append(first)
+            continue
+        yield from _value_lines(pad, name, elem, flat, pending, status_name)
+        pending = []
+        yield f"{pad}{name}[{first}..{last}] {scalar_text(elem, item, status_name)} (×{last - first + 1})"
+    yield from _value_lines(pad, name, elem, flat, pending, status_name)
     if not flat:
         yield f"{pad}{name} = []"
+
+
+def _runs(items: list, min_run: int = 2) -> Iterator[tuple[int, int, Any]]:
+    """(first, last, item) for each run of equal items at least ``min_run`` long, and each other item alone."""
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and (items[j + 1] is items[i] or items[j + 1] == items[i]):
+            j += 1
+        if j - i + 1 >= min_run:
+            yield i, j, items[i]
+        else:
+            for k in range(i, j + 1):
+                yield k, k, items[k]
+        i = j + 1
+
+
+def _value_lines(pad: str, name: str, elem: Any, flat: list, indexes: list[int],
+                 status_name: StatusNamer | None) -> Iterator[str]:
+    for at in range(0, len(indexes), ARRAY_PER_LINE):
+        chunk = indexes[at:at + ARRAY_PER_LINE]
+        yield f"{pad}{name}[{chunk[0]}:] " + ", ".join(scalar_text(elem, flat[i], status_name) for i in chunk)
 
 
 class _ElemField:
@@ -281,9 +312,17 @@ def _generic_lines(value: Any, indent: int) -> Iterator[str]:
 
 
 def hexdump(data: bytes, indent: int = 0) -> Iterator[str]:
+    """Offset, hex and text, 16 bytes a line; repeats of the line above are one ``*`` (as hexdump(1))."""
     pad = " " * indent
+    previous, starred = None, False
     for off in range(0, len(data), HEX_WIDTH):
         row = data[off:off + HEX_WIDTH]
+        if row == previous and off + HEX_WIDTH < len(data):
+            if not starred:
+                yield f"{pad}*"
+                starred = True
+            continue
+        previous, starred = row, False
         text = "".join(chr(b) if 32 <= b < 127 else "." for b in row)
         yield f"{pad}{off:04x}  {row.hex(' '):<{HEX_WIDTH * 3}} {text}"
 

@@ -82,6 +82,7 @@ class AllocCall(IoctlOp):
         detail = self.ctx.names.class_label(arg.get("hClass"))
         out.detail, out.payload = detail.name, True
         out.known = out.known and detail.known
+        out.extra["hClass"] = arg.get("hClass")
 
     def more_buffers(self, out: Decoded, records: Sequence[Record], arg: Any) -> set[int]:
         class_id = arg.get("hClass") if arg is not None else None

@@ -14,8 +14,9 @@ How members map (the kinds are ``Field.kind``):
   its size) so every byte round-trips, and rendered as a float.
 * ``char`` and byte-sized integer arrays: ``Bytes`` (rendered as text or hex).
 * other scalar arrays: :class:`ScalarArray`, one ``struct`` call per array.
-* struct members and arrays of structs: the nested layout's ``Struct``.
-* unions: ``Union(0, "_raw" / Bytes(size), members...)``: parsing reads every
+* struct members: the nested layout's ``Struct``; arrays of them:
+  :class:`StructArray` (each distinct element parsed once, compiled).
+* unions: ``SizedUnion(size, "_raw" / Bytes(size), members...)``: parsing reads every
   member from the same bytes, building writes ``_raw`` (exact bytes) when present.
 * bitfields sharing a storage unit: one :class:`Bitfields` named ``_bits<offset>``.
 * gaps between members (padding): ``"_pad<offset>" / Default(Bytes(n), zeros)``,
@@ -30,6 +31,7 @@ renderers show their contents, never their names.
 
 from __future__ import annotations
 
+import copy
 import io
 import struct as _struct
 import weakref
@@ -37,8 +39,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from construct import (
-    Adapter, Array, Bytes, Construct, Default, FormatField, ListContainer, Rebuild, Struct, Union, len_, this,
+    Adapter, Array, Bytes, Construct, Default, FormatField, ListContainer, Rebuild, SizeofError, Struct, Union, len_,
+    this,
 )
+
+from rmtrace.errors import RmtraceError
 
 _INT_CODES = {1: "B", 2: "H", 4: "L", 8: "Q"}
 _SINT_CODES = {1: "b", 2: "h", 4: "l", 8: "q"}
@@ -46,7 +51,9 @@ SIGNED_KINDS = frozenset({"int"})
 SCALAR_KINDS = frozenset({"uint", "int", "enum", "bool", "ptr", "float", "char"})
 
 HOT_AFTER = 16
-"""Parses of one layout before its compiled parser is built (compiling costs a few ms)."""
+"""Parses of one layout before its compiled parser is built (compiling costs a few ms)..."""
+BIG = 256
+"""... except for layouts this big, which cost more to interpret once than to compile."""
 
 
 def scalar(kind: str, size: int) -> Construct:
@@ -92,6 +99,51 @@ class ScalarArray(Construct):
         return f"(io.write({name}.pack(*obj)), obj)[1]"
 
 
+class StructArray(Construct):
+    """``count`` elements of a fixed-size struct, parsed by the element's compiled parser.
+
+    Equivalent to ``Array(count, subcon)`` (tests check it), for the large
+    arrays of structs RM params and UVM params carry (256 per-GPU attribute
+    slots, 512 SM entries), most of whose elements are identical (unused,
+    zero): each distinct element's bytes are parsed once and the value is
+    shared by every element with those bytes.  Parsed values are read-only.
+    """
+
+    def __init__(self, count: int, subcon: Construct) -> None:
+        super().__init__()
+        self.count = count
+        self.subcon = subcon
+        self.size = subcon.sizeof()
+        self._parser: Construct | None = None
+
+    def _parse(self, stream, context, path):
+        from construct.core import stream_read
+        data = stream_read(stream, self.count * self.size, path)
+        parser = self._parser
+        if parser is None:
+            parser = self._parser = self.subcon.compile()
+        seen: dict[bytes, Any] = {}
+        out = ListContainer()
+        size = self.size
+        for start in range(0, len(data), size):
+            chunk = data[start:start + size]
+            value = seen.get(chunk)
+            if value is None:
+                value = seen[chunk] = parser.parse(chunk)
+            out.append(value)
+        return out
+
+    def _build(self, obj, stream, context, path):
+        if len(obj) != self.count:
+            raise RmtraceError(f"{path}: {len(obj)} elements, the array has {self.count}")
+        for item in obj:
+            self.subcon._build(item, stream, context, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        return self.count * self.size
+
+
 class Bitfields(Adapter):
     """The bitfields that share one storage unit, as a Container of their values.
 
@@ -117,6 +169,22 @@ class Bitfields(Adapter):
         for name, shift, bits in self.members:
             value |= (obj[name] & ((1 << bits) - 1)) << shift
         return value
+
+
+class SizedUnion(Union):
+    """A C union: every member parsed from the same bytes, ``size`` bytes in all.
+
+    construct's Union has no size (it builds from whichever member the value
+    names); a C union always has one, and knowing it lets structs holding
+    unions be sized, compiled and put in arrays.
+    """
+
+    def __init__(self, size: int, *subcons: Construct) -> None:
+        super().__init__(0, *subcons)
+        self.size = size
+
+    def _sizeof(self, context, path):
+        return self.size
 
 
 @dataclass(frozen=True)
@@ -161,17 +229,31 @@ class Definitions:
     def parse(self, name: str, data: bytes, *, flex: bool = True) -> tuple[Any, int]:
         """Parse ``data`` as layout ``name``: (value, bytes consumed).
 
-        The compiled parser takes over once the layout is hot.
+        A fixed-size layout's compiled parser takes over once it is hot.
+        Compiled construct code skips length checks, so a variable-size
+        definition (a flexible member sized by a count the capture supplies)
+        is always parsed interpreted, which checks every length.
         """
         key = (name, flex)
         parser = self._parsers.get(key)
         if parser is None:
             uses = self._uses[key] = self._uses.get(key, 0) + 1
             parser = self.struct(name, flex=flex)
-            if uses >= HOT_AFTER:
+            if (uses >= HOT_AFTER or self.layouts[name].size >= BIG) and _fixed_size(parser):
                 parser = self._parsers[key] = parser.compile()
         stream = io.BytesIO(data)
         return parser.parse_stream(stream), stream.tell()
+
+    def build_values(self, name: str, values: Mapping[str, Any], *, flex: bool = True) -> bytes:
+        """The bytes of layout ``name`` with ``values`` set and every other member zero.
+
+        Nested members take dicts (merged into their zero value) and arrays
+        lists (laid over the start of the array), so a caller names only what
+        it cares about: ``{"hClient": 1, "gpuInfoList": [{"index": 1}]}``.  A
+        name the layout does not have is an RmtraceError.
+        """
+        zero, _ = self.parse(name, bytes(self.layouts[name].size), flex=flex)
+        return self.struct(name, flex=flex).build(_merge(zero, values))
 
     def variant(self, name: str, overrides: Mapping[str, Callable[[Construct], Construct]], *,
                 flex: bool = True) -> Construct:
@@ -184,10 +266,12 @@ class Definitions:
 
     # -- the factory ---------------------------------------------------------------------
 
-    def _build(self, layout: Any, flex: bool, overrides: Mapping[str, Callable[[Construct], Construct]] = {}) -> Construct:
+    def _build(self, layout: Any, flex: bool,
+               overrides: Mapping[str, Callable[[Construct], Construct]] | None = None) -> Construct:
+        overrides = overrides or {}
         if layout.kind == "union":
             members = [self._member(f, i) for i, f in enumerate(layout.fields) if f.size]
-            return Union(0, "_raw" / Bytes(layout.size), *members)
+            return SizedUnion(layout.size, "_raw" / Bytes(layout.size), *members)
         subcons: list[Construct] = []
         pos = 0
         fields = list(layout.fields)
@@ -263,17 +347,44 @@ class Definitions:
             inner = ScalarArray(dims[-1], codes[size])
             dims = dims[:-1]
         else:
-            inner = Array(dims[-1], elem)
+            inner = StructArray(dims[-1], elem) if _fixed_size(elem) else Array(dims[-1], elem)
             dims = dims[:-1]
         for d in reversed(dims):
             inner = Array(d, inner)
         return inner
 
 
+def _merge(base: Any, values: Any) -> Any:
+    """``values`` laid over a parsed zero value: dicts merge by key, lists from their start."""
+    pairs = values.items() if isinstance(values, Mapping) else enumerate(values)
+    for key, value in pairs:
+        if isinstance(base, Mapping) and key not in base:
+            members = ", ".join(k for k in base if not k.startswith("_"))
+            raise RmtraceError(f"no field {key!r} (fields: {members})")
+        current = base[key]
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            if not isinstance(base, Mapping):  # an array element: parsed values may be shared, so copy first
+                current = base[key] = copy.deepcopy(current)
+            _merge(current, value)
+        elif isinstance(value, list) and isinstance(current, list) and len(value) <= len(current):
+            _merge(current, value)
+        else:  # a scalar, or a flexible array longer than its (empty) zero value
+            base[key] = value
+    return base
+
+
 def _flex_array(f: Any, rule: Flex, count: Any) -> Construct:
     if rule.elem_size == 1:
         return Bytes(count)
     return Array(count, scalar(f.elem_kind if f.elem_kind in SCALAR_KINDS else "uint", rule.elem_size))
+
+
+def _fixed_size(definition: Construct) -> bool:
+    try:
+        definition.sizeof()
+    except SizeofError:
+        return False
+    return True
 
 
 def _is_flex(f: Any) -> bool:

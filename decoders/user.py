@@ -1,7 +1,8 @@
 """Users' own decoders: structs from their debug-built objects, and plugin packages.
 
 ``rmtrace decoders from-dwarf MODULE.ko --struct NAME --source SRC --op N``
-reads NAME's layout (and every struct it contains) from the object's DWARF and
+reads NAME's layout (and every struct it contains) from the object's DWARF
+(``rmtrace.dwarf``, the reader the profile generator uses) and
 saves it as JSON in the user decoder directory (``$RMTRACE_DECODER_DIR``, else
 ``platformdirs.user_config_dir("rmtrace")/decoders``).  Every later
 ``DecoderSet`` loads those files and binds (SRC, N) to a :class:`StructOp`:
@@ -28,7 +29,9 @@ from rmtrace.decoders.context import FLEX_RULES
 from rmtrace.decoders.ioctl import summary_args
 from rmtrace.decoders.parse import handles_of, parse_buffer, status_of
 from rmtrace.decoders.structs import Definitions
+from rmtrace.dwarf import ObjectFacts
 from rmtrace.errors import RmtraceError
+from rmtrace.layout import Field, Layout
 from rmtrace.record import Record, Source, enum_name
 
 FORMAT = 1
@@ -68,7 +71,6 @@ class UserDecoder:
 
     @classmethod
     def from_json(cls, data: dict, origin: str) -> "UserDecoder":
-        from rmtrace.decoders.profiles.model import Field, Layout
         if data.get("format") != FORMAT:
             raise RmtraceError(f"{origin}: user decoder format {data.get('format')!r}, this rmtrace reads {FORMAT}")
         try:
@@ -83,7 +85,6 @@ class UserDecoder:
 
 def from_dwarf(obj: str | os.PathLike, structs: Sequence[str], source: int, op: int, name: str | None = None) -> UserDecoder:
     """A decoder for (source, op) from the layouts of ``structs`` in ``obj``'s DWARF."""
-    from rmtrace.dwarf import ObjectFacts
     path = os.fspath(obj)
     try:
         facts = ObjectFacts(path)

@@ -1,6 +1,7 @@
 """The C side of rmtrace: the record header, the ring header and the capture shim.
 
-Only the headers (``rmtrace_record.h``, ``rmtrace_ring.h``) are shared with Python.
+Only the headers are shared with Python (``rmtrace_record.h``, ``rmtrace_ring.h``,
+and ``rmtrace_sema.h``, the host sema-service messages), each with one construct mirror.
 """
 
 import importlib.util
@@ -15,6 +16,11 @@ INTERPOSER_MODULE = "rmtrace.kmod_shim._interposer"
 def record_header_path() -> Path:
     """Path of rmtrace_record.h, the one definition of the record format."""
     return HERE / "rmtrace_record.h"
+
+
+def sema_header_path() -> Path:
+    """Path of rmtrace_sema.h, the one definition of the sema-service messages."""
+    return HERE / "rmtrace_sema.h"
 
 
 def ring_header_path() -> Path:

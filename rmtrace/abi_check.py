@@ -8,16 +8,23 @@ field names, order, offsets and sizes between the two.
 
 from __future__ import annotations
 
-from construct import Struct
+from construct import SizeofError, Struct
 
 from rmtrace.layout import Layout
 
 
 def mirror_fields(definition: Struct) -> list[tuple[str, int, int]]:
-    """(name, offset, size) of each field of a flat, fixed-size construct Struct."""
+    """(name, offset, size) of each field of a flat construct Struct.
+
+    A field whose size a count decides (a C flexible array member, ``T x[]``)
+    has size 0, as DWARF gives the C member.
+    """
     fields, offset = [], 0
     for sub in definition.subcons:
-        size = sub.sizeof()
+        try:
+            size = sub.sizeof()
+        except SizeofError:
+            size = 0
         fields.append((sub.name, offset, size))
         offset += size
     return fields
@@ -28,8 +35,9 @@ def compare(layout: Layout, definition: Struct) -> list[str]:
     problems = []
     c_fields = [(m.name, m.offset, m.size) for m in layout.fields]
     py_fields = mirror_fields(definition)
-    if layout.size != definition.sizeof():
-        problems.append(f"{layout.name}: C size {layout.size}, mirror size {definition.sizeof()}")
+    py_size = sum(size for _name, _offset, size in py_fields)
+    if layout.size != py_size:
+        problems.append(f"{layout.name}: C size {layout.size}, mirror size {py_size}")
     c_names = [f[0] for f in c_fields]
     py_names = [f[0] for f in py_fields]
     if c_names != py_names:

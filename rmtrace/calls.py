@@ -122,8 +122,9 @@ def pair_calls(records: Iterable[Record], keyer: Keyer = call_key, window: int =
                 yield item.call(CallState.COMPLETE)
             elif n - item.born > window:
                 queue.popitem(last=False)
-                del open_by_key[item.key]
-                yielded_open.add(item.key)
+                if open_by_key.get(item.key) is item:  # not superseded by a later open of the same key
+                    del open_by_key[item.key]
+                    yielded_open.add(item.key)
                 yield item.call(CallState.UNFINISHED)
             else:
                 return

@@ -13,3 +13,10 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_user_decoders(tmp_path_factory):
+    """No test sees the developer's own decoders: RMTRACE_DECODER_DIR points at an empty directory."""
+    os.environ["RMTRACE_DECODER_DIR"] = str(tmp_path_factory.mktemp("user-decoders"))
+    yield

@@ -100,3 +100,15 @@ def test_help_explains(small_trace):
     assert "metadata" in rmtrace("info", "--help").stdout
     proc = rmtrace("show", small_trace, "--source", "bogus", check=False)
     assert proc.returncode == 2 and "unknown source 'bogus'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shipped_capture_is_the_default_and_named_by_name(tmp_path):
+    listed = rmtrace("info", "--shipped").stdout
+    assert "cuda-streams-3x-sequential" in listed and "nvidia-smi-q" in listed
+    proc = rmtrace("info")
+    assert "using the shipped capture cuda-streams-3x-sequential.trace" in proc.stderr
+    assert "580.159.04" in proc.stdout and "NVIDIA H200" in proc.stdout
+    by_name = rmtrace("info", "--json", "nvidia-smi-q")
+    assert json.loads(by_name.stdout)["meta"]["command"][0] == "nvidia-smi"
+    proc = rmtrace("info", str(tmp_path / "nvidia-smi-q"), check=False)  # a path is a path, never a shipped name
+    assert proc.returncode == 2 and "no such file" in proc.stderr

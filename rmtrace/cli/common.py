@@ -14,7 +14,32 @@ from rmtrace.trace import RecordFilter, TraceReader
 
 
 def add_trace_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", metavar="FILE", help="a trace written by 'rmtrace record' (or a replay)")
+    """FILE, optional: without one, the shipped H200 capture (three CUDA clients in a row)."""
+    parser.add_argument("trace", metavar="FILE", nargs="?", type=_trace_path,
+                        help="a trace written by 'rmtrace record' (or a replay), or the name of a shipped capture "
+                             "(default: the shipped capture of three CUDA clients one after another on an H200)")
+    parser.set_defaults(trace=None)
+
+
+def _trace_path(text: str) -> str:
+    """A path as given; a bare name that is no file but a shipped capture's name means that capture."""
+    from pathlib import Path
+
+    from rmtrace import captures
+    if Path(text).exists() or "/" in text or text.removesuffix(".trace") not in captures.shipped():
+        return text
+    return str(captures.path(text))
+
+
+def trace_or_default(args: argparse.Namespace) -> str:
+    """The FILE argument, or the shipped default capture (saying so on stderr)."""
+    if args.trace is not None:
+        return args.trace
+    from rmtrace import captures
+    chosen = captures.path()
+    print(f"rmtrace: no FILE given; using the shipped capture {chosen.name} "
+          f"(list them with 'rmtrace info --shipped')", file=sys.stderr)
+    return str(chosen)
 
 
 def _names_to_values(text: str, enum_type: Any, what: str) -> frozenset[int]:

@@ -7,7 +7,7 @@ import json
 import os
 from collections import Counter
 
-from rmtrace.cli.common import add_trace_argument
+from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.record import HEADER, MarkOp, Phase, Source, enum_name
 from rmtrace.timefmt import format_duration
 from rmtrace.trace import TraceReader
@@ -25,6 +25,7 @@ killed mid-write leaves no footer; rmtrace reads what is intact and says so).
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--shipped", action="store_true", help="list the captures shipped with rmtrace instead")
 
 
 def summarize(reader: TraceReader) -> dict:
@@ -85,8 +86,20 @@ def _print_text(s: dict) -> None:
         print(f"{key:<{width}}  {value}")
 
 
+def _list_shipped() -> None:
+    from rmtrace import captures
+    for name in captures.shipped():
+        with TraceReader(captures.path(name)) as reader:
+            meta = reader.meta
+            print(f"{name:<28} {reader.record_count:>6} records  driver {meta.get('driver_version', '?')}  "
+                  f"{' '.join(meta.get('command', []))[:70]}")
+
+
 def run(args: argparse.Namespace) -> int:
-    with TraceReader(args.trace) as reader:
+    if args.shipped:
+        _list_shipped()
+        return 0
+    with TraceReader(trace_or_default(args)) as reader:
         summary = summarize(reader)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rmtrace.cli.common import add_filter_arguments, add_trace_argument, filter_from_args, print_json_lines, trace_start
+from rmtrace.cli.common import (
+    add_filter_arguments, add_trace_argument, filter_from_args, print_json_lines, trace_or_default, trace_start,
+)
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Phase, Record, Role, Source, When, enum_name, record_to_dict
 from rmtrace.timefmt import format_offset
@@ -81,7 +83,7 @@ def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rmtrace.decoders import Level, decoders_for, render
-    with TraceReader(args.trace) as reader:
+    with TraceReader(trace_or_default(args)) as reader:
         if args.raw:
             _show_raw(args, reader)
         else:

@@ -1,28 +1,51 @@
-"""rmtrace stats: counts, statuses, latencies and bytes per process, client, source, operation."""
+"""rmtrace stats: numbers about a trace, one section per question.
+
+Each section is a ``Section``: the flag that asks for it, a function that
+computes a JSON-ready dict from the trace, and one that turns that dict into
+lines of text.  Adding a section is adding one entry to ``SECTIONS``.  With
+no section flag the default sections are printed; ``--json`` prints a single
+section's dict as it is, several as ``{section: dict}``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from rmtrace.analysis.stats import session_stats
-from rmtrace.cli.common import add_trace_argument
-from rmtrace.session import load_session
+from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.timefmt import format_duration
 
 NAME = "stats"
-HELP = "per process/client/source/operation: counts, statuses, latency min/median/p99/max, bytes"
+HELP = "calls per process/client/operation (counts, statuses, latency, bytes); decode coverage (--decode)"
 DESCRIPTION = """\
-Fold the trace and print, per process, client, source and operation, how many
-calls there were, their statuses, latency (min, median, p99, max) and the bytes
-of their buffers.  --json prints the same as one JSON object.
+Print numbers about a trace.
+
+--calls (the default): fold the trace and print, per process, client, source
+and operation, how many calls there were, their statuses, latency (min,
+median, p99, max) and the bytes of their buffers.
+
+--decode: how much of the trace the decoders name and unfold for its driver
+profile: records named, allocated classes named, control commands named by
+full name / by class and category, controls decoded field by field, and
+decoder exceptions (always 0, or it is a bug to report).
 """
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_trace_argument(parser)
-    parser.add_argument("--driver", metavar="VERSION", help="decode with this driver profile")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+@dataclass(frozen=True)
+class Section:
+    name: str
+    help: str
+    compute: Callable[[str, argparse.Namespace], dict[str, Any]]  # (trace path, arguments) -> JSON-ready dict
+    text: Callable[[dict[str, Any]], list[str]]
+    default: bool = False
+
+
+def _calls(path: str, args: argparse.Namespace) -> dict[str, Any]:
+    from rmtrace.analysis.stats import session_stats
+    from rmtrace.session import load_session
+    return session_stats(load_session(path, driver=args.driver))
 
 
 def _latency(lat: dict | None) -> str:
@@ -31,22 +54,85 @@ def _latency(lat: dict | None) -> str:
     return "/".join(format_duration(lat[k]) for k in ("min", "median", "p99", "max"))
 
 
-def run(args: argparse.Namespace) -> int:
-    model = load_session(args.trace, driver=args.driver)
-    stats = session_stats(model)
-    if args.json:
-        print(json.dumps(stats, indent=2))
-        return 0
+def _calls_text(stats: dict[str, Any]) -> list[str]:
+    lines = []
     for client in stats["clients"]:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(client["sources"].items()))
         o = client["objects"]
-        print(f"{client['label']}: {counts}; objects {o['allocated']} allocated, {o['freed']} freed, "
-              f"{o['freed_at_exit']} freed at exit, {o['leaked']} leaked")
-    print()
-    header = f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  {'latency min/med/p99/max':<34} {'bytes':>9}  statuses"
-    print(header)
+        lines.append(f"{client['label']}: {counts}; objects {o['allocated']} allocated, {o['freed']} freed, "
+                     f"{o['freed_at_exit']} freed at exit, {o['leaked']} leaked")
+    lines.append("")
+    lines.append(f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  "
+                 f"{'latency min/med/p99/max':<34} {'bytes':>9}  statuses")
     for row in stats["operations"]:
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(row["statuses"].items(), key=lambda kv: -kv[1]))
-        print(f"{row['pid']:>7} {row['client'] or '-':<6} {row['source']:<5} {row['operation'][:58]:<58} "
-              f"{row['count']:>6}  {_latency(row['latency_ns']):<34} {row['bytes']:>9}  {statuses}")
+        lines.append(f"{row['pid']:>7} {row['client'] or '-':<6} {row['source']:<5} {row['operation'][:58]:<58} "
+                     f"{row['count']:>6}  {_latency(row['latency_ns']):<34} {row['bytes']:>9}  {statuses}")
+    return lines
+
+
+def _decode(path: str, args: argparse.Namespace) -> dict[str, Any]:
+    from rmtrace.decoders import decoders_for
+    from rmtrace.decoders.coverage import decode_coverage
+    from rmtrace.trace import TraceReader
+    with TraceReader(path) as reader:
+        decoders = decoders_for(reader, override=args.driver)
+        out = decode_coverage(reader, decoders).to_dict()
+    out["profile"] = decoders.profile.version
+    out["profile_warning"] = decoders.warning
+    return out
+
+
+def _decode_text(c: dict[str, Any]) -> list[str]:
+    by = c["controls_by_naming"]
+    lines = [
+        f"profile                {c['profile']}" + (f"  ({c['profile_warning']})" if c["profile_warning"] else ""),
+        f"records named          {c['records_named_pct']:6.2f}%  ({c['records_named']:,} of {c['records']:,})",
+        f"classes named          {c['classes_named_pct']:6.2f}%  ({c['allocs_named']:,} of {c['allocs']:,} allocations)",
+        f"controls named         {c['controls_at_least_class_and_category_pct']:6.2f}%  at least by class and category "
+        f"({c['controls']:,} control calls)",
+        f"  by full name         {c['controls_full_name_pct']:6.2f}%  ({by['full']:,})",
+        f"  by class+category    {c['controls_class_category_name_pct']:6.2f}%  ({by['category']:,}, category by name)",
+        f"                       {c['controls_class_category_number_pct']:6.2f}%  ({by['class']:,}, category by number: "
+        f"the headers name none)",
+        f"  field by field       {c['controls_field_by_field_pct']:6.2f}%  ({c['controls_field_by_field']:,}; "
+        f"{c['params_decoded_where_profile_has_layout_pct']:.2f}% of those the profile has a layout for)",
+        f"decoder exceptions     {c['exceptions']}",
+    ]
+    for title, key in (("not named", "unnamed_ops"), ("classes not named", "unnamed_classes"),
+                       ("controls without a full name", "partly_named_controls"),
+                       ("params that did not fit the profile's layout", "params_not_decoded")):
+        if c[key]:
+            lines.append(f"{title}: " + ", ".join(f"{k} ×{n}" for k, n in list(c[key].items())[:12]))
+    lines.extend(f"  exception: {e}" for e in c["exception_examples"])
+    return lines
+
+
+SECTIONS = (
+    Section("calls", "per process, client, source and operation: counts, statuses, latency, bytes (default)",
+            _calls, _calls_text, default=True),
+    Section("decode", "decode coverage for the trace's driver profile", _decode, _decode_text),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_trace_argument(parser)
+    for section in SECTIONS:
+        parser.add_argument(f"--{section.name}", action="store_true", help=section.help)
+    parser.add_argument("--driver", metavar="VERSION", help="decode with this driver's profile, not the recorded one")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = [s for s in SECTIONS if getattr(args, s.name)] or [s for s in SECTIONS if s.default]
+    path = trace_or_default(args)
+    results = {s.name: s.compute(path, args) for s in chosen}
+    if args.json:
+        print(json.dumps(results[chosen[0].name] if len(chosen) == 1 else results, indent=2, default=str))
+        return 0
+    for section in chosen:
+        if len(chosen) > 1:
+            print(f"[{section.name}]")
+        for line in section.text(results[section.name]):
+            print(line)
     return 0

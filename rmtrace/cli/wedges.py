@@ -6,7 +6,7 @@ import argparse
 import json
 
 from rmtrace.analysis.wedges import find_wedges
-from rmtrace.cli.common import add_trace_argument
+from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.session import load_session
 from rmtrace.timefmt import parse_duration
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    model = load_session(args.trace, driver=args.driver)
+    model = load_session(trace_or_default(args), driver=args.driver)
     wedges = find_wedges(model, slow_ns=parse_duration(args.slow))
     if args.json:
         print(json.dumps([w.to_dict() for w in wedges], indent=2))
