@@ -21,8 +21,8 @@ import os
 import sys
 import tempfile
 import time
-from importlib import resources
 
+from rmtrace import captures
 from rmtrace.replayer.plan import build_plan
 from rmtrace.replayer.runner import replay
 from rmtrace.replayer.schedules import Schedule
@@ -54,9 +54,9 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    trace = args.trace or str(resources.files("rmtrace.captures") / "cuda-streams.trace")
+    trace = args.trace or str(captures.path("cuda-streams"))
     if not os.path.isfile(trace):
-        parser.error(f"{trace}: no such capture (give --trace)")
+        parser.error(f"{trace}: no such file")
 
     one = build_plan(trace).select([1])
     plan = one.repeat(max(1, round(args.messages / one.message_count)))

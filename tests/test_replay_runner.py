@@ -4,10 +4,10 @@ chaos seeds, self-replay, divergences, the watchdog, and the replay's own trace.
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 import pytest
 
+from rmtrace import captures
 from rmtrace.decoders import decoders_for
 from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, SysOp
 from rmtrace.replayer.plan import build_plan
@@ -18,13 +18,9 @@ from rmtrace.replayer.targets.recorded import RecordedTarget
 from rmtrace.trace import TraceReader
 from tests.cuda_traffic import Process, cuda_client, write_trace
 
-CAPTURES = ("cuda-streams.trace", "cuda-streams-3x-sequential.trace", "cuda-streams-2-together.trace",
-            "torch-one-kernel.trace", "nvidia-smi-q.trace")
 
-
-def shipped(name: str) -> str | None:
-    path = resources.files("rmtrace.captures") / name
-    return str(path) if path.is_file() else None
+def shipped(name: str) -> str:
+    return str(captures.path(name))
 
 
 @pytest.fixture(scope="module")
@@ -195,21 +191,15 @@ def test_the_watchdog_bounds_real_time_waits(synthetic, tmp_path):
     server.close()
 
 
-@pytest.mark.parametrize("name", CAPTURES)
+@pytest.mark.parametrize("name", captures.shipped())
 def test_real_captures_self_replay_green_and_fixed_green(name):
-    path = shipped(name)
-    if path is None:
-        pytest.skip(f"{name} is not shipped in this tree yet")
-    plan = build_plan(path)
+    plan = build_plan(shipped(name))
     assert run(plan, "recorded", "recorded").exit_status == 0
     assert run(plan, "recorded", "model:fixed").exit_status == 0
 
 
 def test_real_capture_seed_validation_plan():
-    path = shipped("cuda-streams.trace")
-    if path is None:
-        pytest.skip("the real captures are not shipped in this tree yet")
-    plan = build_plan(path)
+    plan = build_plan(shipped("cuda-streams"))
     assert_seed_story(run(plan.repeat(3), "sequential", "model:legacy"))
     for schedule, shaped in (("sequential", plan.repeat(3)), ("concurrent", plan.repeat(2)),
                              ("simultaneous", plan.streams(4))):

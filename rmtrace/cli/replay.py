@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib import resources
 
+from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.errors import RmtraceError
 from rmtrace.replayer.chains import attach_wedge_chains
 from rmtrace.replayer.plan import Plan, build_plan
@@ -42,14 +42,11 @@ The seed's validation plan, from one recorded run:
   rmtrace replay run1.trace --repeat 3 --schedule chaos --runs 50 --against model:legacy
 """
 
-DEFAULT_CAPTURE = "cuda-streams-3x-sequential.trace"
-"""The capture ``rmtrace replay`` runs without a FILE: three CUDA clients one after another."""
 SIMULTANEOUS_STREAMS = 4
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", nargs="?", metavar="FILE",
-                        help=f"a recorded trace (default: the shipped capture {DEFAULT_CAPTURE})")
+    add_trace_argument(parser)
     group = parser.add_argument_group("plan")
     group.add_argument("--clients", metavar="N,M", help="only these recorded clients (1 = c1, ...)")
     group.add_argument("--repeat", type=int, default=1, metavar="N", help="run the clients N times over")
@@ -73,16 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
 
 
-def trace_path(arg: str | None) -> str:
-    """The trace to replay: the argument, or the shipped default capture."""
-    if arg:
-        return arg
-    shipped = resources.files("rmtrace.captures") / DEFAULT_CAPTURE
-    if not shipped.is_file():
-        raise RmtraceError(f"no FILE given and this installation ships no {DEFAULT_CAPTURE}: give a trace")
-    return str(shipped)
-
-
 def _numbers(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
@@ -96,7 +83,7 @@ def schedule_from_args(args: argparse.Namespace) -> Schedule:
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
     """The plan the arguments describe: cut, narrowed, repeated, widened."""
-    plan = build_plan(trace_path(args.trace), driver=args.driver)
+    plan = build_plan(trace_or_default(args), driver=args.driver)
     warning = plan.semantics.decoders.warning
     if warning:
         print(f"rmtrace: {warning}", file=sys.stderr)
