@@ -74,12 +74,6 @@ class Plan:
     def message_count(self) -> int:
         return sum(len(c.messages) for c in self.clients)
 
-    def client(self, client_id: str) -> PlanClient:
-        for c in self.clients:
-            if c.id == client_id:
-                return c
-        raise RmtraceError(f"no client {client_id} in this plan ({', '.join(c.id for c in self.clients)})")
-
     # -- shaping
 
     def select(self, numbers: Iterable[int]) -> "Plan":

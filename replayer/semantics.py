@@ -25,7 +25,7 @@ from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
 from rmtrace.record import Phase, Record, Role, Source, SysOp, When, decode_record, encode_record
-from rmtrace.replayer.messages import Device, Expect, Kind, Message
+from rmtrace.replayer.messages import Expect, Kind, Message
 from rmtrace.replayer.model.objects import Category
 
 CLASS_CATEGORIES: tuple[tuple[re.Pattern, Category], ...] = tuple((re.compile(p), c) for p, c in (
@@ -61,12 +61,6 @@ UVM_KINDS: Mapping[str, Kind] = {
 """UVM commands with their own kind; the rest need an initialized fd (UVM's init check), except tools."""
 UVM_TOOLS_PREFIX = "UVM_TOOLS_"
 
-DEVICES: tuple[tuple[re.Pattern, Device], ...] = tuple((re.compile(p), d) for p, d in (
-    (r"^/dev/nvidiactl$", Device.CTL),
-    (r"^/dev/nvidia-uvm$", Device.UVM),
-    (r"^/dev/nvidia\d+$", Device.GPU),
-))
-
 SYS_KINDS: Mapping[int, Kind] = {SysOp.OPEN: Kind.SYS_OPEN, SysOp.CLOSE: Kind.SYS_CLOSE, SysOp.EXIT: Kind.SYS_EXIT}
 
 GSP_KINDS: Mapping[str, Kind] = {
@@ -96,10 +90,6 @@ def _first(table: Iterable[tuple[re.Pattern, Any]], text: str | None, default: A
 
 def category_of(class_name: str | None) -> Category:
     return _first(CLASS_CATEGORIES, class_name, Category.OTHER)
-
-
-def device_of(path: str | None) -> Device:
-    return _first(DEVICES, path, Device.OTHER)
 
 
 class Semantics:
@@ -217,7 +207,6 @@ class Semantics:
         last = call.records[-1]
         if first.op == SysOp.OPEN:
             msg.fd = first.fd if first.fd >= 0 else last.ret
-            msg.device = device_of(d.args.get("path"))
             msg.defines = (("fd", msg.fd),)
         elif first.op == SysOp.CLOSE:
             msg.uses = (("fd", first.fd),)

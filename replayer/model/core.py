@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any, Callable, Hashable, Iterator
 
-from rmtrace.replayer.messages import Device, Kind, Message
+from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import Completion, Emit, HostChannel, SemaHost
 from rmtrace.replayer.model.objects import NV_OK, Category, RmObject, RmObjects
 from rmtrace.replayer.model.policy import Policy
@@ -153,7 +153,7 @@ class HostModel:
         self.uvm_lock = Lock("UVM global lock")
         self.va_spaces: dict[tuple[int, int], VaSpace] = {}
         self.gpus: dict[bytes, Gpu] = {}
-        self.files: dict[tuple[int, int], Device] = {}
+        self.files: set[tuple[int, int]] = set()
         self.parked: dict[Hashable, Task] = {}
         self._handshake_session = False
         """A GSP boot handshake opened a session no RM client has joined yet."""
@@ -438,7 +438,7 @@ class HostModel:
     # ------------------------------------------------------------------ handlers: files, processes, GSP
 
     def _sys_open(self, task: Task) -> None:
-        self.files[(task.pid, task.msg.fd)] = task.msg.device
+        self.files.add((task.pid, task.msg.fd))
         return None
 
     def _sys_close(self, task: Task) -> Any:
@@ -446,7 +446,7 @@ class HostModel:
 
     def _close(self, task: Task, fd: int) -> Any:
         """Closing a UVM fd destroys its VA space (releasing its GPUs); closing an RM fd frees its clients."""
-        self.files.pop((task.pid, fd), None)
+        self.files.discard((task.pid, fd))
         va = self.va_spaces.pop((task.pid, fd), None)
         for client in self.objects.clients_on_fd(task.pid, fd):
             self._teardown(task, self.objects.free_client(task.pid, client))

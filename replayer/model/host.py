@@ -91,7 +91,6 @@ class Rank:
     armed: bool = False
     generation: int = 0
     fired_by: HostChannel | None = None
-    fired_at: int = 0
     holds: list[DrainHold] = field(default_factory=list)
 
 
@@ -256,10 +255,6 @@ class SemaHost:
                        f"(hint rc -22), so the drain never ends")
         return out
 
-    def cancel(self, c: Completion) -> None:
-        if c in self.waiting:
-            self.waiting.remove(c)
-
     # -- internals
 
     def _arm(self, rank: Rank, ch: HostChannel | None, pid: int) -> int:
@@ -284,7 +279,6 @@ class SemaHost:
             self._arm(rank, ch, ch.pid)
         rank.armed = False
         rank.fired_by = ch
-        rank.fired_at = self.clock.now
         self.counters["latch_fired"] += 1
         self.emit("LATCH_FIRE", {"rank": rank.index, "channel": ch.handle, "generation": rank.generation,
                                  "armed": 0}, ch.pid)

@@ -133,10 +133,6 @@ class RmObjects:
             return NOT_FOUND, None
         return NV_OK, obj
 
-    def get(self, scope: int, h_client: int, h_object: int) -> RmObject | None:
-        client = self.clients.get((scope, h_client))
-        return None if client is None else client.objects.get(h_object)
-
     def clients_on_fd(self, scope: int, fd: int) -> list[RmClient]:
         return [c for (s, _h), c in self.clients.items() if s == scope and c.fd == fd]
 

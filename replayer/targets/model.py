@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from rmtrace.replayer.messages import Message, Outcome, Result
+from rmtrace.replayer.messages import Message, Outcome
 from rmtrace.replayer.model.core import HostModel, VirtualClock
 from rmtrace.replayer.model.policy import Policy
 from rmtrace.replayer.model.records import GspRecords, SemaRecords
@@ -78,11 +78,11 @@ class ModelTarget(Target):
         """The answer to ``msg``: bare metal's where the model has nothing to add, else its own status."""
         expect = msg.expect
         if expect.response is False:
-            return Outcome(Result.REPLIED)
+            return Outcome()
         if status is None:
-            return Outcome(Result.REPLIED, expect.status, record=msg.reply or self.semantics.answer(msg.request))
+            return Outcome(expect.status, record=msg.reply or self.semantics.answer(msg.request))
         code = self.semantics.status_code(status)
         if code == expect.status:
-            return Outcome(Result.REPLIED, code, record=msg.reply)
+            return Outcome(code, record=msg.reply)
         record = self.semantics.answer(msg.reply or msg.request, code)
-        return Outcome(Result.REPLIED, code, record=record, note=status)
+        return Outcome(code, record=record)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Hashable
 
 from rmtrace.record import encode_record
-from rmtrace.replayer.messages import Message, Outcome, Result
+from rmtrace.replayer.messages import Message, Outcome
 from rmtrace.replayer.model.core import VirtualClock
 from rmtrace.replayer.plan import REPLAYED_SOURCES
 from rmtrace.replayer.semantics import Semantics
@@ -44,12 +44,12 @@ class RecordedTarget(Target):
 
     def submit(self, ticket: Hashable, client: Any, msg: Message) -> Outcome | None:
         if msg.expect.response is False:
-            return Outcome(Result.REPLIED)
+            return Outcome()
         reply = self.replies.get(msg.seq)
         if reply is None:
             return None
         status, ret, err, fields = self.semantics.reply_status(msg.request, reply)
-        return Outcome(Result.REPLIED, status, ret, err, fields, record=reply)
+        return Outcome(status, ret, err, fields, record=reply)
 
     def wait(self, deadline_ns: int) -> list[Reply]:
         self.clock.advance(deadline_ns)

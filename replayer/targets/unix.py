@@ -10,7 +10,7 @@ from typing import Any, Hashable
 from rmtrace.errors import RmtraceError
 from rmtrace.decoders.sema import SemaOp
 from rmtrace.record import MarkOp, Phase, RecordFlag, Source, decode_record
-from rmtrace.replayer.messages import Message, Outcome, Result
+from rmtrace.replayer.messages import Message, Outcome
 from rmtrace.replayer.output import stamp
 from rmtrace.replayer.protocol import (EVENT_CALL_ID, Stream, answer_key, control, control_body, request_key,
                                        with_call_id)
@@ -157,10 +157,10 @@ class UnixTarget(Target):
     def _outcome(self, msg: Message, request: bytes, answer) -> Outcome:
         data = answer.encode()
         if msg.expect.response is False:
-            return Outcome(Result.REPLIED)
+            return Outcome()
         status, ret, err, fields = self.semantics.reply_status(request, data)
         said = self.answers
-        return Outcome(Result.REPLIED, status if "status" in said else None, ret if "ret" in said else None,
+        return Outcome(status if "status" in said else None, ret if "ret" in said else None,
                        err if "err" in said else None, fields if "fields" in said else None, record=data)
 
     def _flush(self) -> list[Reply]:
