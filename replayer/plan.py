@@ -153,6 +153,7 @@ def build_plan(trace: str | os.PathLike | TraceReader, *, driver: str | None = N
         if not any(m.expect.response is not False for m in messages):
             continue  # opened a device and did nothing with it
         link(messages)
+        _think_times(calls[client.id], messages)
         process = session.processes.get(client.pid)
         pid = client.pid
         if not pid or any(c.pid == pid for c in clients):  # GSP sessions recorded host-side name no process
@@ -163,6 +164,16 @@ def build_plan(trace: str | os.PathLike | TraceReader, *, driver: str | None = N
     if not clients:
         raise RmtraceError(f"{reader.path}: no client in this trace (no RM, UVM or GSP calls to replay)")
     return Plan(reader.path, dict(reader.meta), semantics, clients)
+
+
+def _think_times(calls: Sequence[Call], messages: Sequence[Message]) -> None:
+    """Each message's recorded gap after the end of the calls before it (the process thinking)."""
+    busy_until = None
+    for call, msg in zip(calls, messages):
+        start, end = call.records[0].time_ns, call.records[-1].time_ns
+        if busy_until is not None:
+            msg.think_ns = max(0, start - busy_until)
+        busy_until = end if busy_until is None else max(busy_until, end)
 
 
 # --------------------------------------------------------------------------- dependencies
