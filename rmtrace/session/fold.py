@@ -93,6 +93,8 @@ class Folder:
             level = Level.FULL
         decoded = self.decoders.decode(call, level)
         self._touch_process(call)
+        if label.name == GSP_SESSION_START:
+            self.gsp_session += 1  # the boot handshake's INIT_DONE opens the session it starts
         client = self._client_for(first)
         info = self._call_info(call, decoded, client)
         if client is not None:
@@ -543,8 +545,10 @@ def _gsp_exchange(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
         inner.apply(f, d, info, call)
 
 
+GSP_SESSION_START = "GSP_INIT_DONE"
+
+
 def _gsp_init_done(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    f.gsp_session += 1
     f.counter("gsp_sessions", f.gsp_session, call.first.time_ns, call.first.seq)
 
 
