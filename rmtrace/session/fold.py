@@ -77,6 +77,7 @@ class Folder:
         self.seq_client: list[tuple[int, str]] = []  # (seq, client id) for every record of a client
         self.notes: list[str] = []
         self.stray_frees: list[CallInfo] = []
+        self._counters: dict[str, int] = {}
         self.stop_reason: dict | None = None
         self.lost: list[dict] = []
         self._class_ids = {info.name: cid for cid, info in self.profile.classes.items()}
@@ -286,7 +287,10 @@ class Folder:
                     t, seq, detail)
 
     def counter(self, name: str, value: int, t: int, seq: int) -> None:
-        self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
+        """A host counter's value; a snapshot that repeats it is no change (no transition)."""
+        if self._counters.get(name) != value:
+            self._counters[name] = value
+            self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
 
 
 def _opens_nvidia_device(rec: Record) -> bool:
