@@ -64,11 +64,15 @@ class Step:
         return f"{text} on {target}" if target else text
 
 
-def steps(model: SessionModel, client_id: str) -> list[Step]:
+def recorded_sources(model: SessionModel) -> set[int]:
+    return {c.source for c in model.calls if c.source in COMPARED_SOURCES}
+
+
+def steps(model: SessionModel, client_id: str, sources: frozenset[int] | set[int] = frozenset(COMPARED_SOURCES)) -> list[Step]:
     names = _Names(model, client_id)
     out = []
     for call in model.calls_of(client_id):
-        if call.source not in COMPARED_SOURCES:
+        if call.source not in sources:
             continue
         handle = next((call.handles[h] for h in TARGET_BY_OP.get(call.name, TARGET_HANDLES) if h in call.handles), None)
         out.append(Step(call, (call.name, call.detail or "", names.at(handle, call.enter_seq))))
@@ -103,7 +107,10 @@ def _output_fields(model: SessionModel, call: CallInfo) -> dict[str, Any]:
 
 
 def _first_in_client(a: SessionModel, b: SessionModel, cid: str) -> Divergence | None:
-    sa, sb = steps(a, cid), steps(b, cid)
+    # Only what both runs recorded is compared: a replay's host-side GSP/sema records, say,
+    # have no counterpart in a userspace capture of the same program.
+    sources = recorded_sources(a) & recorded_sources(b)
+    sa, sb = steps(a, cid, sources), steps(b, cid, sources)
     ta, tb = [s.token for s in sa], [s.token for s in sb]
     matcher = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
     structural: Divergence | None = None

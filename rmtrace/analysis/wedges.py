@@ -109,20 +109,23 @@ class _Finder:
         return lines
 
     def rank_evidence(self, index: int) -> list[str]:
+        """What holds rank ``index`` at the end: a spent one-shot latch, a drain hold (either or both)."""
         rank = self.m.ranks.get(f"rank{index}")
         if rank is None:
             return []
-        state = self.final.of(rank.entity)
         lines = []
-        if state.get("state") == "latch_fired":
+        if rank.latch_armed is False:
             fired = next((tr for tr in reversed(self.m.history(rank.entity))
-                          if tr.attr == "state" and tr.value == "latch_fired"), None)
+                          if tr.attr == "detail" and str(tr.value).startswith("fired")), None)
             who = f" of {rank.last_channel_id.split('/')[0]}" if rank.last_channel_id else ""
             lines.append(f"rank {index}'s one-shot latch fired at {self.rel(fired.t_ns if fired else 0)} "
                          f"(generation {rank.latch_generation}, channel {rank.last_channel or 0:#x}{who}) "
                          f"and was never re-armed")
-        if state.get("state") == "drain_held":
-            lines.append(f"rank {index} is held by a drain hold")
+        if rank.drain_held:
+            held = next((tr for tr in reversed(self.m.history(rank.entity))
+                         if tr.attr == "state" and tr.value == "drain_held"), None)
+            lines.append(f"rank {index} is in a drain hold since {self.rel(held.t_ns if held else 0)}: "
+                         f"the host holds its completions")
         return lines
 
     def frozen_counters(self) -> str | None:
@@ -201,7 +204,9 @@ class _Finder:
             waiting = [c for c in self.m.channels.values()
                        if c.rank == rank.index and self.final.of(c.entity).get("state") in WAITING_STATES]
             if evidence and waiting:
-                out.append(Wedge("latch_not_rearmed", f"rank {rank.index}: latch fired and never re-armed",
+                kind, what = (("latch_not_rearmed", "latch fired and never re-armed") if rank.latch_armed is False
+                              else ("drain_held", "drain hold never released"))
+                out.append(Wedge(kind, f"rank {rank.index}: {what}",
                                  None, None, None, None,
                                  evidence + [f"{c.id} waits on it" for c in waiting], 20, entity=rank.entity))
         return out

@@ -77,6 +77,7 @@ class Folder:
         self.seq_client: list[tuple[int, str]] = []  # (seq, client id) for every record of a client
         self.notes: list[str] = []
         self.stray_frees: list[CallInfo] = []
+        self._counters: dict[str, int] = {}
         self.stop_reason: dict | None = None
         self.lost: list[dict] = []
         self._class_ids = {info.name: cid for cid, info in self.profile.classes.items()}
@@ -93,6 +94,8 @@ class Folder:
             level = Level.FULL
         decoded = self.decoders.decode(call, level)
         self._touch_process(call)
+        if label.name == GSP_SESSION_START:
+            self.gsp_session += 1  # the boot handshake's INIT_DONE opens the session it starts
         client = self._client_for(first)
         info = self._call_info(call, decoded, client)
         if client is not None:
@@ -284,7 +287,10 @@ class Folder:
                     t, seq, detail)
 
     def counter(self, name: str, value: int, t: int, seq: int) -> None:
-        self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
+        """A host counter's value; a snapshot that repeats it is no change (no transition)."""
+        if self._counters.get(name) != value:
+            self._counters[name] = value
+            self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
 
 
 def _opens_nvidia_device(rec: Record) -> bool:
@@ -543,8 +549,10 @@ def _gsp_exchange(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
         inner.apply(f, d, info, call)
 
 
+GSP_SESSION_START = "GSP_INIT_DONE"
+
+
 def _gsp_init_done(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    f.gsp_session += 1
     f.counter("gsp_sessions", f.gsp_session, call.first.time_ns, call.first.seq)
 
 

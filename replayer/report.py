@@ -1,0 +1,64 @@
+"""How a replay's results read: the per-client table, the chaos seed list, JUnit XML for CI systems."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Iterable, Sequence
+
+from rmtrace.replayer.runner import ReplayResult, Verdict
+
+COUNTERS_SHOWN = ("pub_calls", "gr_rel", "faked", "drain_held", "hint_errors", "sessions")
+EXIT_MEANING = {0: "all green", 1: "diverged", 2: "wedged"}
+
+
+def table(result: ReplayResult) -> str:
+    """One line per client (green / diverged at message N / wedged at message N), chains indented."""
+    clients = result.clients
+    width = max([len(c.client.label) for c in clients] + [6])
+    lines = [f"{'client':<{width}}  verdict"]
+    for c in clients:
+        lines.append(f"{c.client.label:<{width}}  {c.summary()}")
+        for source, chain in (("wedges: ", c.wedge_chain), (f"{result.target}: ", c.chain)):
+            if chain:
+                pad = " " * len(source)
+                lines.extend(f"{'':<{width}}    {source if i == 0 else pad}{line}" for i, line in enumerate(chain))
+    if result.counters:
+        shown = " ".join(f"{k}={result.counters[k]}" for k in COUNTERS_SHOWN if k in result.counters)
+        lines.append(f"host counters: {shown}")
+    return "\n".join(lines)
+
+
+def headline(result: ReplayResult, source: str) -> str:
+    return (f"replay {source}: {len(result.clients)} client{'s' * (len(result.clients) != 1)}, "
+            f"{result.messages} messages, {result.schedule} against {result.target}")
+
+
+def seeds_line(results: Sequence[ReplayResult]) -> str:
+    """Which seeds of a --runs exploration failed, and how to rerun one."""
+    failing = [r for r in results if r.failed]
+    if not failing:
+        return f"{len(results)} runs, all green"
+    seeds = ", ".join(str(r.schedule.seed) for r in failing)
+    mode = failing[0].schedule.mode.value
+    return (f"{len(failing)} of {len(results)} runs failed: seeds {seeds} "
+            f"(rerun one with --schedule {mode}:{failing[0].schedule.seed})")
+
+
+def junit(results: Iterable[ReplayResult], path: str, source: str) -> None:
+    """A JUnit XML report: one test suite per run, one test case per client."""
+    suites = ET.Element("testsuites", name=f"rmtrace replay {source}")
+    for result in results:
+        suite = ET.SubElement(suites, "testsuite", name=f"{result.target} {result.schedule}",
+                              tests=str(len(result.clients)),
+                              failures=str(sum(c.verdict is Verdict.DIVERGED for c in result.clients)),
+                              errors=str(sum(c.verdict is Verdict.WEDGED for c in result.clients)),
+                              time=f"{result.wall_s:.3f}")
+        for c in result.clients:
+            case = ET.SubElement(suite, "testcase", classname=f"{result.target}.{result.schedule}",
+                                 name=c.client.label, time="0")
+            if c.verdict is Verdict.DIVERGED:
+                ET.SubElement(case, "failure", type="diverged", message=c.summary()).text = c.summary()
+            elif c.verdict is Verdict.WEDGED:
+                ET.SubElement(case, "error", type="wedged", message=c.summary()).text = "\n".join(c.chain)
+    ET.indent(suites)
+    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)

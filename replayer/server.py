@@ -1,0 +1,200 @@
+"""``rmtrace model serve``: the host-service model as the replay protocol's reference server.
+
+One listening Unix socket; each connection is one replay with a fresh model
+(a fresh host, as a rebooted host service would be).  The connection's hello
+names the recorded driver, so requests are decoded with the same profile the
+client cut them with; every request gets exactly one answer when the model
+completes it (never, for a wedge), and the model's sema records go to the
+client as they happen.  The model runs on the real clock here: a drain
+bound is real milliseconds, and the client's watchdog is real seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import stat
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rmtrace.calls import Call, CallState
+from rmtrace.decoders import DecoderSet, decoders_for
+from rmtrace.errors import RmtraceError
+from rmtrace.record import MarkOp, Phase, Record, RecordFlag
+from rmtrace.replayer.messages import Message
+from rmtrace.replayer.model.core import WallClock
+from rmtrace.replayer.model.policy import Policy
+from rmtrace.replayer.output import stamp
+from rmtrace.replayer.protocol import ANSWER_PHASES, Stream, control, control_body, request_key, with_call_id
+from rmtrace.replayer.semantics import Semantics
+from rmtrace.replayer.targets.base import RunInfo
+from rmtrace.replayer.targets.model import ModelTarget
+
+ACCEPT_BACKLOG = 8
+
+
+@dataclass(eq=False)
+class _Peer:
+    """A replayed process as the server knows it (what the model target asks of a client)."""
+
+    pid: int
+    label: str
+
+    @staticmethod
+    def tid(msg: Message) -> int:
+        return msg.tid
+
+
+@dataclass(eq=False)
+class _Session:
+    stream: Stream
+    target: ModelTarget | None = None
+    peers: dict[int, _Peer] = field(default_factory=dict)
+    counts: dict[int, int] = field(default_factory=dict)
+    oracles: dict[tuple, Record] = field(default_factory=dict)
+    requests: dict[tuple, Record] = field(default_factory=dict)
+
+
+class ModelServer:
+    """Serves the model on ``path`` until ``stop`` is set (see the module docstring)."""
+
+    def __init__(self, path: str, policy: Policy) -> None:
+        self.path = path
+        self.policy = policy
+        self._decoders: dict[str, DecoderSet] = {}
+        self._sel = selectors.DefaultSelector()
+        self._sessions: dict[socket.socket, _Session] = {}
+        self._listener = self._listen(path)
+        self.clock = WallClock()
+
+    @staticmethod
+    def _listen(path: str) -> socket.socket:
+        if os.path.exists(path):
+            if not stat.S_ISSOCK(os.stat(path).st_mode):
+                raise RmtraceError(f"{path} exists and is not a socket; not replacing it")
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)
+        except OSError as exc:
+            sock.close()
+            raise RmtraceError(f"cannot listen on {path}: {exc.strerror or exc}") from None
+        sock.listen(ACCEPT_BACKLOG)
+        sock.setblocking(False)
+        return sock
+
+    def serve(self, stop: threading.Event | None = None) -> None:
+        self._sel.register(self._listener, selectors.EVENT_READ)
+        try:
+            while stop is None or not stop.is_set():
+                for key, _events in self._sel.select(self._timeout()):
+                    if key.fileobj is self._listener:
+                        self._accept()
+                    else:
+                        self._readable(key.fileobj)
+                for session in list(self._sessions.values()):
+                    if session.target is not None:
+                        self._answer(session, session.target.wait(self.clock.now))
+        finally:
+            for sock in list(self._sessions):
+                self._drop(sock)
+            self._sel.close()
+            self._listener.close()
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+
+    def _timeout(self) -> float:
+        """Sleep until the next model timer (drain bounds), at most a quarter second."""
+        now = self.clock.now
+        dues = [s.target.model.next_timer() for s in self._sessions.values() if s.target is not None]
+        dues = [d for d in dues if d is not None]
+        return max(0.0, min([0.25] + [(d - now) / 1e9 for d in dues]))
+
+    def _accept(self) -> None:
+        sock, _addr = self._listener.accept()
+        sock.setblocking(False)
+        self._sessions[sock] = _Session(Stream(sock))
+        self._sel.register(sock, selectors.EVENT_READ)
+
+    def _drop(self, sock: socket.socket) -> None:
+        self._sel.unregister(sock)
+        del self._sessions[sock]
+        sock.close()
+
+    def _readable(self, sock: socket.socket) -> None:
+        session = self._sessions[sock]
+        try:
+            session.stream.read_available()
+            for record in session.stream.records():
+                if not self._record(session, record):
+                    self._drop(sock)
+                    return
+        except RmtraceError:
+            self._drop(sock)
+            return
+        if session.stream.closed:
+            self._drop(sock)
+
+    def _record(self, session: _Session, record: Record) -> bool:
+        """Handle one record; False when the peer said goodbye."""
+        body = control_body(record)
+        if body is not None:
+            if body.get("hello"):
+                self._hello(session, body)
+                return True
+            if "why" in body and session.target is not None:
+                key = tuple(body["why"])
+                session.stream.send(control(MarkOp.NOTE, {"why": list(key), "chain": session.target.explain(key)}))
+                return True
+            if session.target is not None:
+                session.target.close()
+            return False
+        if session.target is None:
+            raise RmtraceError("a request before the hello")
+        if record.flags & RecordFlag.SYNTHETIC:  # the oracle: kept as the reply bare metal gave
+            session.oracles[request_key(record)] = replace(record, flags=record.flags & ~RecordFlag.SYNTHETIC)
+            return True
+        self._request(session, record)
+        return True
+
+    def _hello(self, session: _Session, body: dict[str, Any]) -> None:
+        meta = body.get("meta") or {}
+        version = str(meta.get("driver_version"))
+        decoders = self._decoders.get(version)
+        if decoders is None:
+            decoders = self._decoders[version] = decoders_for(meta)
+        target = ModelTarget(self.policy, Semantics(decoders), clock=self.clock)
+        session.peers = {int(pid): _Peer(int(pid), label) for _cid, pid, label in body.get("clients", [])}
+        target.open(RunInfo(meta, str(body.get("schedule", "")), None), session.stream.send)
+        session.target = target
+        session.stream.send(control(MarkOp.NOTE, {"hello": True, "service": target.name,
+                                                  "answers": sorted(target.answers)}))
+
+    def _request(self, session: _Session, record: Record) -> None:
+        key = request_key(record)
+        oracle = session.oracles.pop(key, None)
+        if record.phase == Phase.EVENT:
+            call = Call((record,), CallState.SINGLE)
+        else:
+            call = Call((record, oracle), CallState.COMPLETE) if oracle else Call((record,), CallState.IN_FLIGHT)
+        index = session.counts.get(record.pid, 0)
+        session.counts[record.pid] = index + 1
+        msg = session.target.semantics.message(call, index)
+        peer = session.peers.setdefault(record.pid, _Peer(record.pid, f"pid {record.pid}"))
+        session.requests[key] = record
+        outcome = session.target.submit(key, peer, msg)
+        if outcome is not None:
+            self._answer(session, [(key, outcome)])
+
+    def _answer(self, session: _Session, replies: list) -> None:
+        for key, outcome in replies:
+            request = session.requests.pop(key)
+            if outcome.record is not None:
+                data = with_call_id(stamp(outcome.record, self.clock.now, request.pid, request.tid), request.call_id)
+            else:
+                data = Record(request.source, ANSWER_PHASES[request.phase], op=request.op, time_ns=self.clock.now,
+                              pid=request.pid, tid=request.tid, call_id=request.call_id,
+                              flags=RecordFlag.REPLAY).encode()
+            session.stream.send(data)

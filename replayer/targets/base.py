@@ -1,0 +1,84 @@
+"""The one interface every replay target implements.
+
+A target is where a replay's messages go: the embedded host-service model,
+any service behind a Unix socket, the recording itself, and later the kernel
+host service (``/dev/rmtrace-replay``) and the real NVIDIA driver.  The
+runner drives it with five calls and nothing else, so a new target plugs in
+without touching plans or schedules (docs/replay-protocol.md, "Targets"):
+
+* ``open(info, sink)``: start; ``sink(bytes)`` takes every record the target
+  itself produces (host sema/GSP records), in the record format, as they happen;
+* ``submit(ticket, client, msg)``: send one message; return its
+  :class:`~rmtrace.replayer.messages.Outcome` when it is answered at once,
+  None when the answer comes later through ``wait``.  Several clients have
+  messages outstanding at the same time;
+* ``wait(deadline_ns)``: the answers that arrive by ``deadline_ns`` on the
+  target's clock, returning as soon as there is at least one (an empty list
+  at the deadline);
+* ``idle(ns)``: let time pass with no guest activity (a recorded think time);
+  answers that arrive meanwhile are returned;
+* ``close()``: stop.
+
+``now()`` is the target's clock: virtual for the model (a wait costs nothing
+and a wedge is found at once), CLOCK_MONOTONIC for real services.
+``explain(ticket)`` says why an unanswered message waits, when the target
+knows; ``answers`` names the parts of an outcome it produces, so that what
+it cannot know is never counted as a divergence.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+from rmtrace.replayer.messages import Message, Outcome
+
+Ticket = Hashable
+Sink = Callable[[bytes], None]
+Reply = tuple[Ticket, Outcome]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a target learns when a replay starts."""
+
+    meta: dict[str, Any]
+    """The recorded trace's metadata (driver version, GPUs, command)."""
+    schedule: str
+    seed: int | None
+    clients: tuple[tuple[str, int, str], ...] = field(default_factory=tuple)
+    """(client id, pid, label) of every client in the plan."""
+
+
+class Target(ABC):
+    """Where a replay's messages go; see the module docstring."""
+
+    name: str = "?"
+    answers: frozenset[str] = frozenset({"status"})
+    """Outcome parts this target produces: status, ret, err, fields."""
+
+    @abstractmethod
+    def open(self, info: RunInfo, sink: Sink | None) -> None: ...
+
+    @abstractmethod
+    def submit(self, ticket: Ticket, client: Any, msg: Message) -> Outcome | None: ...
+
+    @abstractmethod
+    def wait(self, deadline_ns: int) -> list[Reply]: ...
+
+    @abstractmethod
+    def idle(self, ns: int) -> list[Reply]: ...
+
+    @abstractmethod
+    def now(self) -> int: ...
+
+    def explain(self, ticket: Ticket) -> list[str]:
+        return []
+
+    def counters(self) -> dict[str, int]:
+        """The host counters at this point, where the target has them."""
+        return {}
+
+    def close(self) -> None:
+        """Stop; a target with resources releases them here."""

@@ -1,0 +1,168 @@
+"""Any host service behind a Unix socket (``--against unix:PATH``), speaking docs/replay-protocol.md."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import time
+from typing import Any, Hashable
+
+from rmtrace.errors import RmtraceError
+from rmtrace.decoders.sema import SemaOp
+from rmtrace.record import MarkOp, Phase, RecordFlag, Source, decode_record
+from rmtrace.replayer.messages import Message, Outcome
+from rmtrace.replayer.output import stamp
+from rmtrace.replayer.protocol import (EVENT_CALL_ID, Stream, answer_key, control, control_body, request_key,
+                                       with_call_id)
+from rmtrace.replayer.semantics import Semantics
+from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
+
+HELLO_TIMEOUT_S = 10.0
+WHY_TIMEOUT_S = 2.0
+
+
+class UnixTarget(Target):
+    """The client end of the replay protocol; real time, real timeouts."""
+
+    def __init__(self, path: str, semantics: Semantics) -> None:
+        self.path = path
+        self.semantics = semantics
+        self.name = f"unix:{path}"
+        self.answers = frozenset({"status"})
+        self._stream: Stream | None = None
+        self._sel = selectors.DefaultSelector()
+        self._sink: Sink | None = None
+        self._pending: dict[tuple, tuple[Hashable, Message, bytes]] = {}
+        self._ready: list[Reply] = []
+        self._why: dict[tuple, list[str]] = {}
+        self._counters: dict[str, int] = {}
+
+    def open(self, info: RunInfo, sink: Sink | None) -> None:
+        self._sink = sink
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.path)
+        except OSError as exc:
+            sock.close()
+            raise RmtraceError(f"cannot reach a replay service at {self.path}: {exc.strerror or exc} "
+                               f"(start one with 'rmtrace model serve --socket {self.path}')") from None
+        sock.setblocking(False)
+        self._stream = Stream(sock)
+        self._sel.register(sock, selectors.EVENT_READ)
+        self._stream.send(control(MarkOp.NOTE, {"hello": True, "meta": info.meta, "schedule": info.schedule,
+                                                "clients": [list(c) for c in info.clients]}))
+        body = self._hello_reply(time.monotonic() + HELLO_TIMEOUT_S)
+        self.name = f"unix:{self.path} ({body.get('service', '?')})"
+        self.answers = frozenset(body.get("answers", ["status"]))
+
+    def _hello_reply(self, until: float) -> dict[str, Any]:
+        while time.monotonic() < until:
+            for record in self._drain(until - time.monotonic()):
+                body = control_body(record)
+                if body is not None and body.get("hello"):
+                    return body
+                if self._sink is not None:
+                    self._sink(record.encode())
+        raise RmtraceError(f"the service at {self.path} did not answer the replay hello")
+
+    def now(self) -> int:
+        return time.monotonic_ns()
+
+    def submit(self, ticket: Hashable, client: Any, msg: Message) -> Outcome | None:
+        request = stamp(msg.request, self.now(), client.pid, client.tid(msg))
+        record = decode_record(request)
+        if record.phase == Phase.EVENT:
+            request = with_call_id(request, EVENT_CALL_ID + msg.index)
+            record = decode_record(request)
+        parts = [request]
+        if msg.reply is not None:
+            # what bare metal answered, flagged SYNTHETIC and sent first: a hint the service may use or ignore
+            oracle = stamp(msg.reply, self.now(), client.pid, client.tid(msg), RecordFlag.REPLAY | RecordFlag.SYNTHETIC)
+            parts.insert(0, with_call_id(oracle, record.call_id))
+        self._pending[request_key(record)] = (ticket, msg, request)
+        self._stream.send(*parts)
+        return None
+
+    def wait(self, deadline_ns: int) -> list[Reply]:
+        while not self._ready:
+            left = (deadline_ns - self.now()) / 1e9
+            if left <= 0:
+                break
+            self._take(self._drain(left))
+            if self._stream.closed:
+                break
+        return self._flush()
+
+    def idle(self, ns: int) -> list[Reply]:
+        self._take(self._drain(0))
+        return self._flush()
+
+    def explain(self, ticket: Hashable) -> list[str]:
+        """Ask the service why a request is unanswered (a service may not know: then nothing)."""
+        key = next((k for k, (t, _m, _r) in self._pending.items() if t == ticket), None)
+        if key is None or self._stream is None:
+            return []
+        self._stream.send(control(MarkOp.NOTE, {"why": list(key)}))
+        until = time.monotonic() + WHY_TIMEOUT_S
+        while time.monotonic() < until and self._why.get(key) is None:
+            self._take(self._drain(until - time.monotonic()))
+        return self._why.pop(key, None) or []
+
+    def counters(self) -> dict[str, int]:
+        return dict(self._counters)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            try:
+                self._stream.send(control(MarkOp.STOP, {"bye": True}))
+                deadline = time.monotonic() + 1.0
+                while not self._stream.closed and time.monotonic() < deadline:
+                    self._take(self._drain(deadline - time.monotonic()))
+            except RmtraceError:
+                pass
+            self._sel.close()
+            self._stream.sock.close()
+            self._stream = None
+
+    # -- internals
+
+    def _drain(self, timeout: float):
+        if self._stream.closed:
+            return []
+        if self._sel.select(max(timeout, 0.0)):
+            self._stream.read_available()
+        return list(self._stream.records())
+
+    def _take(self, records) -> None:
+        for record in records:
+            key = answer_key(record)
+            pending = self._pending.pop(key, None) if key is not None else None
+            if pending is None:
+                body = control_body(record)
+                if body is not None and "why" in body:
+                    self._why[tuple(body["why"])] = list(body.get("chain", []))
+                elif body is None:
+                    self._note_counters(record)
+                    if self._sink is not None:
+                        self._sink(record.encode())
+                continue
+            ticket, msg, request = pending
+            self._ready.append((ticket, self._outcome(msg, request, record)))
+
+    def _note_counters(self, record) -> None:
+        if record.source == Source.SEMA and record.op == SemaOp.COUNTERS:
+            args = self.semantics.decoders.decode(record).args
+            self._counters = {k: v for k, v in args.items() if k not in ("vgpu", "session")}
+
+    def _outcome(self, msg: Message, request: bytes, answer) -> Outcome:
+        data = answer.encode()
+        if msg.expect.response is False:
+            return Outcome()
+        status, ret, err, fields = self.semantics.reply_status(request, data)
+        said = self.answers
+        return Outcome(status if "status" in said else None, ret if "ret" in said else None,
+                       err if "err" in said else None, fields if "fields" in said else None, record=data)
+
+    def _flush(self) -> list[Reply]:
+        out, self._ready = self._ready, []
+        return out

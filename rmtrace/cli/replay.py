@@ -1,0 +1,158 @@
+"""rmtrace replay: a trace's clients against a host service, in a schedule: green / diverged / wedged."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rmtrace.cli.common import add_trace_argument, trace_or_default
+from rmtrace.errors import RmtraceError
+from rmtrace.replayer.chains import attach_wedge_chains
+from rmtrace.replayer.plan import Plan, build_plan
+from rmtrace.replayer.report import EXIT_MEANING, headline, junit, seeds_line, table
+from rmtrace.replayer.runner import DEFAULT_TIMEOUT_NS, ReplayResult, replay
+from rmtrace.replayer.schedules import Mode, Schedule
+from rmtrace.replayer.targets import describe_targets, make_target
+from rmtrace.timefmt import parse_duration
+
+NAME = "replay"
+HELP = "replay a trace's clients against a host service in a schedule: green / diverged / wedged per client"
+DESCRIPTION = f"""\
+Cut a trace into its clients (processes that talked to RM/UVM, or GSP sessions),
+send their messages to a target in a schedule, and say per client: green,
+diverged at message N (with the difference), or wedged at message N (with the
+chain of why).  The replay is written as a trace of its own (-o), which show,
+wedges, diff and the TUI read like a recording.  Exit status: 0 all green,
+1 something diverged, 2 something wedged.
+
+Targets (--against):
+{describe_targets()}
+
+Schedules (--schedule): recorded (the recording's interleaving), sequential
+(client after client), concurrent (all at once), simultaneous (each client
+with its streams at once; --streams defaults to 4), chaos[:SEED] (random
+interleavings and delays; --runs K tries K seeds and lists the failing ones).
+
+The seed's validation plan, from one recorded run:
+  rmtrace replay run1.trace --repeat 3 --schedule sequential --against model:legacy
+  rmtrace replay run1.trace --repeat 3 --schedule sequential --against model:fixed
+  rmtrace replay run1.trace --repeat 2 --schedule concurrent
+  rmtrace replay run1.trace --schedule simultaneous --streams 4
+  rmtrace replay run1.trace --repeat 3 --schedule chaos --runs 50 --against model:legacy
+"""
+
+SIMULTANEOUS_STREAMS = 4
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    add_trace_argument(parser)
+    group = parser.add_argument_group("plan")
+    group.add_argument("--clients", metavar="N,M", help="only these recorded clients (1 = c1, ...)")
+    group.add_argument("--repeat", type=int, default=1, metavar="N", help="run the clients N times over")
+    group.add_argument("--streams", type=int, metavar="N",
+                       help="multiply each client's channel work over N channels/ranks")
+    group.add_argument("--driver", metavar="VERSION", help="decode as this driver version (default: the recorded one)")
+    run = parser.add_argument_group("run")
+    run.add_argument("--against", default="model", metavar="TARGET", help="where messages go (default: model)")
+    run.add_argument("--schedule", default="recorded", metavar="SCHEDULE", help="default: recorded")
+    run.add_argument("--seed", type=int, default=0, help="chaos seed (default 0)")
+    run.add_argument("--timeout", default=f"{DEFAULT_TIMEOUT_NS // 1_000_000_000}s", metavar="DURATION",
+                     help="watchdog: an answer later than this wedges its client (default 10s; "
+                          "virtual time for the model, so free)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_plan_arguments(parser)
+    parser.add_argument("--runs", type=int, default=1, metavar="K", help="chaos: try K seeds from --seed on")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="the replay's trace (default: FILE's name with .replay.trace, here)")
+    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+
+
+def _numbers(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise RmtraceError(f"--clients takes client numbers such as 1,3, not {text!r}") from None
+
+
+def schedule_from_args(args: argparse.Namespace) -> Schedule:
+    return Schedule.parse(args.schedule, args.seed)
+
+
+def plan_from_args(args: argparse.Namespace) -> Plan:
+    """The plan the arguments describe: cut, narrowed, repeated, widened."""
+    plan = build_plan(trace_or_default(args), driver=args.driver)
+    warning = plan.semantics.decoders.warning
+    if warning:
+        print(f"rmtrace: {warning}", file=sys.stderr)
+    if args.clients:
+        plan = plan.select(_numbers(args.clients))
+    plan = plan.repeat(args.repeat)
+    streams = args.streams
+    if streams is None and schedule_from_args(args).mode is Mode.SIMULTANEOUS:
+        streams = SIMULTANEOUS_STREAMS
+    return plan.streams(streams) if streams is not None else plan
+
+
+def timeout_from_args(args: argparse.Namespace) -> int:
+    timeout = parse_duration(args.timeout)
+    if timeout <= 0:
+        raise RmtraceError(f"--timeout must be positive, not {args.timeout!r}")
+    return timeout
+
+
+def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
+    return replay(plan, schedule, make_target(args.against, plan), timeout_ns=timeout_from_args(args),
+                  output=output)
+
+
+def _output(args: argparse.Namespace, plan: Plan, schedule: Schedule | None = None) -> str:
+    base = args.output or os.path.basename(plan.source).removesuffix(".trace") + ".replay.trace"
+    if schedule is None:
+        return base
+    return f"{base.removesuffix('.trace')}.{str(schedule).replace(':', '-')}.trace"
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    schedule = schedule_from_args(args)
+    if args.runs < 1:
+        raise RmtraceError("--runs must be at least 1")
+    if args.runs > 1 and schedule.mode is not Mode.CHAOS:
+        raise RmtraceError("--runs explores seeds of the chaos schedule: use --schedule chaos")
+    source = os.path.basename(plan.source)
+    if args.runs == 1:
+        result = run_once(plan, args, schedule, _output(args, plan))
+        attach_wedge_chains(result)
+        print(headline(result, source))
+        print(table(result))
+        results = [result]
+    else:
+        results = _explore(plan, args, schedule, source)
+    if args.junit:
+        junit(results, args.junit, source)
+    status = max(r.exit_status for r in results)
+    written = [r.output for r in results if r.output]
+    print(f"replay trace{'s' * (len(written) != 1)}: {', '.join(written) or 'none (every run green)'}")
+    print(f"exit {status}: {EXIT_MEANING[status]}")
+    return status
+
+
+def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str) -> list[ReplayResult]:
+    """K chaos seeds without writing; each failing one again, with its trace (the same result)."""
+    results = []
+    print(f"replay {source}: {len(plan.clients)} clients, {plan.message_count} messages, "
+          f"{args.runs} chaos seeds from {first.seed} against {args.against}")
+    for seed in range(first.seed, first.seed + args.runs):
+        schedule = Schedule(Mode.CHAOS, seed)
+        result = run_once(plan, args, schedule, None)
+        if result.failed:
+            result = run_once(plan, args, schedule, _output(args, plan, schedule))
+            attach_wedge_chains(result)
+        verdicts = ", ".join(f"{c.client.id} {c.verdict.value}" for c in result.clients)
+        print(f"  {str(schedule):<10} {EXIT_MEANING[result.exit_status]:<9} {verdicts}")
+        results.append(result)
+    print(seeds_line(results))
+    return results
