@@ -27,6 +27,8 @@ SHOTS = (
 """(file, how many traces, keys pressed before the shot)."""
 CAPTURE_SHOT = ("tui-capture.svg", ("g", "4", "2", "0", "m", "s", "enter", "o"))
 """The shipped H200 capture with the cursor where its second client starts, objects shown."""
+REPLAY_SHOT = ("tui-wedge-replay.svg", ("w", "t", *["plus"] * 6, *["down"] * 7))
+"""The shipped cuda-streams capture replayed 3x against the legacy host model: the second client wedges."""
 
 
 async def shoot(paths: list[str], out: Path, keys: tuple[str, ...]) -> None:
@@ -54,8 +56,15 @@ def main() -> int:
                 print(f"docs/{name}")
         if len(sys.argv) == 1:
             from rmtrace import captures
+            from rmtrace.replayer import Schedule, build_plan, make_target, replay
             name, keys = CAPTURE_SHOT
             asyncio.run(shoot([str(captures.path())], ROOT / "docs" / name, keys))
+            print(f"docs/{name}")
+            replayed = str(Path(tmp) / "legacy-replay.trace")
+            plan = build_plan(str(captures.path("cuda-streams"))).repeat(3)
+            replay(plan, Schedule.parse("sequential"), make_target("model:legacy", plan), output=replayed)
+            name, keys = REPLAY_SHOT
+            asyncio.run(shoot([replayed], ROOT / "docs" / name, keys))
             print(f"docs/{name}")
     return 0
 

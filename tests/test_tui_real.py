@@ -108,6 +108,30 @@ async def test_fields_filters_and_objects_on_real_decodes(boots):
 
 
 @pilot_test
+async def test_a_legacy_model_replay_of_the_real_capture(tmp_path):
+    from rmtrace import captures
+    from rmtrace.replayer import Schedule, build_plan, make_target, replay
+    out = str(tmp_path / "legacy-replay.trace")
+    plan = build_plan(str(captures.path("cuda-streams"))).repeat(3)
+    replay(plan, Schedule.parse("sequential"), make_target("model:legacy", plan), output=out)
+    app = RmtraceApp.open([out], library_services())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        run = app.workspace.run
+        timeline = app.main.query_one(Timeline)
+        await pilot.press("w")
+        wedge = run.wedges()[app.workspace.wedge_index]
+        assert wedge.client_id == "c2" and "UVM_REGISTER_GPU" in wedge.summary
+        assert timeline.selected_row.lane.entity == "client/c2"
+        assert "in_flight (UVM_REGISTER_GPU)" in timeline.status_text()
+        assert app.main.query_one(EventsTable).pointer_seq == wedge.seq
+        at_end = run.state_at(run.end_rel)
+        assert at_end.counters.get("drain_held", 0) > 0  # the host's drain hold never ended
+        rows = {label: state for label, state, _, _ in state_rows(app.workspace, at_end)}
+        assert rows[next(label for label in rows if label.startswith("c3 pid"))] == "in_flight"  # behind c2
+
+
+@pilot_test
 async def test_diff_of_the_wedged_and_the_fixed_boot(boots):
     app = RmtraceApp.open(list(boots), library_services())
     async with app.run_test(size=SIZE) as pilot:

@@ -2,9 +2,10 @@
 
 Every trace is folded by the real session model: the main screen on a real
 capture (the shipped H200 recording of three CUDA clients in a row); the
-wedge on the constructed second-client wedge (tests/scenarios.py, built with
-the decoders' own definitions); the diff puts that wedged boot beside the
-fixed one.
+wedge on a replay of the real cuda-streams capture, three times in a row,
+against the legacy host-service model (the second client wedges); the wedge
+and the diff also on the constructed second-client wedge (tests/scenarios.py)
+beside its fixed boot.
 """
 
 import pytest
@@ -22,6 +23,16 @@ SIZE = (120, 34)
 def no_cursor_blink(monkeypatch):
     """A blinking input cursor would make the SVGs differ from run to run (harlequin's fix)."""
     monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture(scope="module")
+def legacy_replay(tmp_path_factory):
+    """The shipped cuda-streams capture replayed 3x sequentially against the legacy model: c2 wedges."""
+    from rmtrace.replayer import Schedule, build_plan, make_target, replay
+    out = tmp_path_factory.mktemp("replay") / "legacy-replay.trace"
+    plan = build_plan(str(captures.path("cuda-streams"))).repeat(3)
+    replay(plan, Schedule.parse("sequential"), make_target("model:legacy", plan), output=str(out))
+    return str(out)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +70,10 @@ def test_main_screen(snap_compare):
 def test_main_screen_at_the_second_client(snap_compare):
     """The cursor where the second client starts (events, timeline and state follow it)."""
     assert snap_compare(app_for(CAPTURE), run_before=keys("g", *"420ms", "enter"), terminal_size=SIZE)
+
+
+def test_legacy_replay_wedge(snap_compare, legacy_replay):
+    assert snap_compare(app_for(legacy_replay), run_before=keys("w"), terminal_size=SIZE)
 
 
 def test_wedge_view(snap_compare, boots):

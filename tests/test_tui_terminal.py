@@ -9,7 +9,8 @@ import pytest
 
 from rmtrace.record import Phase, Record, Source
 from rmtrace.trace import TraceWriter
-from tests.scenarios import sequential
+from rmtrace import captures
+from rmtrace.replayer import Schedule, build_plan, make_target, replay
 
 
 
@@ -83,24 +84,25 @@ def test_a_new_user_opens_the_shipped_capture(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_a_new_user_finds_the_wedge_in_a_real_terminal(tmp_path):
-    trace = sequential(tmp_path / "wedge.trace", True)
+def test_a_new_user_finds_the_wedge_of_a_legacy_replay_in_a_real_terminal(tmp_path):
+    replayed = tmp_path / "legacy-replay.trace"
+    plan = build_plan(str(captures.path("cuda-streams"))).repeat(3)
+    replay(plan, Schedule.parse("sequential"), make_target("model:legacy", plan), output=str(replayed))
     term = Tmux(f"rmtrace-tui-{tmp_path.name}")
     try:
-        term.type(f"PS1='$ '; {sys.executable} -m rmtrace.cli.main tui {trace}; echo exited $?")
-        first = term.wait_for("6 wedges")
-        assert "Timeline" in first and "Events (106)" in first and "? Help" in first
-        assert "▾ c2 pid 1002" in first and "RM_ALLOC" in first
+        term.type(f"PS1='$ '; {sys.executable} -m rmtrace.cli.main tui {replayed}; echo exited $?")
+        first = term.wait_for("4 wedges")
+        assert "Timeline" in first and "Events (2,433)" in first and "? Help" in first
         term.keys("?")
         assert "Next wedge" in term.wait_for("any key closes")
         term.keys("x")
         term.wait_for("State  Objects  Wedges")
         term.keys("w")
-        shown = term.wait_for("UVM_REGISTER_GPU never")
-        assert "in flight" in shown and "c2 pid 1002: in_flight (UVM_REGISTER_GPU)" in shown
+        shown = term.wait_for("UVM_REGISTER_GPU never returned")
+        assert "in flight" in shown and "c2 pid 507 (cuda_streams): in_flight (UVM_REGISTER_GPU)" in shown
         term.keys("t")
         term.wait_for("+ Zoom in")  # the footer follows the focus; keys sent before it may go to the old widget
-        for span in ("1.062s", "531.142ms", "265.571ms", "132.785ms", "66.393ms"):
+        for span in ("10.300s", "5.150s", "2.575s"):
             term.keys("+")
             term.wait_for(f"{span}/screen")
         term.keys("q")
