@@ -35,25 +35,16 @@ def child(path: str, wait_model: bool) -> None:
     """Run the TUI headless on ``path``, printing one JSON line per milestone (monotonic seconds)."""
     import asyncio
 
-    from rmtrace.errors import RmtraceError
     from rmtrace.tui.app import RmtraceApp
     from rmtrace.tui.messages import ModelFailed, ModelLoaded
-    from rmtrace.tui.services import Services, library_services
+    from rmtrace.tui.services import library_services
     from rmtrace.tui.widgets.events.table import EventsTable
     from rmtrace.tui.widgets.timeline.timeline import Timeline
 
     def say(event: str, **kw) -> None:
         print(json.dumps({"event": event, "t": time.monotonic(), **kw}), flush=True)
 
-    try:
-        services = library_services()
-    except ImportError as exc:
-        say("note", text=f"no session model in this tree ({exc}); timing the index-only path")
-
-        def unavailable(_path: str, _decoders):
-            raise RmtraceError("session model not available")
-        services = Services(load_model=unavailable, find_wedges=lambda m: [], first_divergence=lambda a, b: None,
-                            symbols={})
+    services = library_services()
 
     drawn: dict[int, float] = {}
     timeline_at_end: list[float] = []
@@ -115,10 +106,7 @@ def run_child(path: str, wait_model: bool) -> dict[str, float]:
     for line in out.stdout.splitlines():
         if line.startswith("{"):
             ev = json.loads(line)
-            if ev["event"] == "note":
-                print(f"# {ev['text']}")
-            else:
-                times[ev["event"]] = ev["t"] - start
+            times[ev["event"]] = ev["t"] - start
     return times
 
 
@@ -171,7 +159,7 @@ def main() -> int:
     if "model" in tui:
         rows.append(("tui session model attached", f"{tui['model']:7.3f} s   ratio to info {tui['model'] / info:.2f}"))
     elif "model_failed" in tui:
-        rows.append(("tui session model", "not built (see the note above)"))
+        rows.append(("tui session model", "failed to fold (the TUI said why on screen)"))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
