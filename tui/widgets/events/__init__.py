@@ -1,0 +1,1 @@
+"""The events table and its columns."""

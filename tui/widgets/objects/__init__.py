@@ -1,0 +1,1 @@
+"""The RM object tree per client."""

@@ -1,0 +1,1 @@
+"""Every lane's state at the cursor, and the host counters."""

@@ -1,0 +1,1 @@
+"""The timeline: lanes over time, its arithmetic and rows."""

@@ -1,0 +1,1 @@
+"""Wedges and a diff's divergence, in plain words."""
