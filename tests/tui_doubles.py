@@ -2,10 +2,12 @@
 
 ``wedge_story(path)`` writes a short two-client trace with the real
 TraceWriter (the second client's UVM registration never returns) and returns
-a model double that says what the session model contract
-(notes: session-api) says about it: clients, objects, channels, calls, lanes,
-state at a time, a wedge.  Only unit tests use it; the TUI is shown on real
-traces through the real model elsewhere.
+a model double that says what the session model would say about it: clients,
+objects, channels, calls, lanes, state at a time, a wedge.  Only the model's
+queries are doubled; every value it hands out is the library's own class
+(``rmtrace.session``'s entities, ``Wedge``, ``Divergence``, ``Decoded``).
+Only unit tests use it; the TUI is shown on real traces through the real
+model elsewhere.
 """
 
 from __future__ import annotations
@@ -15,166 +17,22 @@ import io
 import bisect
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
+from rmtrace.analysis.diff import Divergence
+from rmtrace.analysis.wedges import Wedge
+from rmtrace.decoders.base import Decoded
 from rmtrace.record import Buffer, MarkOp, Phase, Record, Role, Source, SysOp, When
+from rmtrace.session import STATE_SYMBOLS, CallInfo, Channel, Client, Lane, Rank, RmObject, Segment, State, Transition
 from rmtrace.trace import TraceWriter
 from rmtrace.tui.services import Services
 
-SYMBOLS = {"allocated": "a", "bound": "b", "scheduled": "s", "registered": "R", "published": "P",
-           "waiting": "…", "completed": "✓", "latch_armed": "L", "latch_fired": "F", "stale": "x",
-           "drain_held": "D", "wedged": "!", "in_flight": ">", "freed": "_"}
 T0 = 1_000_000_000
 US = 1_000
 
 
-@dataclass(frozen=True)
-class Segment:
-    t0: int
-    t1: int
-    state: str
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Lane:
-    entity: str
-    kind: str
-    group: str
-    label: str
-    segments: tuple[Segment, ...]
-
-
-@dataclass(frozen=True)
-class Client:
-    id: str
-    pid: int
-    h_client: int | None
-    first_ns: int
-    last_ns: int
-    first_seq: int
-    last_seq: int
-    gsp_session: int | None
-    label: str
-
-    @property
-    def entity(self) -> str:
-        return f"client/{self.id}"
-
-
-@dataclass(frozen=True)
-class RmObject:
-    client_id: str
-    handle: int
-    parent: int | None
-    cls: int
-    class_name: str
-    stable_name: str
-    alloc_seq: int
-    alloc_ns: int
-    free_seq: int | None
-    free_ns: int | None
-    status: str
-
-
-@dataclass(frozen=True)
-class Channel:
-    id: str
-    client_id: str
-    handle: int
-    class_name: str
-    engine: str | None
-    rank: int | None
-    token: int | None
-    tsg: int | None
-    uvm_registered: bool
-    stable_name: str
-
-    @property
-    def entity(self) -> str:
-        return f"chan/{self.id}"
-
-
-@dataclass(frozen=True)
-class Rank:
-    id: str
-    index: int
-
-    @property
-    def entity(self) -> str:
-        return f"rank/{self.index}"
-
-
-@dataclass(frozen=True)
-class Call:
-    pid: int
-    tid: int
-    call_id: int
-    client_id: str
-    source: int
-    op: int
-    name: str
-    detail: str
-    status: int | None
-    status_name: str | None
-    enter_seq: int
-    exit_seq: int | None
-    t_enter: int
-    t_exit: int | None
-    in_flight: bool
-
-
-@dataclass(frozen=True)
-class Transition:
-    t_ns: int
-    seq: int
-    entity: str
-    attr: str
-    value: object
-
-
-@dataclass(frozen=True)
-class State:
-    entities: Mapping[str, Mapping[str, object]]
-    counters: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class Wedge:
-    kind: str
-    summary: str
-    client_id: str | None = None
-    seq: int | None = None
-    t_ns: int | None = None
-    since_ns: int | None = None
-    chain: list[str] = field(default_factory=list)
-    score: float = 0.0
-    rank: int = 0
-    entity: str | None = None
-
-
-@dataclass(frozen=True)
-class Decoded:
-    name: str
-    detail: str
-    status: int | None
-    status_name: str | None
-    handles: tuple[int, ...]
-    fields: dict
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "fields": self.fields}
-
-
-@dataclass
-class Divergence:
-    client_id: str
-    kind: str
-    index: int
-    summary: str
-    a: Call | None = None
-    b: Call | None = None
-    details: list[str] = field(default_factory=list)
+def _status_name(status: int | None) -> str | None:
+    return None if status is None else ("OK" if status == 0 else f"rc {status}")
 
 
 class DoubleDecoders:
@@ -187,7 +45,7 @@ class DoubleDecoders:
              (Source.SEMA, 14): "COUNTERS", (Source.SYS, SysOp.OPEN): "open", (Source.SYS, SysOp.EXIT): "exit",
              (Source.MARK, MarkOp.IN_FLIGHT): "IN_FLIGHT"}
 
-    def __init__(self, handles: dict[int, tuple[int, ...]], status: dict[int, int]) -> None:
+    def __init__(self, handles: dict[int, int], status: dict[int, int]) -> None:
         self.handles = handles
         self.status = status
 
@@ -195,8 +53,9 @@ class DoubleDecoders:
         rec = item.records[-1] if hasattr(item, "records") else item  # a call: its closing record
         name = self.NAMES.get((rec.source, rec.op), f"op {rec.op:#x}")
         status = self.status.get(rec.seq)
-        return Decoded(name, "", status, None if status is None else ("OK" if status == 0 else f"rc {status}"),
-                       self.handles.get(rec.seq, ()), {"op": rec.op, "handles": list(self.handles.get(rec.seq, ()))})
+        handle = self.handles.get(rec.seq)
+        return Decoded(rec.source, rec.op, name, status=status, status_name=_status_name(status),
+                       ok=None if status is None else status == 0, handles={} if handle is None else {"hObject": handle})
 
 
 @dataclass
@@ -207,7 +66,7 @@ class DoubleModel:
     clients: tuple[Client, ...]
     objects: dict[tuple[str, int], RmObject]
     channels: dict[str, Channel]
-    calls: list[Call]
+    calls: list[CallInfo]
     transitions: list[Transition]
     counters: list[tuple[int, dict[str, int]]]
     wedge_list: list[Wedge]
@@ -234,7 +93,7 @@ class DoubleModel:
             entities.setdefault(tr.entity, {})[tr.attr] = tr.value
         times = [t for t, _ in self.counters]
         i = bisect.bisect_right(times, t_ns)
-        return State(entities, self.counters[i - 1][1] if i else {})
+        return State(t_ns, entities, self.counters[i - 1][1] if i else {})
 
     def lanes(self) -> list[Lane]:
         out = []
@@ -252,7 +111,7 @@ def double_services(models: dict[str, DoubleModel]) -> Services:
         load_model=lambda path, decoders: models[str(path)],
         find_wedges=lambda model: model.wedge_list,
         first_divergence=lambda a, b: _diverge(a, b),
-        symbols=SYMBOLS,
+        symbols=STATE_SYMBOLS,
     )
 
 
@@ -272,22 +131,22 @@ class _Story:
         self.path = path
         self.t = T0
         self.owner: dict[int, str] = {}
-        self.handles: dict[int, tuple[int, ...]] = {}
+        self.handles: dict[int, int] = {}
         self.status: dict[int, int] = {}
         self.transitions: list[Transition] = []
-        self.calls: list[Call] = []
+        self.calls: list[CallInfo] = []
         self.objects: dict[tuple[str, int], RmObject] = {}
         self.counters: list[tuple[int, dict[str, int]]] = []
         self.call_ids = 0
 
-    def write(self, client: str, rec: Record, handles: tuple[int, ...] = (), status: int | None = None,
+    def write(self, client: str, rec: Record, handle: int | None = None, status: int | None = None,
               gap_us: int = 50) -> int:
         self.t += gap_us * US
         seq = self.writer.write(Record(rec.source, rec.phase, rec.op, 0, self.t, rec.pid, rec.tid, rec.call_id,
                                        rec.fd, rec.ret, rec.err, rec.flags, rec.buffers))
         self.owner[seq] = client
-        if handles:
-            self.handles[seq] = handles
+        if handle is not None:
+            self.handles[seq] = handle
         if status is not None:
             self.status[seq] = status
         return seq
@@ -297,34 +156,34 @@ class _Story:
         for k, v in attrs.items():
             self.transitions.append(Transition(self.t, seq, entity, k, v))
 
-    def call(self, client: str, pid: int, source: int, op: int, name: str, handles: tuple[int, ...] = (),
+    def call(self, client: str, pid: int, source: int, op: int, name: str, handle: int | None = None,
              returns: bool = True, latency_us: int = 120, status: int = 0) -> tuple[int, int | None]:
         self.call_ids += 1
         cid = self.call_ids
         payload = (Buffer(Role.ARG, When.BEFORE, cid.to_bytes(4, "little") * 8),)
         enter = self.write(client, Record(source, Phase.ENTER, op, pid=pid, tid=pid, call_id=cid, fd=3,
-                                          buffers=payload), handles)
+                                          buffers=payload), handle)
         t_enter = self.t
         exit_seq = t_exit = None
         if returns:
             exit_seq = self.write(client, Record(source, Phase.EXIT, op, pid=pid, tid=pid, call_id=cid, fd=3,
-                                                 buffers=payload), handles, status, gap_us=latency_us)
+                                                 buffers=payload), handle, status, gap_us=latency_us)
             t_exit = self.t
-        self.calls.append(Call(pid, pid, cid, client, source, op, name, "", status if returns else None,
-                               ("OK" if status == 0 else f"rc {status}") if returns else None, enter, exit_seq,
-                               t_enter, t_exit, not returns))
+        result = status if returns else None
+        self.calls.append(CallInfo(pid, pid, cid, client, source, op, name, None, result, _status_name(result),
+                                   None if result is None else result == 0, enter, exit_seq, t_enter, t_exit,
+                                   not returns))
         return enter, exit_seq
 
-    def sema(self, client: str, phase: int, op: int, handles: tuple[int, ...] = (), status: int | None = None,
+    def sema(self, client: str, phase: int, op: int, handle: int | None = None, status: int | None = None,
              pid: int = 0) -> int:
         body = Buffer(Role.PAYLOAD, When.ONCE, op.to_bytes(4, "little") + bytes(28))
-        return self.write(client, Record(Source.SEMA, phase, op, pid=pid, tid=pid, buffers=(body,)), handles, status)
+        return self.write(client, Record(Source.SEMA, phase, op, pid=pid, tid=pid, buffers=(body,)), handle, status)
 
     def alloc(self, client: str, pid: int, handle: int, parent: int | None, cls: int, class_name: str,
               stable: str) -> int:
-        enter, _ = self.call(client, pid, Source.RM, 0x2B, "RM_ALLOC", (handle,))
-        self.objects[(client, handle)] = RmObject(client, handle, parent, cls, class_name, stable, enter, self.t,
-                                                  None, None, "ok")
+        enter, _ = self.call(client, pid, Source.RM, 0x2B, "RM_ALLOC", handle)
+        self.objects[(client, handle)] = RmObject(client, handle, parent, cls, class_name, stable, enter, self.t)
         return enter
 
 
@@ -345,26 +204,26 @@ def wedge_story(path: str, *, second_client_recovers: bool = False) -> DoubleMod
     seq = s.alloc("c1", 100, ch1, dev1, 0xC56F, "AMPERE_CHANNEL_GPFIFO_A",
                   "NV01_ROOT_CLIENT/NV01_DEVICE_0#0/AMPERE_CHANNEL_GPFIFO_A#0")
     s.state(seq, "chan/c1/ch0", "allocated", handle=ch1)
-    seq = s.sema("c1", Phase.SEND, 1, (ch1,), 0, pid=100)
+    seq = s.sema("c1", Phase.SEND, 1, ch1, 0, pid=100)
     s.state(seq, "chan/c1/ch0", "registered", rank=2)
-    seq = s.sema("c1", Phase.SEND, 3, (ch1,), 0, pid=100)
+    seq = s.sema("c1", Phase.SEND, 3, ch1, 0, pid=100)
     s.state(seq, "chan/c1/ch0", "published")
     s.counters.append((s.t, {"pub_calls": 1, "gr_rel": 0, "faked": 0, "drain_held": 0}))
-    seq = s.sema("c1", Phase.EVENT, 8, (ch1,))
+    seq = s.sema("c1", Phase.EVENT, 8, ch1)
     s.state(seq, "rank/2", "latch_armed")
-    seq = s.sema("c1", Phase.SEND, 5, (ch1,), 0, pid=100)
+    seq = s.sema("c1", Phase.SEND, 5, ch1, 0, pid=100)
     s.state(seq, "chan/c1/ch0", "waiting")
-    seq = s.sema("c1", Phase.RECV, 6, (ch1,), 0, pid=100)
+    seq = s.sema("c1", Phase.RECV, 6, ch1, 0, pid=100)
     s.state(seq, "chan/c1/ch0", "completed")
     s.counters.append((s.t, {"pub_calls": 1, "gr_rel": 1, "faked": 0, "drain_held": 0}))
-    seq = s.sema("c1", Phase.EVENT, 9, (ch1,))
+    seq = s.sema("c1", Phase.EVENT, 9, ch1)
     s.state(seq, "rank/2", "latch_fired")
     seq, _ = s.call("c1", 100, Source.UVM, 38, "UVM_UNREGISTER_GPU")
     s.state(seq, "client/c1", "in_flight")
     for _ in range(2):
-        seq = s.sema("c1", Phase.SEND, 5, (ch1,), -22, pid=100)
+        seq = s.sema("c1", Phase.SEND, 5, ch1, -22, pid=100)
     s.state(seq, "chan/c1/ch0", "stale")
-    seq = s.sema("c1", Phase.EVENT, 10, (ch1,))
+    seq = s.sema("c1", Phase.EVENT, 10, ch1)
     s.state(seq, "rank/2", "drain_held")
     s.counters.append((s.t, {"pub_calls": 1, "gr_rel": 1, "faked": 0, "drain_held": 2}))
     seq = s.write("c1", Record(Source.SYS, Phase.EVENT, SysOp.EXIT, pid=100, tid=100))
@@ -391,8 +250,9 @@ def wedge_story(path: str, *, second_client_recovers: bool = False) -> DoubleMod
         Client("c2", 200, root2, since, s.t, min(q for q, c in s.owner.items() if c == "c2"), max(s.owner), 1,
                "c2 pid 200 (victory_mail)"),
     )
-    channels = {"c1/ch0": Channel("c1/ch0", "c1", ch1, "AMPERE_CHANNEL_GPFIFO_A", "CE", 2, 7, None, True,
-                                  "NV01_ROOT_CLIENT/NV01_DEVICE_0#0/AMPERE_CHANNEL_GPFIFO_A#0")}
+    channels = {"c1/ch0": Channel("c1/ch0", "c1", ch1, root1, "AMPERE_CHANNEL_GPFIFO_A",
+                                  "NV01_ROOT_CLIENT/NV01_DEVICE_0#0/AMPERE_CHANNEL_GPFIFO_A#0", engine="CE", rank=2,
+                                  token=7, uvm_registered=True)}
     wedges = [] if second_client_recovers else [Wedge(
         "stuck_call", "c2's UVM_REGISTER_GPU never returned", "c2", enter, s.t, since, ["c2 pid 200 entered UVM_REGISTER_GPU and never left it",
          "c1's channel 0xcaf000d4 went stale: two COMPLETION_HINTs answered rc=-22",

@@ -474,10 +474,7 @@ class RunView:
 def _handles_of(dec: Any | None) -> Iterable[int]:
     if dec is None:
         return ()
-    handles = getattr(dec, "handles", None) or ()
-    if isinstance(handles, Mapping):
-        handles = handles.values()
-    return (h for h in handles if isinstance(h, int) and h)
+    return (h for h in dec.handles.values() if isinstance(h, int) and h)
 
 
 def _latency(call: Any | None) -> int | None:
