@@ -25,7 +25,6 @@ import argparse
 import glob
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/traffic.py
 
@@ -33,7 +32,9 @@ from rmtrace.decoders import DecoderSet, Level, decoders_for  # noqa: E402
 from rmtrace.decoders.profiles import load_profile  # noqa: E402
 from rmtrace.record import BUFFER, HEADER, HEADER_SIZE, decode_record, encode_record  # noqa: E402
 from rmtrace.trace import TraceReader  # noqa: E402
+from report import best, print_rows  # noqa: E402
 
+BASELINE = "baseline (struct.unpack)"
 GOALS = {"name level": 100_000, "full": 20_000}
 
 
@@ -85,16 +86,6 @@ def full(records: list[bytes], decoders: DecoderSet) -> int:
     return fields
 
 
-def timed(fn, *args, repeat: int = 1) -> float:
-    """The best of ``repeat`` runs (the machine may be shared: the best run is the least disturbed)."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -106,15 +97,16 @@ def main() -> int:
     blobs, decoders, what = source_records(paths, args.synthetic)
     records = replicate(blobs, args.records)
     size = sum(len(r) for r in records)
-    print(f"records              {len(records):,} ({size / 1e6:.0f} MB), from {what}")
-    rates = {"baseline": len(records) / timed(baseline, records, repeat=3)}
-    rates["name level"] = len(records) / timed(name_level, records, decoders, repeat=3)
-    rates["full"] = len(records) / timed(full, records, decoders)
+    rates = {BASELINE: len(records) / best(baseline, records, repeat=3)}
+    rates["name level"] = len(records) / best(name_level, records, decoders, repeat=3)
+    rates["full"] = len(records) / best(full, records, decoders)
+    rows = [("records", f"{len(records):,} ({size / 1e6:.0f} MB), from {what}")]
     for name, rate in rates.items():
-        ratio = "" if name == "baseline" else f"   {rate / rates['baseline']:.3f} of baseline"
+        ratio = "" if name == BASELINE else f"   {rate / rates[BASELINE]:.3f} of baseline"
         goal = GOALS.get(name)
         verdict = "" if goal is None else f"   goal {goal:,}: {'met' if rate >= goal else 'NOT met'}"
-        print(f"{name + ' (struct.unpack)' if name == 'baseline' else name:<22}{rate:>12,.0f} rec/s{ratio}{verdict}")
+        rows.append((name, f"{rate:>12,.0f} rec/s{ratio}{verdict}"))
+    print_rows(rows)
     return 0
 
 

@@ -20,24 +20,15 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 
 from rmtrace import captures
 from rmtrace.replayer.plan import build_plan
 from rmtrace.replayer.runner import replay
 from rmtrace.replayer.schedules import Schedule
 from rmtrace.replayer.targets import make_target
+from report import best, print_rows
 
 GOAL = 100_000
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def iterate(plan) -> int:
@@ -65,27 +56,29 @@ def main() -> int:
     print(f"plan: {os.path.basename(trace)} c1 ({one.message_count} messages) x {len(plan.clients)} = {n:,} messages",
           file=sys.stderr)
 
-    t_iter = best(lambda: iterate(plan), args.repeat)
+    t_iter = best(iterate, plan, repeat=args.repeat)
     result = {}
 
     def through_model(output=None):
         result["r"] = replay(plan, schedule, make_target("model:fixed", plan), output=output)
 
-    t_model = best(through_model, args.repeat)
+    t_model = best(through_model, repeat=args.repeat)
     assert result["r"].exit_status == 0, "the benchmark plan must replay green"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.replay.trace")
-        t_out = best(lambda: through_model(out), max(1, args.repeat - 1))
+        t_out = best(through_model, out, repeat=max(1, args.repeat - 1))
         size = os.path.getsize(out)
 
-    print(f"messages                      {n:,} ({len(plan.clients):,} sequential clients)")
-    print(f"iterate the plan (baseline)   {n / t_iter:>12,.0f} msgs/s")
-    print(f"replay, model:fixed           {n / t_model:>12,.0f} msgs/s   {t_model / t_iter:6.1f}x the baseline's time"
-          f"   goal >= {GOAL:,}: {'met' if n / t_model >= GOAL else 'NOT met'}")
-    print(f"replay, model:fixed + trace   {n / t_out:>12,.0f} msgs/s   ({size / 1e6:.1f} MB written)")
     counters = result["r"].counters
-    print(f"host counters at the end      pub_calls={counters['pub_calls']:,} gr_rel={counters['gr_rel']:,} "
-          f"faked={counters['faked']:,} sessions={counters['sessions']:,}")
+    print_rows([
+        ("messages", f"{n:,} ({len(plan.clients):,} sequential clients)"),
+        ("iterate the plan (baseline)", f"{n / t_iter:>12,.0f} msgs/s"),
+        ("replay, model:fixed", f"{n / t_model:>12,.0f} msgs/s   {t_model / t_iter:6.1f}x the baseline's time"
+                                f"   goal >= {GOAL:,}: {'met' if n / t_model >= GOAL else 'NOT met'}"),
+        ("replay, model:fixed + trace", f"{n / t_out:>12,.0f} msgs/s   ({size / 1e6:.1f} MB written)"),
+        ("host counters at the end", f"pub_calls={counters['pub_calls']:,} gr_rel={counters['gr_rel']:,} "
+                                     f"faked={counters['faked']:,} sessions={counters['sessions']:,}"),
+    ])
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from rmtrace.decoders import Level, decoders_for
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader, TraceWriter
+from report import print_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -89,9 +90,7 @@ def main() -> int:
         ("session fold", f"{n / t_fold:>10,.0f} records/s   {t_fold:6.1f} s   ratio to baseline {t_decode / t_fold:.2f}"),
         ("state at t (100 random t)", f"median {statistics.median(times) * 1e3:.1f} ms, max {max(times) * 1e3:.1f} ms"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_rows(rows)
     return 0
 
 

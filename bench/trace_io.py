@@ -25,6 +25,7 @@ import zstandard
 
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, encode_record
 from rmtrace.trace import DEFAULT_CHUNK_BYTES, TraceReader, TraceWriter
+from report import best, print_rows
 
 
 def realistic_records(n: int, seed: int = 1) -> list[bytes]:
@@ -50,15 +51,6 @@ def realistic_records(n: int, seed: int = 1) -> list[bytes]:
     return out[:n]
 
 
-def best(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -81,8 +73,8 @@ def main() -> int:
         blobs.append(b"".join(cur))
     cctx, dctx = zstandard.ZstdCompressor(level=3), zstandard.ZstdDecompressor()
     frames: list[bytes] = []
-    zstd_c = best(lambda: frames.__setitem__(slice(None), [cctx.compress(b) for b in blobs]), args.repeat)
-    zstd_d = best(lambda: [dctx.decompress(f) for f in frames], args.repeat)
+    zstd_c = best(lambda: frames.__setitem__(slice(None), [cctx.compress(b) for b in blobs]), repeat=args.repeat)
+    zstd_d = best(lambda: [dctx.decompress(f) for f in frames], repeat=args.repeat)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bench.trace")
@@ -102,10 +94,10 @@ def main() -> int:
                 for _ in rd:
                     pass
 
-        t_write = best(write, args.repeat)
+        t_write = best(write, repeat=args.repeat)
         file_size = os.path.getsize(path)
-        t_read = best(read_raw, args.repeat)
-        t_decode = best(read_decoded, 1)
+        t_read = best(read_raw, repeat=args.repeat)
+        t_decode = best(read_decoded)
 
         start = time.perf_counter()
         reader = TraceReader(path)
@@ -138,9 +130,7 @@ def main() -> int:
                                     f"p99 {sorted(seeks)[int(len(seeks) * 0.99)] * 1e3:.2f} ms "
                                     f"(200 seeks, chunk cache cleared before each)"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_rows(rows)
     return 0
 
 

@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from report import print_rows
+
 CHILD_TIMEOUT_S = 600
 
 
@@ -117,7 +119,6 @@ def time_info(path: str) -> float:
 
 
 def write_trace(path: str, source: str, n: int) -> None:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from session import replicate  # the session bench's: copies shifted in time, pids of their own
 
     replicate(source, path, n)
@@ -160,9 +161,7 @@ def main() -> int:
         rows.append(("tui session model attached", f"{tui['model']:7.3f} s   ratio to info {tui['model'] / info:.2f}"))
     elif "model_failed" in tui:
         rows.append(("tui session model", "failed to fold (the TUI said why on screen)"))
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    print_rows(rows)
     return 0
 
 
