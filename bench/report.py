@@ -7,17 +7,21 @@ Each script runs as ``python bench/NAME.py``, so this folder is first on
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+def timed(fn: Callable[..., T], *args: object) -> tuple[T, float]:
+    """What one call returns, and the seconds it took."""
+    start = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - start
 
 
 def best(fn: Callable[..., object], *args: object, repeat: int = 1) -> float:
     """Seconds of the fastest of ``repeat`` calls (the machine may be shared: the best run is the least disturbed)."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(timed(fn, *args)[1] for _ in range(repeat))
 
 
 def print_rows(rows: Sequence[tuple[str, str]]) -> None:

@@ -18,14 +18,13 @@ import random
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
 from rmtrace.decoders import Level, decoders_for
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader, TraceWriter
-from report import print_rows
+from report import print_rows, timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -50,6 +49,15 @@ def replicate(source: str, out: str, n: int) -> int:
     return written
 
 
+def name_pass(reader: TraceReader, decoders) -> int:
+    """Pair and name every call (the least a fold must do); how many calls."""
+    calls = 0
+    for call in decoders.calls(reader.records()):
+        decoders.decode(call, Level.NAME)
+        calls += 1
+    return calls
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -65,24 +73,10 @@ def main() -> int:
 
         with TraceReader(path) as reader:
             decoders = decoders_for(reader)
-            start = time.perf_counter()
-            calls = 0
-            for call in decoders.calls(reader.records()):
-                decoders.decode(call, Level.NAME)
-                calls += 1
-            t_decode = time.perf_counter() - start
-
-        start = time.perf_counter()
-        model = load_session(path)
-        t_fold = time.perf_counter() - start
-
+            calls, t_decode = timed(name_pass, reader, decoders)
+        model, t_fold = timed(load_session, path)
         rng = random.Random(3)
-        times = []
-        for _ in range(100):
-            t = rng.randrange(model.start_ns, model.end_ns + 1)
-            q = time.perf_counter()
-            model.state_at(t)
-            times.append(time.perf_counter() - q)
+        times = [timed(model.state_at, rng.randrange(model.start_ns, model.end_ns + 1))[1] for _ in range(100)]
 
     rows = [
         ("records", f"{n:,} ({calls:,} calls, {len(model.clients):,} clients, {len(model.transitions):,} transitions)"),

@@ -19,13 +19,12 @@ import statistics
 import struct
 import sys
 import tempfile
-import time
 
 import zstandard
 
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, encode_record
 from rmtrace.trace import DEFAULT_CHUNK_BYTES, TraceReader, TraceWriter
-from report import best, print_rows
+from report import best, print_rows, timed
 
 
 def realistic_records(n: int, seed: int = 1) -> list[bytes]:
@@ -99,17 +98,12 @@ def main() -> int:
         t_read = best(read_raw, repeat=args.repeat)
         t_decode = best(read_decoded)
 
-        start = time.perf_counter()
-        reader = TraceReader(path)
-        t_open = time.perf_counter() - start
+        reader, t_open = timed(TraceReader, path)
         rng = random.Random(7)
         seeks = []
         for _ in range(200):
-            seq = rng.randrange(args.records)
             reader._cache.clear()  # no chunk cache helps: every seek reads and decompresses its chunk
-            start = time.perf_counter()
-            reader.record_at(seq)
-            seeks.append(time.perf_counter() - start)
+            seeks.append(timed(reader.record_at, rng.randrange(args.records))[1])
         reader.close()
 
     mb = raw_bytes / 1e6
