@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import xml.etree.ElementTree as ET
 from typing import Iterable, Sequence
 
@@ -9,23 +10,49 @@ from rmtrace.replayer.runner import ReplayResult, Verdict
 
 COUNTERS_SHOWN = ("pub_calls", "gr_rel", "faked", "drain_held", "hint_errors", "sessions")
 EXIT_MEANING = {0: "all green", 1: "diverged", 2: "wedged"}
+WIDTH = 100
+"""Chains wrap to this many columns, so they read in a terminal or a CI log, not only a wide window."""
+INDENT = "    "
 
 
 def table(result: ReplayResult) -> str:
-    """One line per client (green / diverged at message N / wedged at message N), chains indented."""
+    """One line per client (green / diverged at message N / wedged at message N), its chains under it.
+
+    A wedged client shows the target's own explanation, then what the replay
+    trace's records add to it.  Where the target explained the wedge, that is
+    only the first line of the chain ``rmtrace wedges`` reads (when the call
+    blocked, and for how long: the target's explanation has no clock); the
+    rest says again what the target said or what other clients' entries say
+    (who waits behind whom), so the table names the command that prints it.
+    """
     clients = result.clients
     width = max([len(c.client.label) for c in clients] + [6])
     lines = [f"{'client':<{width}}  verdict"]
+    shortened = False
     for c in clients:
         lines.append(f"{c.client.label:<{width}}  {c.summary()}")
-        for source, chain in (("wedges: ", c.wedge_chain), (f"{result.target}: ", c.chain)):
-            if chain:
-                pad = " " * len(source)
-                lines.extend(f"{'':<{width}}    {source if i == 0 else pad}{line}" for i, line in enumerate(chain))
+        wedges = c.wedge_chain[:1] if c.chain else c.wedge_chain
+        shortened |= len(wedges) < len(c.wedge_chain)
+        for tag, chain in ((f"{result.target}: ", c.chain), ("wedges: ", wedges)):
+            lines.extend(_wrapped(tag, chain))
     if result.counters:
         shown = " ".join(f"{k}={result.counters[k]}" for k in COUNTERS_SHOWN if k in result.counters)
         lines.append(f"host counters: {shown}")
+    if shortened:
+        lines.append(f"every chain read off the replay's records: rmtrace wedges {result.output}")
     return "\n".join(lines)
+
+
+def _wrapped(tag: str, chain: Sequence[str]) -> list[str]:
+    """A chain under its tag, each line wrapped to WIDTH columns and continued under its own text."""
+    out = []
+    for i, line in enumerate(chain):
+        text = line.lstrip()
+        lead = INDENT + (tag if i == 0 else " " * len(tag)) + line[:len(line) - len(text)]
+        hang = " " * (len(lead) + (2 if text.startswith("- ") else 0))
+        out.extend(textwrap.wrap(text, WIDTH, initial_indent=lead, subsequent_indent=hang,
+                                 break_long_words=False, break_on_hyphens=False))
+    return out
 
 
 def headline(result: ReplayResult, source: str) -> str:

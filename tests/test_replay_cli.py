@@ -35,6 +35,9 @@ def test_legacy_sequential_prints_the_wedge_chain_and_exits_2(trace, tmp_path, c
     assert any(line.startswith("c1 pid 1447 (victory_mail)") and line.endswith("green (41 messages)") for line in lines)
     assert any("wedged at message 13 UVM_REGISTER_GPU" in line and line.startswith("c2") for line in lines)
     assert any("waiting for the UVM global lock, held by c2" in line for line in lines)
+    assert out.count("drain-held") == 1  # the holder's chain once, not again under the client waiting for it
+    assert f"rmtrace wedges {out_trace}" in out
+    assert max(len(line) for line in lines if str(out_trace) not in line) <= 100
     assert "host counters: pub_calls=" in out and out.rstrip().endswith("exit 2: wedged")
     assert TraceReader(str(out_trace)).meta["replay"]["schedule"] == "sequential"
     suite = ET.parse(report).getroot().find("testsuite")

@@ -267,11 +267,14 @@ class HostModel:
         wait = task.wait
         if isinstance(wait, Lock):
             holder = wait.holder
-            lines = [f"{where} waiting for the {wait.name}, held by {holder.owner} in {holder.msg.name} "
-                     f"(message {holder.msg.index + 1})"]
-            if holder.wait is not None and holder.ticket not in seen:
-                lines += self._why(holder, seen)
-            return lines
+            held = (f"{where} waiting for the {wait.name}, held by {holder.owner} in {holder.msg.name} "
+                    f"(message {holder.msg.index + 1})")
+            if holder.wait is None or holder.ticket in seen:
+                return [held]
+            if holder.owner != task.owner:
+                # another client's wedge has an entry of its own: name it, never repeat its chain per waiter
+                return [f"{held}, which is blocked itself: see its own chain"]
+            return [held] + self._why(holder, seen)
         if isinstance(wait, Completion):
             ch = wait.channel
             lock = " holding the UVM global lock" if self.uvm_lock.holder is task else ""
