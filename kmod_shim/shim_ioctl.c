@@ -88,44 +88,43 @@ static const uint8_t *take(struct shim_rec *r, struct shim_plan *p, uint16_t rol
 	return rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, got);
 }
 
-static const struct rmt_ctab_ctrl *find_ctrl(uint32_t cmd)
+/* The row of a capture-table array (sorted by a leading u32 key) whose key is key; NULL if none. */
+static const void *find_row(const void *rows, uint32_t n, size_t size, uint32_t key)
 {
-	uint32_t lo = 0, hi = shim_proc.ctab->n_ctrl;
+	uint32_t lo = 0, hi = n;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (shim_proc.ctrl[mid].cmd < cmd)
+		uint32_t k;
+		memcpy(&k, (const char *)rows + (size_t)mid * size, sizeof(k));
+		if (k < key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < shim_proc.ctab->n_ctrl && shim_proc.ctrl[lo].cmd == cmd ? &shim_proc.ctrl[lo] : NULL;
+	if (lo < n) {
+		uint32_t k;
+		memcpy(&k, (const char *)rows + (size_t)lo * size, sizeof(k));
+		if (k == key)
+			return (const char *)rows + (size_t)lo * size;
+	}
+	return NULL;
+}
+
+static const struct rmt_ctab_ctrl *find_ctrl(uint32_t cmd)
+{
+	return find_row(shim_proc.ctrl, shim_proc.ctab->n_ctrl, sizeof(*shim_proc.ctrl), cmd);
+}
+
+static const struct rmt_ctab_uvm *find_uvm(uint32_t nr)
+{
+	return find_row(shim_proc.uvm, shim_proc.ctab->n_uvm, sizeof(*shim_proc.uvm), nr);
 }
 
 /* Bytes of alloc params RM reads for class cls (it ignores paramsSize); 0 when the table lacks it. */
 static uint32_t class_params_size(uint32_t cls)
 {
-	uint32_t lo = 0, hi = shim_proc.ctab->n_class;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (shim_proc.cls[mid].cls < cls)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < shim_proc.ctab->n_class && shim_proc.cls[lo].cls == cls ? shim_proc.cls[lo].size : 0;
-}
-
-static const struct rmt_ctab_uvm *find_uvm(uint32_t nr)
-{
-	uint32_t lo = 0, hi = shim_proc.ctab->n_uvm;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (shim_proc.uvm[mid].nr < nr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < shim_proc.ctab->n_uvm && shim_proc.uvm[lo].nr == nr ? &shim_proc.uvm[lo] : NULL;
+	const struct rmt_ctab_class *c = find_row(shim_proc.cls, shim_proc.ctab->n_class, sizeof(*shim_proc.cls), cls);
+	return c ? c->size : 0;
 }
 
 /* The arrays that params (len bytes, already captured) point to. */

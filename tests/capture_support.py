@@ -23,6 +23,8 @@ DEVICE_NODES = ("nvidiactl", "nvidia0", "nvidia-uvm", "nvidia-uvm-tools")
 CTRL_GET_CLASSLIST = 0x00800201
 
 
+# Doubles of the profile's UvmCommand/ClassInfo/Layout/PointerField: bench/record_overhead.py imports
+# this module on the GPU machine from the source tree, where rmtrace.decoders is not importable.
 @dataclass(frozen=True)
 class UvmCommand:
     nr: int

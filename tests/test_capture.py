@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from rmtrace.analysis.wedges import find_wedges
 from rmtrace.record import BufferFlag, MarkOp, Phase, RecordFlag, Role, Source, SysOp, When
+from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 from tests.capture_support import CTRL_GET_CLASSLIST, build_programs, make_device_dir
 
@@ -226,6 +228,13 @@ def test_sigkill_while_blocked_in_the_driver(programs, devdir, tmp_path):
     died, = [r for r in records if r.source == Source.SYS and r.op == SysOp.EXIT]
     assert died.pid == pid and died.ret == -signal.SIGKILL and died.flags & RecordFlag.SYNTHETIC
     assert text(marks(records, MarkOp.STOP)[0])["reason"] == "exited"
+    # and `wedges` names that call, its process and how long it was in flight
+    top = find_wedges(load_session(out))[0]
+    assert top.kind == "in_flight" and top.seq == enter.seq and f"pid {pid}" in top.summary
+    assert "RM_FREE never returned" in top.summary
+    assert f"since +{(enter.time_ns - records[0].time_ns) / 1e6:.3f}ms" in top.chain[0]
+    assert "by the end of the trace" in top.chain[0]
+    assert "killed by signal 9" in top.chain[1]
 
 
 def test_wedged_command_is_stopped_by_duration(programs, devdir, tmp_path):

@@ -143,6 +143,11 @@ class _Finder:
         label = self.client_label(call.client_id)
         chain = [f"{label} is blocked in {call.full_name} since {self.rel(call.t_enter)} "
                  f"({format_duration(self.end - call.t_enter)} by the end of the trace), thread {call.tid}"]
+        proc = self.m.processes.get(call.pid)
+        if proc is not None and proc.exit_status is not None:
+            how = (f"was killed by signal {-proc.exit_status}" if proc.exit_status < 0
+                   else f"exited with status {proc.exit_status}")
+            chain.append(f"the process {how} while the call was still in flight: it never returned")
         score = (self.end - call.t_enter) / 1e9
         held = self.lock_holder(call)
         if held is not None:
