@@ -31,26 +31,47 @@ ARG_VARIANTS = {"RM_ALLOC": ("NVOS21_PARAMETERS", "NVOS64_PARAMETERS")}
 """Escapes whose argument struct has several forms of different sizes."""
 
 
-class ControlCall(IoctlOp):
+class NamedByArg(IoctlOp):
+    """An escape named by one field of its argument: RM_CONTROL by its command, RM_ALLOC by its class."""
+
+    key: str
+    """The argument's field that names the call."""
+
+    def key_of(self, data: bytes) -> int | None:
+        """That field, read off the argument's bytes (for labels, without decoding the struct)."""
+        raise NotImplementedError
+
+    def name_of(self, value: int | None) -> Label:
+        raise NotImplementedError
+
+    def label(self, record: Record) -> Label:
+        buf = record.buffer(Role.ARG)
+        detail = self.name_of(self.key_of(buf.data) if buf is not None else None)
+        return Label(self.name, detail.name, detail.known)
+
+    def describe(self, out: Decoded, arg: Any, layout: Any) -> None:
+        value = arg.get(self.key)
+        detail = self.name_of(value)
+        out.detail, out.payload = detail.name, True
+        out.known = out.known and detail.known
+        out.extra[self.key] = value
+
+
+class ControlCall(NamedByArg):
     """RM_CONTROL: named by its command, params decoded by the command's layout."""
 
     hide = frozenset({"cmd", "paramsSize"})
+    key = "cmd"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cmd = peek(self.ctx.defs.layouts, self.default_layout, "cmd")
 
-    def label(self, record: Record) -> Label:
-        buf = record.buffer(Role.ARG)
-        cmd = self.cmd(buf.data) if buf is not None and self.cmd is not None else None
-        detail = self.ctx.names.control_label(cmd)
-        return Label(self.name, detail.name, detail.known)
+    def key_of(self, data: bytes) -> int | None:
+        return self.cmd(data) if self.cmd is not None else None
 
-    def describe(self, out: Decoded, arg: Any, layout: Any) -> None:
-        detail = self.ctx.names.control_label(arg.get("cmd"))
-        out.detail, out.payload = detail.name, True
-        out.known = out.known and detail.known
-        out.extra["cmd"] = arg.get("cmd")
+    def name_of(self, value: int | None) -> Label:
+        return self.ctx.names.control_label(value)
 
     def more_buffers(self, out: Decoded, records: Sequence[Record], arg: Any) -> set[int]:
         cmd = arg.get("cmd") if arg is not None else None
@@ -63,26 +84,22 @@ class ControlCall(IoctlOp):
         return {Role.PARAMS, Role.NESTED}
 
 
-class AllocCall(IoctlOp):
+class AllocCall(NamedByArg):
     """RM_ALLOC: named by the class, alloc params decoded by the class's layout."""
 
     hide = frozenset({"hClass", "paramsSize", "flags"})
+    key = "hClass"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.klass = {size: peek(self.ctx.defs.layouts, name, "hClass") for size, name in self.arg_layouts.items()}
 
-    def label(self, record: Record) -> Label:
-        buf = record.buffer(Role.ARG)
-        reader = self.klass.get(len(buf.data)) if buf is not None else None
-        detail = self.ctx.names.class_label(reader(buf.data) if reader is not None else None)
-        return Label(self.name, detail.name, detail.known)
+    def key_of(self, data: bytes) -> int | None:
+        reader = self.klass.get(len(data))  # the argument's size tells its form (ARG_VARIANTS)
+        return reader(data) if reader is not None else None
 
-    def describe(self, out: Decoded, arg: Any, layout: Any) -> None:
-        detail = self.ctx.names.class_label(arg.get("hClass"))
-        out.detail, out.payload = detail.name, True
-        out.known = out.known and detail.known
-        out.extra["hClass"] = arg.get("hClass")
+    def name_of(self, value: int | None) -> Label:
+        return self.ctx.names.class_label(value)
 
     def more_buffers(self, out: Decoded, records: Sequence[Record], arg: Any) -> set[int]:
         class_id = arg.get("hClass") if arg is not None else None
