@@ -158,28 +158,28 @@ static int wants_mode(int flags)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-#define OPEN_HOOK(name, field)                                                    \
-	SHIM_EXPORT int name(const char *path, int flags, ...)                    \
-	{                                                                         \
-		mode_t mode = 0;                                                  \
+/* open(2)'s optional mode argument, read only when the flags say it was passed. */
+#define MODE_ARG(mode, flags)                                                     \
+	do {                                                                      \
 		if (wants_mode(flags)) {                                          \
 			va_list ap;                                               \
 			va_start(ap, flags);                                      \
 			mode = va_arg(ap, mode_t);                                \
 			va_end(ap);                                               \
 		}                                                                 \
+	} while (0)
+#define OPEN_HOOK(name, field)                                                    \
+	SHIM_EXPORT int name(const char *path, int flags, ...)                    \
+	{                                                                         \
+		mode_t mode = 0;                                                  \
+		MODE_ARG(mode, flags);                                            \
 		return opened(RESOLVED(field)(path, flags, mode), path);          \
 	}
 #define OPENAT_HOOK(name, field)                                                  \
 	SHIM_EXPORT int name(int dirfd, const char *path, int flags, ...)         \
 	{                                                                         \
 		mode_t mode = 0;                                                  \
-		if (wants_mode(flags)) {                                          \
-			va_list ap;                                               \
-			va_start(ap, flags);                                      \
-			mode = va_arg(ap, mode_t);                                \
-			va_end(ap);                                               \
-		}                                                                 \
+		MODE_ARG(mode, flags);                                            \
 		return opened(RESOLVED(field)(dirfd, path, flags, mode), path);   \
 	}
 

@@ -67,6 +67,14 @@ def channel(h, handle, ring=0x200410000, scope=1):
     return h.register((scope, 0xC1D00001, handle), 0xC1D00001, handle, ring, ring + 0x2000, f"pid {scope}", scope)
 
 
+def tear_down_first_client(h):
+    """The first client's channel: registered, published, given work once, then unregistered."""
+    old = channel(h, 0xCAF000D4, scope=1)
+    h.publish(old, "RING", old.ring_va, 0x2000)
+    h.hint(old, 1)
+    h.unregister(old)
+
+
 def test_a_completion_fires_the_armed_latch_and_spends_it():
     h, _clock, log, _timers = host("legacy")
     ch = channel(h, 0x5C000006)
@@ -93,10 +101,7 @@ def test_a_hint_on_a_gone_channel_is_refused_with_einval():
 
 def test_legacy_keeps_a_stale_publication_and_the_drain_hold_forever():
     h, clock, _log, timers = host("legacy")
-    old = channel(h, 0xCAF000D4, scope=1)
-    h.publish(old, "RING", old.ring_va, 0x2000)
-    h.hint(old, 1)
-    h.unregister(old)
+    tear_down_first_client(h)
     h.new_session("NEW_CLIENT")
     new = channel(h, 0xCAF000D4, scope=2)
     assert h.publish(new, "RING", new.ring_va, 0x2000) == -17
@@ -109,10 +114,7 @@ def test_legacy_keeps_a_stale_publication_and_the_drain_hold_forever():
 
 def test_fixed_resets_the_session_and_degrades_a_bounded_drain_to_a_faked_completion():
     h, clock, log, timers = host("fixed")
-    old = channel(h, 0xCAF000D4, scope=1)
-    h.publish(old, "RING", old.ring_va, 0x2000)
-    h.hint(old, 1)
-    h.unregister(old)
+    tear_down_first_client(h)
     assert timers and timers[0][0] == PRESETS["fixed"].drain_bound_ns
     h.new_session("NEW_CLIENT", 0xC1D00002, 2)
     assert log.ops[log.names().index("SESSION_RESET")][1]["channels_dropped"] == 1
@@ -143,10 +145,7 @@ def test_fixed_bounds_a_hold_that_blocks_a_live_client_in_time():
 
 def test_rearm_only_re_arms_but_keeps_the_stale_publication_and_the_hold():
     h, _clock, _log, _timers = host("rearm-only")
-    old = channel(h, 0xCAF000D4, scope=1)
-    h.publish(old, "RING", old.ring_va, 0x2000)
-    h.hint(old, 1)
-    h.unregister(old)
+    tear_down_first_client(h)
     h.new_session("NEW_CLIENT")
     new = channel(h, 0xCAF000D4, scope=2)
     h.publish(new, "RING", new.ring_va, 0x2000)
