@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from elftools.elf.elffile import ELFFile
 
@@ -362,15 +362,7 @@ def _compile(source: str, include_dirs: Iterable[str | os.PathLike], cc: str, ob
 def compile_probe_enums(source: str, names: Iterable[str], include_dirs: Iterable[str | os.PathLike] = (),
                         cc: str = "gcc") -> dict[str, dict[str, int]]:
     """Compile a C snippet with ``-g -c`` and return the enumerators of the enums ``names``."""
-    names = list(names)
-    with tempfile.TemporaryDirectory(prefix="rmtrace-dwarf-") as tmp:
-        obj = Path(tmp) / "probe.o"
-        _compile(source, include_dirs, cc, obj)
-        enums = read_enums(obj, names)
-    missing = [n for n in names if n not in enums]
-    if missing:
-        raise RmtraceError(f"no DWARF enum for: {', '.join(missing)}")
-    return enums
+    return _probe(source, names, include_dirs, cc, read_enums, "enum")
 
 
 def compile_probe(source: str, names: Iterable[str], include_dirs: Iterable[str | os.PathLike] = (),
@@ -380,12 +372,18 @@ def compile_probe(source: str, names: Iterable[str], include_dirs: Iterable[str 
     The snippet must make the types reach the debug info, e.g. by declaring a
     variable of each (``struct rmt_record probe_record;``).
     """
+    return _probe(source, names, include_dirs, cc, read_layouts, "layout")
+
+
+def _probe(source: str, names: Iterable[str], include_dirs: Iterable[str | os.PathLike], cc: str,
+           read: Callable[[Path, list[str]], dict[str, Any]], what: str) -> dict[str, Any]:
+    """Compile the snippet in a scratch folder and ``read`` every one of ``names`` off its object file."""
     names = list(names)
     with tempfile.TemporaryDirectory(prefix="rmtrace-dwarf-") as tmp:
         obj = Path(tmp) / "probe.o"
         _compile(source, include_dirs, cc, obj)
-        layouts = read_layouts(obj, names)
-    missing = [n for n in names if n not in layouts]
+        found = read(obj, names)
+    missing = [n for n in names if n not in found]
     if missing:
-        raise RmtraceError(f"no DWARF layout for: {', '.join(missing)}")
-    return layouts
+        raise RmtraceError(f"no DWARF {what} for: {', '.join(missing)}")
+    return found
