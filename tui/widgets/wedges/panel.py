@@ -78,29 +78,36 @@ def divergence_text(workspace: Workspace) -> Text:
     return out
 
 
-class WedgePanel(VerticalScroll):
-    DEFAULT_CSS = "WedgePanel > Static { width: 1fr; }"
+class TextPanel(VerticalScroll):
+    """A scrolling page of plain words about the workspace, written again on ``reload()``."""
+
+    DEFAULT_CSS = "TextPanel > Static { width: 1fr; }"
+    TEXT_ID: str
+    """The id of the Static that holds the page."""
 
     def __init__(self, workspace: Workspace, *, id: str | None = None) -> None:
-        super().__init__(Static(id="wedge-text"), id=id)
+        super().__init__(Static(id=self.TEXT_ID), id=id)
         self.workspace = workspace
 
     def on_mount(self) -> None:
         self.reload()
 
-    def reload(self) -> None:
-        self.query_one("#wedge-text", Static).update(wedge_text(self.workspace))
-
-
-class DiffPanel(VerticalScroll):
-    DEFAULT_CSS = "DiffPanel > Static { width: 1fr; }"
-
-    def __init__(self, workspace: Workspace, *, id: str | None = None) -> None:
-        super().__init__(Static(id="diff-text"), id=id)
-        self.workspace = workspace
-
-    def on_mount(self) -> None:
-        self.reload()
+    def page(self) -> Group | Text:
+        raise NotImplementedError
 
     def reload(self) -> None:
-        self.query_one("#diff-text", Static).update(divergence_text(self.workspace))
+        self.query_one(f"#{self.TEXT_ID}", Static).update(self.page())
+
+
+class WedgePanel(TextPanel):
+    TEXT_ID = "wedge-text"
+
+    def page(self) -> Group:
+        return wedge_text(self.workspace)
+
+
+class DiffPanel(TextPanel):
+    TEXT_ID = "diff-text"
+
+    def page(self) -> Text:
+        return divergence_text(self.workspace)
