@@ -52,6 +52,14 @@ class Boot:
                   self.counters["drain_held"]]
         self.host(SemaOp.COUNTERS, 0, count=len(values), value=values)
 
+    def complete(self, pid: int, chan: int, value: int) -> None:
+        """The host completes work on ``chan``: the hint is answered, the rank's latch fires, a release."""
+        self.host(SemaOp.COMPLETION_HINT, pid, channel=chan, rank=RANK, value=value, rc=0)
+        self.host(SemaOp.LATCH_FIRE, 0, rank=RANK, channel=chan, generation=self.latch_gen, armed=0)
+        self.counters["gr_rel"] += 1
+        self.host(SemaOp.RELEASE, pid, channel=chan, rank=RANK, sema_va=0x7F0000400000, value=value,
+                  counter=self.counters["gr_rel"], rc=0)
+
     def crafter(self, pid: int) -> Crafter:
         return Crafter(self.profile, pid=pid, t_ns=self.t)
 
@@ -102,11 +110,7 @@ class Boot:
             self.host(SemaOp.COMPLETION_HINT, pid, channel=chan, rank=RANK, value=1, rc=-22)
             self.counters_snapshot()
             return  # the exchange never completes: UVM_REGISTER_GPU stays in flight
-        self.host(SemaOp.COMPLETION_HINT, pid, channel=chan, rank=RANK, value=1, rc=0)
-        self.host(SemaOp.LATCH_FIRE, 0, rank=RANK, channel=chan, generation=self.latch_gen, armed=0)
-        self.counters["gr_rel"] += 1
-        self.host(SemaOp.RELEASE, pid, channel=chan, rank=RANK, sema_va=0x7F0000400000, value=1,
-                  counter=self.counters["gr_rel"], rc=0)
+        self.complete(pid, chan, 1)
         c.t_ns = self.t
         self.add(c, [c.finish(enter[0], c.uvm("UVM_REGISTER_GPU", {"gpu_uuid": {"uuid": GPU_UUID}, "rmCtrlFd": 3,
                                                                    "hClient": h_client}))])
@@ -120,11 +124,7 @@ class Boot:
         self.add(c, c.uvm("UVM_UNREGISTER_CHANNEL", {"gpuUuid": {"uuid": GPU_UUID}, "hClient": h_client, "hChannel": chan}))
         self.add(c, c.uvm("UVM_UNREGISTER_GPU", {"gpu_uuid": {"uuid": GPU_UUID}}))
         self.t = c.t_ns
-        self.host(SemaOp.COMPLETION_HINT, pid, channel=chan, rank=RANK, value=2, rc=0)
-        self.host(SemaOp.LATCH_FIRE, 0, rank=RANK, channel=chan, generation=self.latch_gen, armed=0)
-        self.counters["gr_rel"] += 1
-        self.host(SemaOp.RELEASE, pid, channel=chan, rank=RANK, sema_va=0x7F0000400000, value=2,
-                  counter=self.counters["gr_rel"], rc=0)
+        self.complete(pid, chan, 2)
         c.t_ns = self.t
         self.add(c, c.rm_free(h_client, h_client, h_client))
         self.add(c, c.sys(SysOp.EXIT, ret=0))
