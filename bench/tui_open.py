@@ -80,7 +80,7 @@ def child(path: str, wait_model: bool) -> None:
                 say("model" if isinstance(message, ModelLoaded) else "model_failed")
                 model_done.set()
 
-        async with app.run_test(size=(120, 34), message_hook=hook):
+        async with app.run_test(size=(120, 34), message_hook=hook) as pilot:
             await until(lambda: 0 in drawn)
             say("first_paint", seq=0)
             events = app.main.query_one(EventsTable)
@@ -95,6 +95,9 @@ def child(path: str, wait_model: bool) -> None:
             say("timeline_end")
             if wait_model:
                 await asyncio.wait_for(model_done.wait(), CHILD_TIMEOUT_S)
+            else:  # the fold is still running: stop it, then let the last keys finish before leaving
+                app.workers.cancel_all()
+                await pilot.pause()
     asyncio.run(main())
 
 
