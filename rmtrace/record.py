@@ -196,10 +196,6 @@ class Buffer:
         if self.orig_len is None:
             object.__setattr__(self, "orig_len", len(self.data))
 
-    @property
-    def encoded_size(self) -> int:
-        return BUFFER_HEADER_SIZE + _pad(len(self.data))
-
 
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -228,10 +224,6 @@ class Record:
 
     def with_seq(self, seq: int) -> "Record":
         return replace(self, seq=seq)
-
-    @property
-    def encoded_size(self) -> int:
-        return HEADER_SIZE + sum(b.encoded_size for b in self.buffers)
 
     def encode(self) -> bytes:
         return encode_record(self)
@@ -297,10 +289,6 @@ def decode_record(data: bytes | memoryview, offset: int = 0) -> Record:
     return Record(source, phase, op, seq, time_ns, pid, tid, call_id, fd, ret, err, flags, tuple(bufs))
 
 
-def peek_header(data: bytes | memoryview, offset: int = 0) -> tuple:
-    """The raw header tuple (fields in RecordHeader order) without decoding buffers."""
-    return HEADER.unpack_from(data, offset)
-
 
 def field_offset(definition: Struct, name: str) -> int:
     """Byte offset of a field in a flat, fixed-size construct Struct."""
@@ -312,7 +300,6 @@ def field_offset(definition: Struct, name: str) -> int:
     raise KeyError(name)
 
 
-HEADER_FIELDS: tuple[str, ...] = tuple(sc.name for sc in RecordHeader.subcons)
 SEQ_OFFSET = field_offset(RecordHeader, "seq")
 TIME_OFFSET = field_offset(RecordHeader, "time_ns")
 

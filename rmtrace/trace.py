@@ -35,7 +35,7 @@ from rmtrace.chunk import (
 )
 from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
 from rmtrace.record import (
-    HEADER, SEQ_OFFSET, TIME_OFFSET, Record, decode_record, encode_record, record_length, struct_codec,
+    HEADER, TIME_OFFSET, Record, decode_record, encode_record, restamp, struct_codec,
 )
 
 FILE_MAGIC = int.from_bytes(b"RMTRACE\0", "little")
@@ -146,7 +146,7 @@ class TraceWriter:
         """Append a record already in the record format (its seq is restamped)."""
         seq = self.next_seq
         self.next_seq += 1
-        data = data[:SEQ_OFFSET] + seq.to_bytes(8, "little") + data[SEQ_OFFSET + 8:]
+        data = restamp(data, seq)
         t = int.from_bytes(data[TIME_OFFSET:TIME_OFFSET + 8], "little")
         if not self._pending:
             self._first_seq = seq
@@ -335,7 +335,7 @@ class TraceReader:
             self.meta, self.data_offset = self._read_header()
             self.chunks: list[ChunkInfo] = []
             self.recovery = self._read_index() or self._scan()
-            self._first_seqs = [c.first_seq for c in self.chunks]
+            self._index_chunks()
         except BaseException:
             self.close()
             raise
@@ -486,10 +486,10 @@ class TraceReader:
             if info.end > size:
                 break
             self.chunks.append(info)
-            self._first_seqs.append(info.first_seq)
             pos = info.end
         added = len(self.chunks) - before
         if added:
+            self._index_chunks()
             self.recovery = Recovery(False, self.record_count, len(self.chunks), reason="live")
         return added
 
@@ -545,9 +545,11 @@ class TraceReader:
     def __len__(self) -> int:
         return self.record_count
 
-    @property
-    def _time_ordered(self) -> bool:
-        return all(a.t_max <= b.t_min for a, b in zip(self.chunks, self.chunks[1:]))
+    def _index_chunks(self) -> None:
+        """What seeks bisect on, computed once per change of the chunk list (not per lookup)."""
+        self._first_seqs = [c.first_seq for c in self.chunks]
+        self._t_maxes = [c.t_max for c in self.chunks]
+        self._time_ordered = all(a.t_max <= b.t_min for a, b in zip(self.chunks, self.chunks[1:]))
 
     def _locate_seq(self, seq: int) -> tuple[int, int]:
         ci = bisect.bisect_right(self._first_seqs, seq) - 1
@@ -557,8 +559,7 @@ class TraceReader:
 
     def _locate_time(self, t: int) -> tuple[int, int]:
         """First record with time >= t (the end when none)."""
-        t_maxes = [c.t_max for c in self.chunks]
-        ci = bisect.bisect_left(t_maxes, t) if self._time_ordered else next(
+        ci = bisect.bisect_left(self._t_maxes, t) if self._time_ordered else next(
             (i for i, c in enumerate(self.chunks) if c.t_max >= t), len(self.chunks))
         if ci >= len(self.chunks):
             return len(self.chunks), 0
@@ -639,15 +640,8 @@ def open_trace(path: str | os.PathLike) -> TraceReader:
     return TraceReader(path)
 
 
-def check_readable(path: str | os.PathLike) -> None:
-    """Decode every record of a trace, raising the first error (used by ``info --check``)."""
-    with TraceReader(path) as reader:
-        for raw in reader.raw_records():
-            record_length(raw)
-            decode_record(raw)
-
 
 __all__ = [
-    "TraceWriter", "TraceReader", "Cursor", "Recovery", "RecordFilter", "open_trace", "check_readable",
+    "TraceWriter", "TraceReader", "Cursor", "Recovery", "RecordFilter", "open_trace",
     "FileHeader", "IndexHeader", "IndexEntry", "Footer", "FORMAT_VERSION", "RmtraceError",
 ]

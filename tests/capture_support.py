@@ -11,7 +11,6 @@ subreaper and reaps every child, which must not happen inside pytest).
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from dataclasses import dataclass

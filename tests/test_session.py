@@ -1,6 +1,5 @@
 """The session model on constructed multi-client traces (the failure class of the-problem.md)."""
 
-from pathlib import Path
 
 import pytest
 
@@ -62,7 +61,7 @@ def test_channels(green, wedged):
 
 
 def test_state_at_time_and_history(wedged):
-    c1, c2 = wedged.client("c1"), wedged.client("c2")
+    c1 = wedged.client("c1")
     during_c1 = wedged.state_at(c1.first_ns + (c1.last_ns - c1.first_ns) // 2)
     assert during_c1.of("client/c1")["state"] == "running"
     assert "client/c2" not in during_c1.entities

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import rmtrace
 from rmtrace.errors import NotATraceError, TraceError, TraceVersionError
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
-from rmtrace.trace import FILE_HEADER, TraceReader, TraceWriter
+from rmtrace.trace import FILE_HEADER, TraceWriter
 from tests.strategies import records
 
 

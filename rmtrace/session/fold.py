@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level
-from rmtrace.record import MarkOp, Phase, Record, Role, Source, SysOp
+from rmtrace.record import MarkOp, Record, Role, Source, SysOp
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, RmObject
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
 
@@ -75,13 +75,11 @@ class Folder:
         self.gsp: list[GspExchange] = []
         self.gsp_session = 0
         self.seq_client: list[tuple[int, str]] = []  # (seq, client id) for every record of a client
-        self.notes: list[str] = []
         self.stray_frees: list[CallInfo] = []
         self._counters: dict[str, int] = {}
         self.stop_reason: dict | None = None
         self.lost: list[dict] = []
         self._class_ids = {info.name: cid for cid, info in self.profile.classes.items()}
-        self._labels: dict[str, set[str]] = {}
 
     # -- entry ---------------------------------------------------------------------------
 

@@ -38,7 +38,6 @@ class SessionModel:
         self.ranks: Mapping[str, Rank] = folder.ranks
         self.calls: Sequence[CallInfo] = folder.calls
         self.gsp: Sequence[GspExchange] = folder.gsp
-        self.notes = folder.notes
         self.stray_frees: Sequence[CallInfo] = folder.stray_frees
         self.stop_reason = folder.stop_reason
         self.lost = folder.lost

@@ -10,7 +10,7 @@ snapshot before ``t`` plus the transitions since: no re-read of the trace.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from rmtrace.session.entities import Lane, Segment, State, Transition
 
@@ -61,9 +61,6 @@ class Timeline:
 
     def history(self, entity: str) -> Sequence[Transition]:
         return [self.transitions[i] for i in self._by_entity.get(entity, ())]
-
-    def entities(self) -> Iterable[str]:
-        return self._by_entity.keys()
 
     def segments(self, entity: str, attr: str = "state") -> tuple[Segment, ...]:
         """The entity's ``attr`` as consecutive segments; the last runs to the end of the trace."""
