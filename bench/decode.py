@@ -28,11 +28,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/traffic.py
 
+from report import best, print_rows  # noqa: E402
 from rmtrace.decoders import DecoderSet, Level, decoders_for  # noqa: E402
 from rmtrace.decoders.profiles import load_profile  # noqa: E402
+
 from rmtrace.record import BUFFER, HEADER, HEADER_SIZE, decode_record, encode_record  # noqa: E402
 from rmtrace.trace import TraceReader  # noqa: E402
-from report import best, print_rows  # noqa: E402
 
 BASELINE = "baseline (struct.unpack)"
 GOALS = {"name level": 100_000, "full": 20_000}

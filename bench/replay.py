@@ -21,12 +21,13 @@ import os
 import sys
 import tempfile
 
-from rmtrace import captures
+from report import best, print_rows
 from rmtrace.replayer.plan import build_plan
 from rmtrace.replayer.runner import replay
 from rmtrace.replayer.schedules import Schedule
 from rmtrace.replayer.targets import make_target
-from report import best, print_rows
+
+from rmtrace import captures
 
 GOAL = 100_000
 

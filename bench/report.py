@@ -7,7 +7,8 @@ Each script runs as ``python bench/NAME.py``, so this folder is first on
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -21,10 +21,11 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from report import print_rows, timed
 from rmtrace.decoders import Level, decoders_for
+
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader, TraceWriter
-from report import print_rows, timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

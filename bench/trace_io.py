@@ -21,10 +21,10 @@ import sys
 import tempfile
 
 import zstandard
+from report import best, print_rows, timed
 
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, encode_record
 from rmtrace.trace import DEFAULT_CHUNK_BYTES, TraceReader, TraceWriter
-from report import best, print_rows, timed
 
 
 def realistic_records(n: int, seed: int = 1) -> list[bytes]:

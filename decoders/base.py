@@ -21,8 +21,9 @@ An ``Op`` answers at two levels:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from rmtrace.record import Record, Role, Source, When, enum_name
 

@@ -26,7 +26,7 @@ class Context:
     names: Names
 
 
-_CONTEXTS: "weakref.WeakKeyDictionary[Any, Context]" = weakref.WeakKeyDictionary()
+_CONTEXTS: weakref.WeakKeyDictionary[Any, Context] = weakref.WeakKeyDictionary()
 
 
 def context(profile: Any) -> Context:

@@ -14,12 +14,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from rmtrace.decoders.base import Level, RawOp
 from rmtrace.decoders.decoderset import DecoderSet
 from rmtrace.decoders.names import ControlNaming, names
+
 from rmtrace.record import Record, Role, Source
 
 CONTROL_CALLS = {(Source.RM, "RM_CONTROL"), (Source.GSP, "GSP_RM_CONTROL")}

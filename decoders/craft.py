@@ -15,13 +15,14 @@ writes decodes back to those values::
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rmtrace.decoders.context import context
+
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, Role, Source, SysOp, When
-
 
 PARAMS_ADDR = 0x7FFE0000
 """Where crafted params buffers claim to live in the process (NVOS54.params)."""

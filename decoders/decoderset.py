@@ -12,10 +12,12 @@ as a note (``Decoded.extra["exception"]``, which ``coverage`` counts).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from rmtrace.decoders.base import Decoded, Label, Level, Op, RawOp, bound_tables
 
 from rmtrace.calls import Call, CallState, Keyer, call_key, pair_calls
-from rmtrace.decoders.base import Decoded, Label, Level, Op, RawOp, bound_tables
 from rmtrace.record import Record, Source
 
 

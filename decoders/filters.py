@@ -8,9 +8,9 @@ say, each at the cheapest level that can answer: names at the name level
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Iterable
 
 from rmtrace.decoders.base import Decoded, Label, Level
 from rmtrace.decoders.parse import handle_values

@@ -31,18 +31,19 @@ from __future__ import annotations
 
 import struct
 import weakref
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any
 
 from construct import Rebuild, Struct
-
-from rmtrace.calls import PairAction, Pairing
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Label, Level, Op, bind_source
 from rmtrace.decoders.context import Context, context
 from rmtrace.decoders.ioctl import summary_args
 from rmtrace.decoders.names import gsp_name, short_name
 from rmtrace.decoders.parse import handles_of, parse_buffer, peek, status_of
 from rmtrace.decoders.rmparams import alloc_params, control_params
+
+from rmtrace.calls import PairAction, Pairing
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
@@ -462,7 +463,7 @@ class GspPairing:
         return Pairing.PART, key
 
 
-_CODECS: "weakref.WeakKeyDictionary[Any, GspCodec | None]" = weakref.WeakKeyDictionary()
+_CODECS: weakref.WeakKeyDictionary[Any, GspCodec | None] = weakref.WeakKeyDictionary()
 
 
 def codec_for(profile: Any) -> GspCodec | None:

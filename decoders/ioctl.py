@@ -12,11 +12,13 @@ BEFORE copy otherwise.  Subclasses add what the argument struct points to
 from __future__ import annotations
 
 import errno as _errno
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Label, Level, Op
 from rmtrace.decoders.context import Context
 from rmtrace.decoders.parse import HANDLE_ALIASES, STATUS_FIELDS, handles_of, parse_buffer, status_of, top_fields
+
 from rmtrace.record import Buffer, Phase, Record, Role, When
 
 

@@ -8,10 +8,12 @@ JSON in a TEXT buffer; NOTE carries free text.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, bind_source
+
 from rmtrace.record import MarkOp, Record, Role, Source
 
 

@@ -128,7 +128,7 @@ def _category_name(names: list[list[str]]) -> str | None:
     return word if 2 * n > len(names) else None
 
 
-_NAMES: "weakref.WeakKeyDictionary[Any, Names]" = weakref.WeakKeyDictionary()
+_NAMES: weakref.WeakKeyDictionary[Any, Names] = weakref.WeakKeyDictionary()
 
 
 def names(profile: Any) -> Names:

@@ -9,10 +9,12 @@ a fixed offset with ``struct`` (the name level's only way into a buffer).
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from rmtrace.decoders.base import DecodedBuffer
-from rmtrace.decoders.structs import Definitions, SIGNED_KINDS
+from rmtrace.decoders.structs import SIGNED_KINDS, Definitions
+
 from rmtrace.record import Buffer, BufferFlag
 
 HANDLE_TYPES = frozenset({"NvHandle"})

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
-from rmtrace.calls import Call, CallState
 from rmtrace.decoders.base import Decoded
 from rmtrace.decoders.parse import HANDLE_TYPES, STATUS_FIELDS
+
+from rmtrace.calls import Call, CallState
 from rmtrace.record import Phase, record_to_dict
 from rmtrace.timefmt import format_duration, format_offset
 

@@ -16,8 +16,9 @@ numbers and layouts come from the profile):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Label, Level, Op, bind_source
 from rmtrace.decoders.context import context
@@ -25,6 +26,7 @@ from rmtrace.decoders.ioctl import IoctlOp, arg_buffer
 from rmtrace.decoders.names import short_name
 from rmtrace.decoders.parse import peek
 from rmtrace.decoders.rmparams import alloc_params, control_params, nested_array
+
 from rmtrace.record import Record, Role, Source, When
 
 ARG_VARIANTS = {"RM_ALLOC": ("NVOS21_PARAMETERS", "NVOS64_PARAMETERS")}

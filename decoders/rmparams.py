@@ -13,6 +13,7 @@ import struct
 from rmtrace.decoders.base import DecodedBuffer
 from rmtrace.decoders.context import Context
 from rmtrace.decoders.parse import parse_buffer
+
 from rmtrace.record import Buffer
 
 _ELEM_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}

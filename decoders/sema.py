@@ -11,13 +11,14 @@ is ``SemaHeader`` (24 bytes) then the body its op names (``BODIES``);
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from construct import Array, Bytes, Const, Construct, Int16ul, Int32sl, Int32ul, Int64ul, Rebuild, Struct, len_, this
-
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, add_raw_buffers, bind_source
 from rmtrace.decoders.ioctl import errno_name
+
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
 SEMA_MAGIC = 0x414D4553

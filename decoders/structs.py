@@ -35,11 +35,23 @@ import copy
 import io
 import struct as _struct
 import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from construct import (
-    Adapter, Array, Bytes, Construct, Default, FormatField, ListContainer, Rebuild, SizeofError, Struct, Union, len_,
+    Adapter,
+    Array,
+    Bytes,
+    Construct,
+    Default,
+    FormatField,
+    ListContainer,
+    Rebuild,
+    SizeofError,
+    Struct,
+    Union,
+    len_,
     this,
 )
 
@@ -399,7 +411,7 @@ def _padding(offset: int, n: int) -> Construct:
     return f"_pad{offset}" / Default(Bytes(n), bytes(n))
 
 
-_CACHE: "weakref.WeakKeyDictionary[Any, Definitions]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Any, Definitions] = weakref.WeakKeyDictionary()
 
 
 def definitions(profile: Any, flex: Mapping[str, Flex] | None = None) -> Definitions:

@@ -9,10 +9,12 @@ and dup, the child pid of fork, the exit status of exit).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, bind_source
+
 from rmtrace.record import Phase, Record, Role, Source, SysMmap, SysOp
 
 

@@ -20,15 +20,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from rmtrace.decoders.base import Decoded, Label, Level, Op
 from rmtrace.decoders.context import FLEX_RULES
 from rmtrace.decoders.ioctl import summary_args
 from rmtrace.decoders.parse import handles_of, parse_buffer, status_of
 from rmtrace.decoders.structs import Definitions
+
 from rmtrace.dwarf import ObjectFacts
 from rmtrace.errors import RmtraceError
 from rmtrace.layout import Field, Layout
@@ -70,7 +72,7 @@ class UserDecoder:
                             for n, l in self.layouts.items()}}
 
     @classmethod
-    def from_json(cls, data: dict, origin: str) -> "UserDecoder":
+    def from_json(cls, data: dict, origin: str) -> UserDecoder:
         if data.get("format") != FORMAT:
             raise RmtraceError(f"{origin}: user decoder format {data.get('format')!r}, this rmtrace reads {FORMAT}")
         try:

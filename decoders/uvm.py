@@ -11,6 +11,7 @@ from typing import Any
 from rmtrace.decoders.base import Op, bind_source
 from rmtrace.decoders.context import context
 from rmtrace.decoders.ioctl import IoctlOp
+
 from rmtrace.record import Source
 
 UVM_PREFIX = "UVM_"

@@ -55,8 +55,9 @@ def main() -> int:
                 asyncio.run(shoot(traces[:n], ROOT / "docs" / name, keys))
                 print(f"docs/{name}")
         if len(sys.argv) == 1:
-            from rmtrace import captures
             from rmtrace.replayer import Schedule, build_plan, make_target, replay
+
+            from rmtrace import captures
             name, keys = CAPTURE_SHOT
             asyncio.run(shoot([str(captures.path())], ROOT / "docs" / name, keys))
             print(f"docs/{name}")

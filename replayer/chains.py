@@ -9,8 +9,9 @@ target's own explanation (``ClientResult.chain``) stays beside it.
 
 from __future__ import annotations
 
-from rmtrace.analysis.wedges import find_wedges
 from rmtrace.replayer.runner import ReplayResult, Verdict
+
+from rmtrace.analysis.wedges import find_wedges
 from rmtrace.session import load_session
 
 

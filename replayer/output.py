@@ -17,8 +17,19 @@ from typing import Any
 
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError
-from rmtrace.record import (Buffer, MarkOp, Phase, Record, RecordFlag, RecordHeader, Role, Source, SysOp, When,
-                            field_offset)
+from rmtrace.record import (
+    Buffer,
+    MarkOp,
+    Phase,
+    Record,
+    RecordFlag,
+    RecordHeader,
+    Role,
+    Source,
+    SysOp,
+    When,
+    field_offset,
+)
 from rmtrace.trace import TraceWriter
 
 _TIME = field_offset(RecordHeader, "time_ns")

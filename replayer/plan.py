@@ -16,17 +16,19 @@ never change them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from rmtrace.calls import Call
 from rmtrace.decoders import DecoderSet, decoders_for
-from rmtrace.errors import RmtraceError
-from rmtrace.record import Record, Source, decode_record
 from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import RANK_SHIFT
 from rmtrace.replayer.model.objects import Category
 from rmtrace.replayer.semantics import Semantics
+
+from rmtrace.calls import Call
+from rmtrace.errors import RmtraceError
+from rmtrace.record import Record, Source, decode_record
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 
@@ -76,7 +78,7 @@ class Plan:
 
     # -- shaping
 
-    def select(self, numbers: Iterable[int]) -> "Plan":
+    def select(self, numbers: Iterable[int]) -> Plan:
         """Only the recorded clients with these numbers (1 = c1, ...), in recorded order."""
         wanted = sorted(set(numbers))
         missing = [n for n in wanted if not 1 <= n <= len(self.clients)]
@@ -85,7 +87,7 @@ class Plan:
                                f"({', '.join(c.id for c in self.clients)})")
         return self._with([self.clients[n - 1] for n in wanted])
 
-    def repeat(self, times: int) -> "Plan":
+    def repeat(self, times: int) -> Plan:
         """The clients run ``times`` times over (the same recorded clients, each run a new process)."""
         if times < 1:
             raise RmtraceError(f"--repeat must be at least 1, not {times}")
@@ -98,7 +100,7 @@ class Plan:
                 out.append(replace(c, pid=pid, run=run))
         return self._with(out)
 
-    def streams(self, count: int) -> "Plan":
+    def streams(self, count: int) -> Plan:
         """Each client's channel work multiplied over ``count`` channels on ``count`` ranks."""
         if count < 1:
             raise RmtraceError(f"--streams must be at least 1, not {count}")
@@ -106,7 +108,7 @@ class Plan:
             return self
         return self._with([multiply_streams(c, count, self.semantics) for c in self.clients])
 
-    def _with(self, clients: list[PlanClient]) -> "Plan":
+    def _with(self, clients: list[PlanClient]) -> Plan:
         renamed = []
         for n, c in enumerate(clients, 1):
             cid = f"c{n}"

@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from rmtrace.errors import RecordError, RmtraceError
-from rmtrace.record import (HEADER_SIZE, Buffer, MarkOp, Phase, Record, RecordFlag, RecordHeader, Role, Source,
-                            When, decode_record, field_offset, record_length)
+from rmtrace.record import (
+    HEADER_SIZE,
+    Buffer,
+    MarkOp,
+    Phase,
+    Record,
+    RecordFlag,
+    RecordHeader,
+    Role,
+    Source,
+    When,
+    decode_record,
+    field_offset,
+    record_length,
+)
 
 PROTOCOL = 1
 HELLO_KEY = "rmtrace_replay"

@@ -15,16 +15,18 @@ messages' recorded requests and replies, each client its own process.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from rmtrace.errors import RmtraceError
-from rmtrace.record import decode_record
 from rmtrace.replayer.output import exec_record, stamp
 from rmtrace.replayer.plan import Plan, build_plan, dependency_closure, link
 from rmtrace.replayer.runner import ReplayResult, Verdict, replay
 from rmtrace.replayer.schedules import Schedule
 from rmtrace.replayer.targets.base import Target
+
+from rmtrace.errors import RmtraceError
+from rmtrace.record import decode_record
 from rmtrace.trace import TraceWriter
 
 WAIT_KINDS: tuple[tuple[str, str], ...] = (

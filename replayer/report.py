@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 import xml.etree.ElementTree as ET
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from rmtrace.replayer.runner import ReplayResult, Verdict
 

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from rmtrace.record import MarkOp
 from rmtrace.replayer.messages import Difference, Message, Outcome, compare
 from rmtrace.replayer.output import ReplayWriter
 from rmtrace.replayer.plan import Plan, PlanClient
 from rmtrace.replayer.schedules import Schedule, policy_for
 from rmtrace.replayer.targets.base import Reply, RunInfo, Target, Ticket
+
+from rmtrace.record import MarkOp
 
 DEFAULT_TIMEOUT_NS = 10_000_000_000
 
@@ -103,7 +105,7 @@ class _Lane:
 
     __slots__ = ("run", "number", "messages", "pos", "busy", "key", "cross")
 
-    def __init__(self, run: "_ClientRun", number: int, messages: list[Message], cross: list[tuple[int, ...]]) -> None:
+    def __init__(self, run: _ClientRun, number: int, messages: list[Message], cross: list[tuple[int, ...]]) -> None:
         self.run = run
         self.number = number
         self.messages = messages
@@ -339,7 +341,7 @@ class Runner:
         writer = self.writer
         if writer is None:
             return
-        for ticket, (lane, msg, _deadline) in {**self.inflight, **self.stuck}.items():
+        for lane, msg, _deadline in {**self.inflight, **self.stuck}.values():
             client = lane.run.client
             writer.mark(MarkOp.IN_FLIGHT, now, {"replay": "no answer", "message": msg.index + 1, "name": msg.name},
                         pid=client.pid, tid=client.tid(msg), call_id=msg.call_id)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import enum
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rmtrace.errors import RmtraceError
 
@@ -47,7 +48,7 @@ class Schedule:
         return f"{self.mode.value}:{self.seed}" if self.mode is Mode.CHAOS else self.mode.value
 
     @classmethod
-    def parse(cls, text: str, seed: int | None = None) -> "Schedule":
+    def parse(cls, text: str, seed: int | None = None) -> Schedule:
         """``sequential``, ``chaos``, ``chaos:17`` (a seed in the name wins over ``seed``)."""
         name, _, tail = text.partition(":")
         try:

@@ -17,16 +17,18 @@ recording are well-formed records in the output trace.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
-from rmtrace.record import Phase, Record, Role, Source, SysOp, When, decode_record, encode_record
 from rmtrace.replayer.messages import Expect, Kind, Message
 from rmtrace.replayer.model.objects import Category
+
+from rmtrace.calls import Call, CallState
+from rmtrace.record import Phase, Record, Role, Source, SysOp, When, decode_record, encode_record
 
 CLASS_CATEGORIES: tuple[tuple[re.Pattern, Category], ...] = tuple((re.compile(p), c) for p, c in (
     (r"^NV0?1_ROOT", Category.ROOT),

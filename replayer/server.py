@@ -19,10 +19,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rmtrace.calls import Call, CallState
 from rmtrace.decoders import DecoderSet, decoders_for
-from rmtrace.errors import RmtraceError
-from rmtrace.record import MarkOp, Phase, Record, RecordFlag
 from rmtrace.replayer.messages import Message
 from rmtrace.replayer.model.core import WallClock
 from rmtrace.replayer.model.policy import Policy
@@ -31,6 +28,10 @@ from rmtrace.replayer.protocol import ANSWER_PHASES, Stream, control, control_bo
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.base import RunInfo
 from rmtrace.replayer.targets.model import ModelTarget
+
+from rmtrace.calls import Call, CallState
+from rmtrace.errors import RmtraceError
+from rmtrace.record import MarkOp, Phase, Record, RecordFlag
 
 ACCEPT_BACKLOG = 8
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Iterator
 
 from rmtrace.record import Phase, Record
 

@@ -26,9 +26,10 @@ import os
 import struct
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from elftools.elf.elffile import ELFFile
 

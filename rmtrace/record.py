@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Iterable
 
 from construct import Const, FormatField, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Struct
 
@@ -222,7 +222,7 @@ class Record:
                 return buf
         return None
 
-    def with_seq(self, seq: int) -> "Record":
+    def with_seq(self, seq: int) -> Record:
         return replace(self, seq=seq)
 
     def encode(self) -> bytes:

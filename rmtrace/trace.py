@@ -25,17 +25,29 @@ import struct
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from construct import Const, Int16ul, Int32ul, Int64ul, Struct
 
 from rmtrace.chunk import (
-    CHUNK_HEADER_SIZE, CHUNK_MAGIC, ChunkDecoder, ChunkEncoder, ChunkInfo, decode_chunk_header,
+    CHUNK_HEADER_SIZE,
+    CHUNK_MAGIC,
+    ChunkDecoder,
+    ChunkEncoder,
+    ChunkInfo,
+    decode_chunk_header,
 )
 from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
 from rmtrace.record import (
-    HEADER, TIME_OFFSET, Record, decode_record, encode_record, restamp, struct_codec,
+    HEADER,
+    TIME_OFFSET,
+    Record,
+    decode_record,
+    encode_record,
+    restamp,
+    struct_codec,
 )
 
 FILE_MAGIC = int.from_bytes(b"RMTRACE\0", "little")
@@ -203,7 +215,7 @@ class TraceWriter:
             self._worker.join()
         os.close(self._fd)
 
-    def __enter__(self) -> "TraceWriter":
+    def __enter__(self) -> TraceWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -575,10 +587,10 @@ class TraceReader:
         offsets, view = self._chunk(ci)
         return decode_record(view, offsets[k])
 
-    def seek_seq(self, seq: int) -> "Cursor":
+    def seek_seq(self, seq: int) -> Cursor:
         return Cursor(self, *self._locate_seq(seq))
 
-    def seek_time(self, t_ns: int) -> "Cursor":
+    def seek_time(self, t_ns: int) -> Cursor:
         return Cursor(self, *self._locate_time(t_ns))
 
     def close(self) -> None:
@@ -586,7 +598,7 @@ class TraceReader:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> "TraceReader":
+    def __enter__(self) -> TraceReader:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,11 +13,13 @@ addresses are invented).  Used until the committed real captures land.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from rmtrace.decoders import decoders_for
 from rmtrace.decoders.context import context
+
 from rmtrace.record import Buffer, Phase, Record, Role, Source, SysOp, When
 from rmtrace.trace import TraceWriter
 

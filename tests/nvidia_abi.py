@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ def reference_dir() -> Path | None:
     return path if (path / "versions").is_dir() else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference(name: str) -> dict:
     """A reference JSON file (``versions/580.142.json``, ``escapes.json``...), or skip the test."""
     base = reference_dir()

@@ -1,6 +1,7 @@
 """The plugin of docs/decoders.md, as a module a test registers under the rmtrace.decoders entry point group."""
 
 from rmtrace.decoders import Decoded, Label, Op
+
 from rmtrace.record import Source
 
 

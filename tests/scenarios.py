@@ -20,6 +20,7 @@ from pathlib import Path
 from rmtrace.decoders.craft import Crafter
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.decoders.sema import SemaOp, message_record
+
 from rmtrace.record import MarkOp, Phase, Record, SysOp
 from rmtrace.trace import TraceWriter
 

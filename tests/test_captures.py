@@ -8,10 +8,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from rmtrace.decoders.profiles import load_profile
 
 from rmtrace.capture import ctab
-
-from rmtrace.decoders.profiles import load_profile
 from rmtrace.record import MarkOp, Phase, Role, Source, SysOp, When
 from rmtrace.trace import TraceReader
 
@@ -108,7 +107,7 @@ def test_capture_is_whole(path, profile):
                 both(enter, exit_, Role.ALLOC_PARAMS, size)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def class_sizes(profile) -> dict[int, int]:
     """Bytes of alloc params RM copies per class: what the shim's capture table says."""
     return dict(ctab.table_from_profile(profile).classes)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from rmtrace.decoders import decoders_for
 from rmtrace.decoders.coverage import decode_coverage
+
 from rmtrace.trace import TraceReader
 
 CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.trace"))

@@ -8,10 +8,10 @@ import pytest
 from construct import Array, FormatField
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from rmtrace.decoders.context import context
 from rmtrace.decoders.profiles import available_profiles, load_profile
 from rmtrace.decoders.structs import Bitfields, ScalarArray, StructArray
+
 from tests.declarative import common
 
 PROFILES = available_profiles()

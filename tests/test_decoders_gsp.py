@@ -7,12 +7,12 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from rmtrace.calls import CallState
 from rmtrace.decoders import DecoderSet, render
 from rmtrace.decoders.context import context
 from rmtrace.decoders.gsp import checksum, codec_for
 from rmtrace.decoders.profiles import load_profile
+
+from rmtrace.calls import CallState
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
 from tests.declarative import common
 
@@ -100,7 +100,9 @@ def test_params_inside_an_rpc_decode_exactly_as_in_the_ioctl(codec, profile, dec
     records = Crafter(profile).rm_control(0xC1D00001, 0x5C000001, GET_INFO, {"gpuInfoListSize": 5, "gpuInfoList": [
         {"index": i + 1, "data": 0x100 * (i + 1)} for i in range(5)]})
     ioctl = decoders.decode(list(decoders.calls(records))[0])
-    pick = lambda d: [(b.layout.name, render.plain(b.value, b.layout, b.layouts)) for b in d.buffers if b.role == Role.PARAMS]
+    def pick(d):
+        return [(b.layout.name, render.plain(b.value, b.layout, b.layouts)) for b in d.buffers if b.role == Role.PARAMS]
+
     assert pick(gsp) == pick(ioctl)
 
 

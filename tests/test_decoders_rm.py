@@ -9,14 +9,14 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from rmtrace.decoders import DecoderSet, Level, render
 from rmtrace.decoders.context import context
+from rmtrace.decoders.craft import Crafter
 from rmtrace.decoders.names import ControlNaming, names
 from rmtrace.decoders.profiles import load_profile
+
 from rmtrace.record import Buffer, BufferFlag, Phase, Record, Role, Source, When
 from tests.strategies import records
-from rmtrace.decoders.craft import Crafter
 from tests.traffic import cuda_session
 
 

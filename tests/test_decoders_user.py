@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-
 from rmtrace.decoders import DecoderSet, Level
 from rmtrace.decoders.profiles import load_profile
+
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
 from rmtrace.trace import TraceWriter
 

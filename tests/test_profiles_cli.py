@@ -6,10 +6,10 @@ import json
 import shutil
 
 import pytest
-
-from rmtrace.cli.main import main
 from rmtrace.decoders.profiles import available_profiles
 from rmtrace.decoders.profiles.serial import decode
+
+from rmtrace.cli.main import main
 from tests.synthetic_ogkm import write_tree
 
 

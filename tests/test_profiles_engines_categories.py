@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-
 from rmtrace.decoders.names import ControlNaming, Names
 from rmtrace.decoders.profiles import available_profiles, load_profile
+
 from rmtrace.session.fold import engine_info
 
 VERSIONS = available_profiles()

@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.decoders.profiles.generate import build_profile, extract_tag
 from rmtrace.decoders.profiles.serial import decode, encode, profile_to_dict
+
 from rmtrace.errors import RmtraceError
 from tests.synthetic_ogkm import write_tree
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import FrozenInstanceError
 
 import pytest
-
-from rmtrace.decoders.profiles import loader
-from rmtrace.decoders.profiles import available_profiles, load_profile, select_profile
+from rmtrace.decoders.profiles import available_profiles, load_profile, loader, select_profile
 from rmtrace.decoders.profiles.serial import decode, encode
+
 from rmtrace.errors import RmtraceError
 
 SHIPPED = available_profiles()

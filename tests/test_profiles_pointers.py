@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from rmtrace.decoders.profiles import available_profiles, load_profile
 from rmtrace.decoders.profiles.model import DriverProfile
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from rmtrace.decoders.profiles import available_profiles, load_profile
 
 from tests.nvidia_abi import reference
-from rmtrace.decoders.profiles import available_profiles, load_profile
 
 VERSIONS = available_profiles()
 _HEX_CLASS = re.compile(r"^NV([0-9A-F]{4})_")

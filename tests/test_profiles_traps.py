@@ -7,7 +7,6 @@ the wrong driver branch would silently misread a trace.
 from __future__ import annotations
 
 import pytest
-
 from rmtrace.decoders.profiles import load_profile
 
 

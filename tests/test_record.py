@@ -7,7 +7,17 @@ from hypothesis import given
 
 from rmtrace.errors import RecordError
 from rmtrace.record import (
-    HEADER_SIZE, Buffer, Phase, Record, RecordHeader, Role, Source, When, decode_record, encode_record, iter_records,
+    HEADER_SIZE,
+    Buffer,
+    Phase,
+    Record,
+    RecordHeader,
+    Role,
+    Source,
+    When,
+    decode_record,
+    encode_record,
+    iter_records,
 )
 from tests.strategies import records
 

@@ -3,10 +3,10 @@
 import shutil
 
 import pytest
+from rmtrace.kmod_shim import record_header_path
 
 from rmtrace.abi_check import compare
 from rmtrace.dwarf import compile_probe, compile_probe_enums
-from rmtrace.kmod_shim import record_header_path
 from rmtrace.record import BufferHeader, RecordHeader, SysMmap
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to read the header's DWARF")

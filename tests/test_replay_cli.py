@@ -5,11 +5,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
+from rmtrace.replayer.plan import build_plan
 
 from rmtrace.cli.main import main
-from rmtrace.replayer.plan import build_plan
-from rmtrace.trace import TraceReader
 from rmtrace.record import SysOp
+from rmtrace.trace import TraceReader
 from tests.cuda_traffic import Process, cuda_client, write_trace
 
 

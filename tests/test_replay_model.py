@@ -4,16 +4,16 @@ drain holds under each policy, and the records it emits."""
 from __future__ import annotations
 
 import pytest
-
 from rmtrace.decoders import decoders_for
 from rmtrace.decoders.profiles import available_profiles
-from rmtrace.record import Source, iter_records
 from rmtrace.replayer.model import objects
 from rmtrace.replayer.model.core import ILLEGAL_ACTION, VirtualClock
 from rmtrace.replayer.model.host import SemaHost, rank_of
 from rmtrace.replayer.model.objects import Category, RmObjects
 from rmtrace.replayer.model.policy import MS, PRESETS, policy
 from rmtrace.replayer.model.records import SemaRecords
+
+from rmtrace.record import Source, iter_records
 
 
 def test_rm_lifecycle_answers_as_resserv_does():

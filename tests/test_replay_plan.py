@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from rmtrace.decoders.gsp import codec_for
-from rmtrace.errors import RmtraceError
-from rmtrace.record import Buffer, Phase, Record, Role, Source, When, decode_record
 from rmtrace.replayer.messages import Kind
 from rmtrace.replayer.model.host import rank_of
 from rmtrace.replayer.plan import build_plan, channel_work, dependency_closure, lane_shift
+
+from rmtrace.errors import RmtraceError
+from rmtrace.record import Buffer, Phase, Record, Role, Source, When, decode_record
 from rmtrace.trace import TraceWriter
 from tests.cuda_traffic import COMPUTE_RING, DRIVER, PROFILE, cuda_client, write_trace
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from rmtrace import captures
 from rmtrace.decoders import decoders_for
-from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, SysOp
 from rmtrace.replayer.plan import build_plan
 from rmtrace.replayer.runner import Verdict, replay
 from rmtrace.replayer.schedules import Mode, Schedule
 from rmtrace.replayer.targets import make_target
 from rmtrace.replayer.targets.recorded import RecordedTarget
+
+from rmtrace import captures
+from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, SysOp
 from rmtrace.trace import TraceReader
 from tests.cuda_traffic import Process, cuda_client, write_trace
 

@@ -10,14 +10,14 @@ import threading
 import time
 
 import pytest
-
-from rmtrace.errors import RmtraceError
 from rmtrace.replayer.model.policy import policy
 from rmtrace.replayer.plan import build_plan
 from rmtrace.replayer.runner import replay
 from rmtrace.replayer.schedules import Schedule
 from rmtrace.replayer.server import ModelServer
 from rmtrace.replayer.targets import make_target
+
+from rmtrace.errors import RmtraceError
 from tests.cuda_traffic import cuda_client, write_trace
 
 TIMEOUT_NS = 400_000_000

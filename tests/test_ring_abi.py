@@ -3,11 +3,11 @@
 import shutil
 
 import pytest
+from rmtrace.kmod_shim import ring_header_path
 
 from rmtrace.abi_check import compare
 from rmtrace.capture import shm
 from rmtrace.dwarf import compile_probe, compile_probe_enums
-from rmtrace.kmod_shim import ring_header_path
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to read the header's DWARF")
 

@@ -7,16 +7,26 @@ import shutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from rmtrace.abi_check import compare
 from rmtrace.decoders import DecoderSet, render
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.decoders.sema import (
-    HEADER_SIZE, SEMA_KINDS, SEMA_MAGIC, SEMA_VERSION, STRUCTS, Counter, DrainReason, ResetReason, SemaMessage, SemaOp,
-    build_message, message_record,
+    HEADER_SIZE,
+    SEMA_KINDS,
+    SEMA_MAGIC,
+    SEMA_VERSION,
+    STRUCTS,
+    Counter,
+    DrainReason,
+    ResetReason,
+    SemaMessage,
+    SemaOp,
+    build_message,
+    message_record,
 )
-from rmtrace.dwarf import compile_probe, compile_probe_enums
 from rmtrace.kmod_shim import sema_header_path
+
+from rmtrace.abi_check import compare
+from rmtrace.dwarf import compile_probe, compile_probe_enums
 from rmtrace.record import Phase, Source
 from tests.declarative import common
 

@@ -3,7 +3,6 @@
 import re
 
 import pytest
-
 from rmtrace.decoders.profiles import available_profiles, load_profile
 from rmtrace.kmod_shim import HERE
 

@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
-
 from rmtrace.decoders.gsp import codec_for
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.decoders.sema import SemaOp, message_record
+
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
 from rmtrace.trace import TraceWriter
 from tests.traffic import cuda_session

@@ -4,14 +4,16 @@ import threading
 from dataclasses import replace
 
 import pytest
-from textual import events
-from textual.widgets import Input, TabbedContent
-
-from rmtrace.record import Buffer, Phase, Record, Role, Source, When
-from rmtrace.trace import TraceWriter
 from rmtrace.tui.app import RmtraceApp
 from rmtrace.tui.messages import (
-    CursorMoved, ModelFailed, ModelLoaded, ObjectCleared, ObjectSelected, RecordChosen, TraceGrew, WedgeShown,
+    CursorMoved,
+    ModelFailed,
+    ModelLoaded,
+    ObjectCleared,
+    ObjectSelected,
+    RecordChosen,
+    TraceGrew,
+    WedgeShown,
 )
 from rmtrace.tui.screens.detail import RecordDetail
 from rmtrace.tui.screens.filter import FilterScreen, PromptScreen
@@ -21,6 +23,11 @@ from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import wedge_text
+from textual import events
+from textual.widgets import Input, TabbedContent
+
+from rmtrace.record import Buffer, Phase, Record, Role, Source, When
+from rmtrace.trace import TraceWriter
 from tests.tui_doubles import double_services, pilot_test, plain, wedge_story
 
 SIZE = (120, 34)

@@ -1,11 +1,11 @@
 """The events filter: what a person types becomes sets, bad input a clear error, rows match or not."""
 
 import pytest
+from rmtrace.tui.filters import EventFilter
+from rmtrace.tui.view import EventRow
 
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Source
-from rmtrace.tui.filters import EventFilter
-from rmtrace.tui.view import EventRow
 
 
 def row(**kw):

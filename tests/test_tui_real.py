@@ -1,17 +1,17 @@
 """The TUI on traces folded by the real session model: the constructed second-client wedge and its fixed boot."""
 
 import pytest
-from textual.widgets import TabbedContent
-
 from rmtrace.tui.app import RmtraceApp
+from rmtrace.tui.filters import EventFilter
 from rmtrace.tui.screens.detail import RecordDetail
 from rmtrace.tui.services import library_services
-from rmtrace.tui.filters import EventFilter
 from rmtrace.tui.widgets.events.table import EventsTable
 from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel, state_rows
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import divergence_text, wedge_text
+from textual.widgets import TabbedContent
+
 from tests.scenarios import sequential
 from tests.tui_doubles import pilot_test, plain
 
@@ -109,8 +109,9 @@ async def test_fields_filters_and_objects_on_real_decodes(boots):
 
 @pilot_test
 async def test_a_legacy_model_replay_of_the_real_capture(tmp_path):
-    from rmtrace import captures
     from rmtrace.replayer import Schedule, build_plan, make_target, replay
+
+    from rmtrace import captures
     out = str(tmp_path / "legacy-replay.trace")
     plan = build_plan(str(captures.path("cuda-streams"))).repeat(3)
     replay(plan, Schedule.parse("sequential"), make_target("model:legacy", plan), output=out)

@@ -9,11 +9,11 @@ beside its fixed boot.
 """
 
 import pytest
+from rmtrace.tui.app import RmtraceApp
+from rmtrace.tui.services import library_services
 from textual.widgets import Input
 
 from rmtrace import captures
-from rmtrace.tui.app import RmtraceApp
-from rmtrace.tui.services import library_services
 from tests.scenarios import sequential
 
 SIZE = (120, 34)

@@ -6,12 +6,11 @@ import sys
 import time
 
 import pytest
-
-from rmtrace.record import Phase, Record, Source
-from rmtrace.trace import TraceWriter
-from rmtrace import captures
 from rmtrace.replayer import Schedule, build_plan, make_target, replay
 
+from rmtrace import captures
+from rmtrace.record import Phase, Record, Source
+from rmtrace.trace import TraceWriter
 
 
 def rmtrace(*args):

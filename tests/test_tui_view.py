@@ -1,10 +1,10 @@
 """RunView: what widgets see of a run, on a real trace file with a session-model double."""
 
 import pytest
-
-from rmtrace.trace import TraceReader
 from rmtrace.tui.filters import EventFilter
 from rmtrace.tui.view import CallIndex, RunView
+
+from rmtrace.trace import TraceReader
 from tests.tui_doubles import US, double_services, wedge_story
 
 
@@ -103,6 +103,7 @@ def test_find_text(story):
 
 def test_the_state_table_lists_the_selected_client_first_past_its_cap(monkeypatch):
     from types import SimpleNamespace
+
     from rmtrace.tui.widgets.state import panel
     monkeypatch.setattr(panel, "MAX_ROWS", 4)
     lanes = [SimpleNamespace(entity=f"client/c{i}", group=f"c{i}") for i in range(6)]

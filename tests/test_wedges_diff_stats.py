@@ -5,12 +5,12 @@ import subprocess
 import sys
 
 import pytest
+from rmtrace.decoders.craft import Crafter
+from rmtrace.decoders.profiles import load_profile
 
 from rmtrace.analysis.diff import first_divergence, traffic_table
 from rmtrace.analysis.stats import session_stats
 from rmtrace.analysis.wedges import find_wedges
-from rmtrace.decoders.craft import Crafter
-from rmtrace.decoders.profiles import load_profile
 from rmtrace.record import MarkOp, Phase, Record, SysOp
 from rmtrace.session import load_session
 from rmtrace.trace import TraceWriter

@@ -13,9 +13,11 @@ tests (until real captures are committed) and by bench/decode.py.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from rmtrace.decoders.craft import Crafter
+
 from rmtrace.record import MarkOp, Phase, Record, Source, SysOp
 
 UNDEFINED_CONTROLS = (0x20800145, 0x20810102, 0x2080A0F0)

@@ -13,19 +13,20 @@ model elsewhere.
 from __future__ import annotations
 
 import asyncio
-import io
 import bisect
 import functools
+import io
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmtrace.decoders.base import Decoded
+from rmtrace.tui.services import Services
+
 from rmtrace.analysis.diff import Divergence
 from rmtrace.analysis.wedges import Wedge
-from rmtrace.decoders.base import Decoded
 from rmtrace.record import Buffer, MarkOp, Phase, Record, Role, Source, SysOp, When
 from rmtrace.session import STATE_SYMBOLS, CallInfo, Channel, Client, Lane, Rank, RmObject, Segment, State, Transition
 from rmtrace.trace import TraceWriter
-from rmtrace.tui.services import Services
 
 T0 = 1_000_000_000
 US = 1_000

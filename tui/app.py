@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
-from textual import on, work
-from textual.app import App
-from textual.binding import Binding
-from textual.widgets import TabbedContent
-
-from rmtrace.errors import RmtraceError
-from rmtrace.timefmt import parse_duration
-from rmtrace.trace import TraceReader
 from rmtrace.tui.filters import EventFilter
 from rmtrace.tui.messages import (
-    CursorMoved, DecodersReady, ModelFailed, ModelLoaded, ObjectCleared, ObjectSelected, RecordChosen, TraceGrew, WedgeShown,
+    CursorMoved,
+    DecodersReady,
+    ModelFailed,
+    ModelLoaded,
+    ObjectCleared,
+    ObjectSelected,
+    RecordChosen,
+    TraceGrew,
+    WedgeShown,
 )
 from rmtrace.tui.screens.detail import RecordDetail
 from rmtrace.tui.screens.filter import FilterScreen, PromptScreen
@@ -39,6 +40,14 @@ from rmtrace.tui.widgets.timeline.rows import index_lanes
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import DiffPanel, WedgePanel
 from rmtrace.tui.workspace import Workspace
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.widgets import TabbedContent
+
+from rmtrace.errors import RmtraceError
+from rmtrace.timefmt import parse_duration
+from rmtrace.trace import TraceReader
 
 FOLLOW_POLL_S = 0.5
 """A recorder flushes a chunk at least this often."""
@@ -80,7 +89,7 @@ class RmtraceApp(App):
         self._switch_interval = sys.getswitchinterval()
 
     @classmethod
-    def open(cls, paths: Sequence[str], services: Services, *, follow: bool = False) -> "RmtraceApp":
+    def open(cls, paths: Sequence[str], services: Services, *, follow: bool = False) -> RmtraceApp:
         """Open the traces (index only: fast) and make the application."""
         if not 1 <= len(paths) <= 2:
             raise RmtraceError("give one trace, or two to compare them")

@@ -9,13 +9,13 @@ could not read.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Mapping
+
+from rmtrace.tui.view import EventRow
 
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Source
-
-from rmtrace.tui.view import EventRow
 
 STATUS_WORDS: Mapping[str, Callable[[EventRow], bool]] = {
     "error": lambda row: row.error,
@@ -73,7 +73,7 @@ class EventFilter:
         }
 
     @classmethod
-    def parse(cls, values: Mapping[str, str], keep: "EventFilter | None" = None) -> "EventFilter":
+    def parse(cls, values: Mapping[str, str], keep: EventFilter | None = None) -> EventFilter:
         """From the filter screen's inputs; ``keep`` carries an object selection over."""
         base = keep or EventFilter()
         return replace(

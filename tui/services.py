@@ -7,8 +7,9 @@ in-memory model.  :func:`library_services` is the real one.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,13 @@ class Services:
 
 def library_services() -> Services:
     """The session model and analyses of ``rmtrace`` itself."""
-    from rmtrace.analysis.diff import first_divergence
-    from rmtrace.analysis.wedges import find_wedges
     from rmtrace.decoders import decoders_for
     from rmtrace.decoders.base import Level
+
+    from rmtrace.analysis.diff import first_divergence
+    from rmtrace.analysis.wedges import find_wedges
     from rmtrace.session import STATE_SYMBOLS, load_session
 
-    return Services(load_model=lambda path, decoders: load_session(path, decoders=decoders), find_wedges=find_wedges, first_divergence=first_divergence,
-                    symbols=STATE_SYMBOLS, decoders_for=decoders_for, row_level=Level.CALL, full_level=Level.FULL)
+    return Services(load_model=lambda path, decoders: load_session(path, decoders=decoders), find_wedges=find_wedges,
+                    first_divergence=first_divergence, symbols=STATE_SYMBOLS, decoders_for=decoders_for,
+                    row_level=Level.CALL, full_level=Level.FULL)

@@ -9,8 +9,8 @@ must stay visible at any zoom, a long ``allocated`` need not.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 
 @dataclass(frozen=True)

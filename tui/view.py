@@ -18,16 +18,17 @@ import bisect
 import heapq
 import itertools
 from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rmtrace.tui.services import Services
+from rmtrace.tui.states import look
 
 from rmtrace.calls import Call, CallState
 from rmtrace.record import Phase, Record, Source, enum_name
 from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader
-
-from rmtrace.tui.services import Services
-from rmtrace.tui.states import look
 
 if TYPE_CHECKING:
     from rmtrace.tui.filters import EventFilter
@@ -87,7 +88,7 @@ class ObjectNode:
     alloc_rel: int | None
     free_rel: int | None
     status: str
-    children: tuple["ObjectNode", ...] = ()
+    children: tuple[ObjectNode, ...] = ()
 
     @property
     def label(self) -> str:
@@ -109,7 +110,7 @@ class CallIndex:
     exit_idx: array = field(default_factory=lambda: array("q"))
 
     @classmethod
-    def build(cls, calls: Sequence[Any]) -> "CallIndex":
+    def build(cls, calls: Sequence[Any]) -> CallIndex:
         enters = sorted((c.enter_seq, i) for i, c in enumerate(calls))
         exits = sorted((c.exit_seq, i) for i, c in enumerate(calls) if c.exit_seq is not None)
         return cls(calls, array("q", (s for s, _ in enters)), array("q", (i for _, i in enters)),
@@ -410,13 +411,13 @@ class RunView:
 
     # -- scans (each through a private reader: they run in worker threads)
 
-    def _private(self) -> "RunView":
+    def _private(self) -> RunView:
         private = RunView(TraceReader(self.path), self.services, label=self.label)
         private.start_ns = self.start_ns
         private.model, private._folded, private.decoders = self.model, self._folded, self.decoders
         return private
 
-    def scan(self, flt: "EventFilter", start: int = 0, end: int | None = None, *, batch: int = 2000,
+    def scan(self, flt: EventFilter, start: int = 0, end: int | None = None, *, batch: int = 2000,
              stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[list[int], int]]:
         """Sequence numbers in ``[start, end)`` matching ``flt``, in batches, each with how many were looked at.
 

@@ -6,8 +6,9 @@ this object (never a path); the application changes it and tells the widgets.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rmtrace.tui.view import RunView
 

@@ -10,8 +10,16 @@ generate.py for how one is made from NVIDIA's open-gpu-kernel-modules headers.
 """
 
 from rmtrace.decoders.profiles.loader import available_profiles, load_profile, select_profile
-from rmtrace.decoders.profiles.model import (ClassInfo, Control, DriverProfile, Escape, Field, Layout, PointerField,
-                                             UvmCommand)
+from rmtrace.decoders.profiles.model import (
+                                             ClassInfo,
+                                             Control,
+                                             DriverProfile,
+                                             Escape,
+                                             Field,
+                                             Layout,
+                                             PointerField,
+                                             UvmCommand,
+)
 
 __all__ = ["available_profiles", "load_profile", "select_profile", "DriverProfile", "Escape", "ClassInfo", "Control",
            "UvmCommand", "Field", "Layout", "PointerField"]

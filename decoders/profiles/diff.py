@@ -17,7 +17,7 @@ of change; every list is sorted so the output is stable:
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from rmtrace.decoders.profiles.model import DriverProfile, Layout
 

@@ -60,9 +60,10 @@ from itertools import takewhile
 from pathlib import Path
 from types import MappingProxyType
 
-from rmtrace.dwarf import ObjectFacts
 from rmtrace.decoders.profiles.model import ClassInfo, Control, DriverProfile, Escape, Layout, UvmCommand
 from rmtrace.decoders.profiles.probes import Macro, Unit, compile_unit, list_macros, value_symbol
+
+from rmtrace.dwarf import ObjectFacts
 from rmtrace.errors import RmtraceError
 
 # Where things live in an open-gpu-kernel-modules tree (the first that exists wins).
@@ -495,7 +496,8 @@ def _categories(ctrl: list[UnitResult]) -> tuple[dict[tuple[int, int], str], dic
                 continue
             prefix, cls = start.group(1), int(start.group(2), 16)
             prefixes.setdefault(cls, prefix.removesuffix("_CTRL_"))
-            block = takewhile(lambda m: m.file == first.file and m.name.startswith(prefix) and CTRL_CMD not in m.name
+            # takewhile is consumed inside this iteration, so the lambda sees this iteration's first and prefix
+            block = takewhile(lambda m: m.file == first.file and m.name.startswith(prefix) and CTRL_CMD not in m.name  # noqa: B023
                               and _CATEGORY_VALUE.match(m.body), macros[i:])
             for m in block:
                 value = int(_CATEGORY_VALUE.match(m.body).group(1), 0)

@@ -17,11 +17,12 @@ recorded driver version picks one (``select_profile``):
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.profiles.serial import decode
+
 from rmtrace.errors import RmtraceError
 
 SUFFIX = ".json.zst"
@@ -50,7 +51,7 @@ def available_profiles() -> list[str]:
     return list(_shipped())
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_profile(version: str) -> DriverProfile:
     """The shipped profile of exactly ``version`` (cached)."""
     if version not in _shipped():

@@ -14,9 +14,9 @@ gives their conventions), the types the DWARF reader builds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
 
 from rmtrace.layout import Field, Layout  # noqa: F401 -- a profile's layouts are these, imported from here
 

@@ -24,7 +24,7 @@ pointers RM hands back rather than reads (``NOT_BUFFERS``).
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from rmtrace.decoders.profiles.model import DriverProfile, Field, Layout, PointerField
 

@@ -16,8 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 import zstandard
+from rmtrace.decoders.profiles.model import ClassInfo, Control, DriverProfile, Escape, Field, Layout, UvmCommand
 
-from rmtrace.decoders.profiles.model import (ClassInfo, Control, DriverProfile, Escape, Field, Layout, UvmCommand)
 from rmtrace.errors import RmtraceError
 
 FORMAT = 1

@@ -30,9 +30,10 @@ import heapq
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from types import GeneratorType
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any
 
 from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import Completion, Emit, HostChannel, SemaHost
@@ -96,7 +97,7 @@ class WallClock:
 @dataclass(eq=False)
 class Lock:
     name: str
-    holder: "Task | None" = None
+    holder: Task | None = None
     waiters: deque = field(default_factory=deque)
 
 
@@ -125,7 +126,7 @@ class Gpu:
     uuid: bytes
     refs: int = 0
     channel: HostChannel | None = None
-    state: "ChannelState | None" = None
+    state: ChannelState | None = None
 
 
 @dataclass(eq=False)

@@ -24,8 +24,9 @@ through ``emit(op_name, body, pid, tid)`` in the sema-service schema.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rmtrace.replayer.model.policy import Policy
 
@@ -102,7 +103,7 @@ class Completion:
     value: int
     since: int
     done: bool = False
-    on_done: Callable[["Completion"], None] | None = None
+    on_done: Callable[[Completion], None] | None = None
 
 
 class SemaHost:

@@ -25,8 +25,9 @@ profile's status table.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 
 class Category(enum.IntEnum):
@@ -55,8 +56,8 @@ BAD_CLIENT = "NV_ERR_INVALID_CLIENT"
 class RmObject:
     handle: int
     category: Category
-    parent: "RmObject | None"
-    children: list["RmObject"] = field(default_factory=list)
+    parent: RmObject | None
+    children: list[RmObject] = field(default_factory=list)
     extra: Any = None
     """Per-category state (a channel's ring address and host channel, ...)."""
 

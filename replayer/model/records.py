@@ -13,11 +13,13 @@ allocated and freed through GSP_RM_ALLOC and FREE) goes out as GSP records
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rmtrace.decoders.context import context
 from rmtrace.decoders.gsp import codec_for
 from rmtrace.decoders.sema import SEMA_KINDS, SEMA_VERSION, DrainReason, ResetReason, SemaMessage, SemaOp
+
 from rmtrace.record import Buffer, Phase, Record, RecordFlag, Role, Source, When, encode_record
 
 REASONS: Mapping[str, type] = {"SESSION_RESET": ResetReason, "DRAIN_HOLD": DrainReason, "DRAIN_RELEASE": DrainReason}

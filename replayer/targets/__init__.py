@@ -9,15 +9,16 @@ implementing :class:`~rmtrace.replayer.targets.base.Target`.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from rmtrace.errors import RmtraceError
 from rmtrace.replayer.model.policy import PRESETS, policy
 from rmtrace.replayer.plan import Plan
 from rmtrace.replayer.targets.base import RunInfo, Target
 from rmtrace.replayer.targets.model import ModelTarget
 from rmtrace.replayer.targets.recorded import RecordedTarget
 from rmtrace.replayer.targets.unix import UnixTarget
+
+from rmtrace.errors import RmtraceError
 
 
 def _unix(arg: str, plan: Plan) -> Target:

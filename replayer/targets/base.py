@@ -29,8 +29,9 @@ it cannot know is never counted as a divergence.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from rmtrace.replayer.messages import Message, Outcome
 
@@ -80,5 +81,5 @@ class Target(ABC):
         """The host counters at this point, where the target has them."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a default that does nothing, on purpose)
         """Stop; a target with resources releases them here."""

@@ -11,14 +11,16 @@ writing) with nothing modelled.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
-from rmtrace.record import encode_record
 from rmtrace.replayer.messages import Message, Outcome
 from rmtrace.replayer.model.core import VirtualClock
 from rmtrace.replayer.plan import REPLAYED_SOURCES
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
+
+from rmtrace.record import encode_record
 from rmtrace.trace import TraceReader
 
 

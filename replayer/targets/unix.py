@@ -5,17 +5,26 @@ from __future__ import annotations
 import selectors
 import socket
 import time
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
-from rmtrace.errors import RmtraceError
 from rmtrace.decoders.sema import SemaOp
-from rmtrace.record import MarkOp, Phase, RecordFlag, Source, decode_record
 from rmtrace.replayer.messages import Message, Outcome
 from rmtrace.replayer.output import stamp
-from rmtrace.replayer.protocol import (EVENT_CALL_ID, Stream, answer_key, control, control_body, request_key,
-                                       with_call_id)
+from rmtrace.replayer.protocol import (
+    EVENT_CALL_ID,
+    Stream,
+    answer_key,
+    control,
+    control_body,
+    request_key,
+    with_call_id,
+)
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
+
+from rmtrace.errors import RmtraceError
+from rmtrace.record import MarkOp, Phase, RecordFlag, Source, decode_record
 
 HELLO_TIMEOUT_S = 10.0
 WHY_TIMEOUT_S = 2.0

@@ -114,7 +114,7 @@ def _first_in_client(a: SessionModel, b: SessionModel, cid: str) -> Divergence |
     ta, tb = [s.token for s in sa], [s.token for s in sb]
     matcher = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
     structural: Divergence | None = None
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, _i2, j1, _j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
         if tag == "delete" and j1 == len(tb):

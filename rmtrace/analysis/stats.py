@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from rmtrace.record import Source, enum_name
 from rmtrace.session import CallInfo, SessionModel

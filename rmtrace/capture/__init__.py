@@ -8,6 +8,6 @@ The shim is C (kmod_shim/interposer.c and friends, built by the install);
 docs/capture.md describes what it records and how the rings work.
 """
 
-from rmtrace.capture.recorder import RecordOptions, Recorder, RecordResult, record_command
+from rmtrace.capture.recorder import Recorder, RecordOptions, RecordResult, record_command
 
 __all__ = ["RecordOptions", "RecordResult", "Recorder", "record_command"]

@@ -12,11 +12,20 @@ pointer's index).  The byte layout is ``struct rmt_ctab_*`` in
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rmtrace.capture.shm import (
-    CTAB_MAGIC, CTAB_VERSION, RING_MIN_SIZE, CtabClass, CtabCtrl, CtabFlag, CtabHeader, CtabPtr, CtabUvm,
+    CTAB_MAGIC,
+    CTAB_VERSION,
+    RING_MIN_SIZE,
+    CtabClass,
+    CtabCtrl,
+    CtabFlag,
+    CtabHeader,
+    CtabPtr,
+    CtabUvm,
 )
 from rmtrace.errors import RmtraceError
 

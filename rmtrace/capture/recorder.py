@@ -19,9 +19,10 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any
 
 from rmtrace import __version__
 from rmtrace.capture import ctab
@@ -35,7 +36,17 @@ from rmtrace.capture.shm import RING_COUNTERS
 from rmtrace.errors import RmtraceError
 from rmtrace.kmod_shim import interposer_path
 from rmtrace.record import (
-    HEADER, Buffer, MarkOp, Phase, Record, RecordFlag, Role, Source, SysOp, When, enum_name,
+    HEADER,
+    Buffer,
+    MarkOp,
+    Phase,
+    Record,
+    RecordFlag,
+    Role,
+    Source,
+    SysOp,
+    When,
+    enum_name,
 )
 from rmtrace.trace import TraceWriter
 

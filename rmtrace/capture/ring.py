@@ -15,7 +15,15 @@ import os
 import platform
 import struct
 
-from rmtrace.capture.shm import RING_COUNTERS, RING_CTL_SIZE, RING_MAGIC, RING_MIN_SIZE, RING_OFFSETS, RING_VERSION, RingState
+from rmtrace.capture.shm import (
+    RING_COUNTERS,
+    RING_CTL_SIZE,
+    RING_MAGIC,
+    RING_MIN_SIZE,
+    RING_OFFSETS,
+    RING_VERSION,
+    RingState,
+)
 from rmtrace.errors import RmtraceError
 from rmtrace.record import BUFFER, HEADER, HEADER_SIZE, RECORD_MAGIC, RECORD_VERSION
 

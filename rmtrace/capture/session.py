@@ -15,7 +15,7 @@ import re
 import shutil
 import struct
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 from rmtrace.capture.ring import Ring, RingNotReady
 from rmtrace.capture.shm import SESSION_OFFSETS, SESSION_VERSION, SessionControl, SessionState

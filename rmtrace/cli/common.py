@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Phase, Source

@@ -12,7 +12,7 @@ import importlib
 import os
 import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError

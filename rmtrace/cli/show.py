@@ -6,7 +6,12 @@ import argparse
 import sys
 
 from rmtrace.cli.common import (
-    add_filter_arguments, add_trace_argument, filter_from_args, print_json_lines, trace_or_default, trace_start,
+    add_filter_arguments,
+    add_trace_argument,
+    filter_from_args,
+    print_json_lines,
+    trace_or_default,
+    trace_start,
 )
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Phase, Record, Role, Source, When, enum_name, record_to_dict

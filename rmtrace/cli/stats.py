@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.timefmt import format_duration

@@ -9,7 +9,18 @@ Layer 3: imports the trace file and the decoders; no I/O beyond reading the trac
 """
 
 from rmtrace.session.entities import (
-    STATE_SYMBOLS, STATES, CallInfo, Channel, Client, GspExchange, Lane, Process, Rank, RmObject, Segment, State,
+    STATE_SYMBOLS,
+    STATES,
+    CallInfo,
+    Channel,
+    Client,
+    GspExchange,
+    Lane,
+    Process,
+    Rank,
+    RmObject,
+    Segment,
+    State,
     Transition,
 )
 from rmtrace.session.model import SessionModel, load_session

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import fnmatch
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import bisect
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.session.entities import (
-    CallInfo, Channel, Client, GspExchange, Lane, Process, Rank, RmObject, State, Transition,
+    CallInfo,
+    Channel,
+    Client,
+    GspExchange,
+    Lane,
+    Process,
+    Rank,
+    RmObject,
+    State,
+    Transition,
 )
 from rmtrace.session.fold import Folder
 from rmtrace.session.timeline import Timeline

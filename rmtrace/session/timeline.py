@@ -10,7 +10,8 @@ snapshot before ``t`` plus the transitions since: no re-read of the trace.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rmtrace.session.entities import Lane, Segment, State, Transition
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from rmtrace.tui.view import RunView
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
@@ -14,7 +15,6 @@ from textual.widgets.tree import TreeNode
 
 from rmtrace.record import Record, Role, When, enum_name, record_to_dict
 from rmtrace.timefmt import format_duration, format_offset
-from rmtrace.tui.view import RunView
 
 HEX_WIDTH = 16
 HEX_KEYS = frozenset({"hex"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rmtrace.tui.filters import FIELDS, EventFilter
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,7 +12,6 @@ from textual.widgets import Footer, Input, Label, Static
 
 from rmtrace.errors import RmtraceError
 from rmtrace.timefmt import parse_duration
-from rmtrace.tui.filters import FIELDS, EventFilter
 
 HINTS = {
     "pid": "1447,1448",

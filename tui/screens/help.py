@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from rich.text import Text
+from rmtrace.tui.states import legend
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
-
-from rmtrace.tui.states import legend
 
 MOUSE = (
     ("click on a lane", "select it and put the cursor there"),

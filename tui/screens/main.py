@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
-
-from rmtrace.timefmt import format_duration
 from rmtrace.tui.widgets.events.table import EventsTable
 from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import DiffPanel, WedgePanel
 from rmtrace.tui.workspace import Workspace
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from rmtrace.timefmt import format_duration
 
 
 def run_line(workspace: Workspace) -> str:

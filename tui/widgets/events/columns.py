@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
+
+from rmtrace.tui.view import EventRow
 
 from rmtrace.timefmt import format_duration, format_offset
-from rmtrace.tui.view import EventRow
 
 GAP = 1
 

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
+from rmtrace.tui.filters import EventFilter
+from rmtrace.tui.messages import RecordChosen
+from rmtrace.tui.widgets.events.columns import GAP, cell_text, fit_columns
+from rmtrace.tui.workspace import Workspace
 from textual import events, on, work
 from textual.binding import Binding
 from textual.cache import LRUCache
@@ -24,11 +28,6 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
-
-from rmtrace.tui.filters import EventFilter
-from rmtrace.tui.messages import RecordChosen
-from rmtrace.tui.widgets.events.columns import GAP, cell_text, fit_columns
-from rmtrace.tui.workspace import Workspace
 
 HEADER = Style(bold=True, underline=True)
 POINTER = Style(reverse=True)

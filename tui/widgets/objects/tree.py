@@ -6,15 +6,13 @@ naming it or anything below it.
 
 from __future__ import annotations
 
+from rmtrace.tui.messages import ObjectCleared, ObjectSelected
+from rmtrace.tui.view import ObjectNode
+from rmtrace.tui.workspace import Workspace
 from textual import on
 from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
-
-from rmtrace.tui.messages import ObjectCleared, ObjectSelected
-from rmtrace.tui.view import ObjectNode
-from rmtrace.tui.workspace import Workspace
-
 
 EAGER_NODES = 2000
 """Up to this many objects the whole tree is built and open; past it, a node's children come on expand."""

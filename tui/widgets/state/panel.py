@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.text import Text
+from rmtrace.tui.states import look
+from rmtrace.tui.workspace import Workspace
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from rmtrace.timefmt import format_offset
-from rmtrace.tui.states import look
-from rmtrace.tui.workspace import Workspace
 
 COUNTERS = ("pub_calls", "gr_rel", "faked", "drain_held")
 STATE_COLUMNS = (("lane", 26), ("state", 15), ("detail", 60))

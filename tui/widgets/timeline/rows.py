@@ -7,8 +7,8 @@ across runs of the same program.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from rmtrace.tui.states import LOOKS
 from rmtrace.tui.view import LaneRow

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rmtrace.timefmt import format_duration
 
@@ -45,28 +45,28 @@ class Window:
     def contains(self, t: int) -> bool:
         return self.t0 <= t < self.t1
 
-    def zoomed(self, factor: float, around: int, total: int) -> "Window":
+    def zoomed(self, factor: float, around: int, total: int) -> Window:
         """``factor`` < 1 zooms in; ``around`` keeps its column."""
         span = min(max(MIN_SPAN_NS, self.width, round(self.span * factor)), max(total, self.width))
         frac = (around - self.t0) / self.span if self.span else 0.0
         t0 = round(around - frac * span)
         return Window(t0, t0 + span, self.width).clamped(total)
 
-    def panned(self, cols: float, total: int) -> "Window":
+    def panned(self, cols: float, total: int) -> Window:
         shift = round(cols * self.ns_per_col)
         return Window(self.t0 + shift, self.t1 + shift, self.width).clamped(total)
 
-    def showing(self, t: int, total: int) -> "Window":
+    def showing(self, t: int, total: int) -> Window:
         """This window moved (not zoomed) just enough that ``t`` is on screen."""
         if self.contains(t):
             return self
         t0 = t - self.span // 2
         return Window(t0, t0 + self.span, self.width).clamped(total)
 
-    def resized(self, width: int) -> "Window":
+    def resized(self, width: int) -> Window:
         return Window(self.t0, self.t1, max(1, width))
 
-    def clamped(self, total: int) -> "Window":
+    def clamped(self, total: int) -> Window:
         """Kept inside ``[0, total]`` where the trace is longer than the window."""
         span = self.span
         t0 = self.t0
@@ -136,7 +136,7 @@ class LaneIndex:
 
     @classmethod
     def build(cls, segments: Sequence[tuple[int, int, str]], severity: dict[str, int] | None = None,
-              default_severity: int = 1) -> "LaneIndex":
+              default_severity: int = 1) -> LaneIndex:
         """``segments``: (t0, t1, state) relative to the run's start, in any order."""
         order = sorted(range(len(segments)), key=lambda i: (segments[i][0], segments[i][1]))
         ordered = [segments[i] for i in order]

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
+from rmtrace.tui.messages import CursorMoved
+from rmtrace.tui.states import OPEN_STATES, look
+from rmtrace.tui.widgets.timeline.rows import TimelineRow, build_rows, find_row
+from rmtrace.tui.widgets.timeline.scale import LaneIndex, fit, ruler
+from rmtrace.tui.workspace import Workspace
 from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
@@ -22,11 +27,6 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from rmtrace.timefmt import format_duration, format_offset
-from rmtrace.tui.messages import CursorMoved
-from rmtrace.tui.states import OPEN_STATES, look
-from rmtrace.tui.widgets.timeline.rows import TimelineRow, build_rows, find_row
-from rmtrace.tui.widgets.timeline.scale import LaneIndex, fit, ruler
-from rmtrace.tui.workspace import Workspace
 
 LABEL_MIN, LABEL_MAX = 14, 30
 CURSOR = Style(reverse=True)

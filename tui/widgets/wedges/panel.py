@@ -7,13 +7,12 @@ from typing import Any
 from rich.console import Group
 from rich.padding import Padding
 from rich.text import Text
+from rmtrace.tui.view import RunView
+from rmtrace.tui.workspace import Workspace
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from rmtrace.timefmt import format_duration, format_offset
-from rmtrace.tui.view import RunView
-from rmtrace.tui.workspace import Workspace
-
 
 INDENT = 4
 SHOWN_WEDGES = 40
