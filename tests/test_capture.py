@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,8 +22,9 @@ from rmtrace.record import BufferFlag, MarkOp, Phase, RecordFlag, Role, Source, 
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 from tests.capture_support import CTRL_GET_CLASSLIST, build_programs, make_device_dir
+from tests.toolchain import needs_gcc
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the test programs")
+pytestmark = needs_gcc
 
 SUPPORT = Path(__file__).resolve().parent / "capture_support.py"
 RM_CONTROL, RM_ALLOC, RM_FREE, CARD_INFO, XFER = 0x2A, 0x2B, 0x29, 200, 211
