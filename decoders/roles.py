@@ -39,8 +39,9 @@ class Category(enum.IntEnum):
     MEMORY = 9
 
 
-class EscapeRole(enum.IntEnum):
-    """What an RM escape does."""
+class EscapeRole(enum.Enum):
+    """What an RM escape does.  (Role enums are plain enums: two roles of different tables never
+    compare equal, as IntEnums of equal value would.)"""
 
     OTHER = 0
     ALLOC = 1
@@ -54,7 +55,7 @@ class EscapeRole(enum.IntEnum):
     UNMAP_MEMORY_DMA = 9
 
 
-class ControlRole(enum.IntEnum):
+class ControlRole(enum.Enum):
     """What an RM control command does to a channel."""
 
     OTHER = 0
@@ -63,7 +64,7 @@ class ControlRole(enum.IntEnum):
     SCHEDULE = 3
 
 
-class UvmRole(enum.IntEnum):
+class UvmRole(enum.Enum):
     """What a UVM ioctl does."""
 
     OTHER = 0           # needs an initialized VA space on its fd (UVM's own init check)
@@ -77,7 +78,7 @@ class UvmRole(enum.IntEnum):
     UNREGISTER_CHANNEL = 8
 
 
-class GspRole(enum.IntEnum):
+class GspRole(enum.Enum):
     """What a GSP RPC function or event is."""
 
     OTHER = 0
@@ -88,7 +89,7 @@ class GspRole(enum.IntEnum):
     INIT_DONE = 5       # the boot handshake's event: a new GSP client session
 
 
-R = TypeVar("R", bound=enum.IntEnum)
+R = TypeVar("R", bound=enum.Enum)
 
 
 @dataclass(frozen=True)

@@ -114,3 +114,9 @@ def test_copy_engine_ranks_come_from_the_engine_numbers(profile):
     assert r.engine(0x0B) == ("COPY2", 2) and r.engine(0x0E) == ("COPY5", 5)
     assert r.engine(0x01) == ("GR0", None) and r.engine(0x7777) == ("engine 0x7777", None)
     assert r.engine(None) == (None, None)
+
+
+def test_roles_of_different_tables_never_compare_equal():
+    """They key one table of readers together (an IntEnum's ALLOC_MEMORY would be GSP's RM_CONTROL)."""
+    from rmtrace.decoders.roles import EscapeRole, GspRole
+    assert EscapeRole.ALLOC_MEMORY != GspRole.RM_CONTROL and len({EscapeRole.ALLOC_MEMORY, GspRole.RM_CONTROL}) == 2
