@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 
 from rmtrace.capture.ring import Ring, RingNotReady
-from rmtrace.capture.shm import SESSION, SESSION_VERSION, SessionControl, SessionState
+from rmtrace.capture.shm import SESSION, SESSION_VERSION, SessionState
 
 SHM_DIR = "/dev/shm"
 RING_NAME = re.compile(r"^ring-(\d+)-(\d+)-(\d+)\.rb$")
@@ -37,9 +37,8 @@ class Session:
         self.dir = tempfile.mkdtemp(prefix=f"rmtrace-{pid}-", dir=_base_dir())
         with open(os.path.join(self.dir, TABLE_FILE), "wb") as f:
             f.write(table)
-        ctl = SessionControl.build(dict(version=SESSION_VERSION, size=SessionControl.sizeof(), recorder_pid=pid,
-                                        state=SessionState.RECORDING, next_image=0, lost_noring=0,
-                                        reserved=bytes(32)))
+        ctl = SESSION.pack(version=SESSION_VERSION, size=SESSION.size, recorder_pid=pid, state=SessionState.RECORDING,
+                           next_image=0, lost_noring=0)
         path = os.path.join(self.dir, SESSION_FILE)
         with open(path, "wb") as f:
             f.write(ctl)
