@@ -26,4 +26,4 @@ if [ -z "$kver" ] || [ ! -e "$dest/vmlinuz-$kver" ] || [ ! -d "/usr/src/linux-he
 	rm -rf "$tmp"
 	echo "$kver" >"$dest/kver"
 fi
-printf "kernel test tools ready (kernel %s) in %ss\n" "$kver" "$(( ($(date +%s%N) - start) / 1000000 ))e-3"
+awk -v k="$kver" -v t="$(( $(date +%s%N) - start ))" 'BEGIN { printf "kernel test tools ready (kernel %s) in %.1fs\n", k, t / 1e9 }'
