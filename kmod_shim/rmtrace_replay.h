@@ -44,6 +44,7 @@ enum rmt_replay_op {
 	RMT_REPLAY_BYE     = 5, /* in: the replay is over (the service sends its last records) */
 	RMT_REPLAY_ACK     = 6, /* out: a write was handled                                  */
 	RMT_REPLAY_TARGET  = 7, /* in: configuration for the target (body: its own)          */
+	RMT_REPLAY_REFUSED = 8, /* out, from the VM relay: the device refused a write (body below, reason in TEXT) */
 };
 
 enum rmt_replay_clock {
@@ -150,6 +151,12 @@ struct rmt_replay_ack {
 	uint64_t now_ns;        /* the session's clock after it               */
 	uint64_t next_timer_ns; /* the target's earliest timer, ~0 for none    */
 	uint32_t parked;        /* requests waiting for their answer           */
+	uint32_t reserved;
+};
+
+/* REFUSED: what write() said */
+struct rmt_replay_refused {
+	int32_t err;       /* errno */
 	uint32_t reserved;
 };
 
