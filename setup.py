@@ -55,6 +55,7 @@ setup(
         "rmtrace.kmod_shim": ["*.h", "*.c"],
         "rmtrace.captures": ["*.trace", "*.md"],
         "rmtrace.decoders": ["profiles/data/*"],
+        "rmtrace.export": ["wireshark/*.lua"],
     },
     include_package_data=False,
     ext_modules=[interposer],
