@@ -5,8 +5,8 @@ header, then ``nbufs`` tagged buffers) and how to name what it finds.  It
 holds no number of its own.  ``lua_tables(decoders)`` writes every number
 and name it uses as Lua data, taken from where the Python side takes them:
 
-* the record and buffer headers from the construct mirror (``RecordHeader``,
-  ``BufferHeader``), the enums from ``rmtrace.record``;
+* the record and buffer headers from the construct mirror (``RECORD``,
+  ``BUFFER_LAYOUT``), the enums from ``rmtrace.record``;
 * the operation names from the decoder tables of the profile
   (``DecoderSet.tables``: escapes, UVM commands, GSP functions and events,
   sema ops, system ops, marks), so a packet is named as ``rmtrace show``
@@ -33,7 +33,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from construct import SizeofError, Struct
+from construct import Struct
 
 from rmtrace.decoders import DecoderSet
 from rmtrace.decoders.gsp import DETAIL, GspOp, codec_for
@@ -42,9 +42,11 @@ from rmtrace.decoders.names import names
 from rmtrace.decoders.parse import STATUS_FIELDS
 from rmtrace.decoders.rm import AllocCall, ControlCall, XferCall
 from rmtrace.decoders.sema import HEADER_SIZE as SEMA_HEADER_SIZE
-from rmtrace.decoders.sema import SemaHeader, SemaMessageOp
+from rmtrace.decoders.sema import SemaMessageOp
 from rmtrace.export.pcapng import INTERFACES, LINKTYPES
-from rmtrace.record import BufferHeader, Phase, RecordHeader, Role, Source, When
+from rmtrace.flat import FlatStruct
+from rmtrace.flat import field_offset as flat_field_offset
+from rmtrace.record import BUFFER_LAYOUT, RECORD, Phase, Role, Source, When
 
 TEMPLATE = "rmtrace.lua"
 MARKER = "--[[ TABLES ]]"
@@ -102,21 +104,17 @@ def _join(items: list[str], indent: str) -> str:
 # -- what the tables hold --------------------------------------------------------------------
 
 
-def header_fields(definition: Struct) -> list[dict[str, Any]]:
-    """Name, offset, size and signedness of each scalar field of a flat construct struct (the record
-    mirror, a sema body), up to the first member of variable size."""
-    out, offset = [], 0
-    for sub in definition.subcons:
-        try:
-            size = sub.sizeof()
-        except SizeofError:
-            break
-        leaf = sub.subcon
-        while not hasattr(leaf, "fmtstr"):
-            leaf = leaf.subcon
-        out.append({"name": sub.name, "offset": offset, "size": size, "signed": leaf.fmtstr[-1].islower()})
-        offset += size
-    return out
+def header_fields(flat: FlatStruct) -> list[dict[str, Any]]:
+    """Name, offset, size and signedness of each field of a flat struct (the record mirror)."""
+    return [{"name": name, "offset": sc.offset, "size": sc.codec.size, "signed": sc.codec.format[-1].islower()}
+            for name, sc in flat.scalars.items()]
+
+
+def _member_offset(definition: Struct, name: str | None) -> int | None:
+    """Where a member of a construct struct starts (members before it are fixed-size), None when it has none."""
+    if name is None or name not in {sub.name for sub in definition.subcons}:
+        return None
+    return flat_field_offset(definition, name)
 
 
 def field_offset(layouts: Mapping[str, Any], layout_name: str | None, wanted: Iterable[str], base: int = 0) -> int | None:
@@ -191,11 +189,9 @@ def sema_table(decoders: DecoderSet) -> dict[int, Any]:
     for num, op in decoders.tables.get(Source.SEMA, {}).items():
         if not isinstance(op, SemaMessageOp):
             continue
-        fields = {f["name"]: f for f in header_fields(op.kind.body)}
-        status = fields.get(op.kind.status) if op.kind.status else None
-        out[num] = {"name": op.name, "rc": status["offset"] if status else None,
-                    "channel": fields["channel"]["offset"] if "channel" in fields else None,
-                    "rank": fields["rank"]["offset"] if "rank" in fields else None}
+        body = op.kind.body
+        out[num] = {"name": op.name, "rc": _member_offset(body, op.kind.status),
+                    "channel": _member_offset(body, "channel"), "rank": _member_offset(body, "rank")}
     return out
 
 
@@ -205,13 +201,12 @@ def lua_tables(decoders: DecoderSet) -> str:
     layouts = profile.layouts
     naming = names(profile)
     gsp, gsp_header = gsp_table(decoders)
-    sema_header = {f["name"]: f["offset"] for f in header_fields(SemaHeader)}
     tables: dict[str, Any] = {
         "profile": profile.version,
-        "header": header_fields(RecordHeader),
-        "header_size": RecordHeader.sizeof(),
-        "buffer": header_fields(BufferHeader),
-        "buffer_size": BufferHeader.sizeof(),
+        "header": header_fields(RECORD),
+        "header_size": RECORD.size,
+        "buffer": header_fields(BUFFER_LAYOUT),
+        "buffer_size": BUFFER_LAYOUT.size,
         "sources": {int(s): s.name for s in Source},
         "phases": {int(p): p.name for p in Phase},
         "roles": {int(r): r.name for r in Role},
@@ -226,7 +221,7 @@ def lua_tables(decoders: DecoderSet) -> str:
         "gsp": gsp,
         "gsp_header": gsp_header,
         "sema": sema_table(decoders),
-        "sema_header": {"size": SEMA_HEADER_SIZE, "op": sema_header["op"], "session": sema_header["session"]},
+        "sema_header": {"size": SEMA_HEADER_SIZE},
         "sys": {num: {"name": op.name, "result": getattr(op, "result", None)}
                 for num, op in decoders.tables.get(Source.SYS, {}).items()},
         "mark": {num: op.name for num, op in decoders.tables.get(Source.MARK, {}).items()},
