@@ -13,8 +13,9 @@ import pytest
 def legacy_replay(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The real cuda-streams capture replayed three times in a row against the unfixed host model:
     c1 green, c2 and c3 wedged in UVM_REGISTER_GPU (GSP RPCs and sema messages included)."""
-    from rmtrace import captures
     from rmtrace.replayer import Schedule, build_plan, make_target, replay
+
+    from rmtrace import captures
 
     out = str(tmp_path_factory.mktemp("legacy") / "legacy-replay.trace")
     plan = build_plan(str(captures.path("cuda-streams"))).repeat(3)

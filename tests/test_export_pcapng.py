@@ -6,9 +6,9 @@ import json
 import subprocess
 
 import pytest
+from rmtrace.decoders.profiles import load_profile
 
 from rmtrace.cli.main import main
-from rmtrace.decoders.profiles import load_profile
 from rmtrace.export.dissector import lua_tables, render_dissector, write_dissector
 from rmtrace.export.pcapng import DLT_USER0, INTERFACES, write_pcapng
 from rmtrace.export.source import ExportInput
