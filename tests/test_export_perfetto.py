@@ -138,9 +138,8 @@ def test_a_legacy_replay_shows_the_wedge_the_flows_and_the_counters(tmp_path, le
         assert wedged[0].args["client"] == client
     # flows pair: each starts once and ends once, forward in time
     assert loaded.flow_out.keys() == loaded.flow_in.keys() and loaded.flow_out
-    for f, (t0, _uuid, name) in loaded.flow_out.items():
-        t1, _u, end = loaded.flow_in[f]
-        assert t1 >= t0
+    for f, (t0, _uuid, _name) in loaded.flow_out.items():
+        assert loaded.flow_in[f][0] >= t0
     kinds = Counter((loaded.flow_out[f][2].split("(")[0], loaded.flow_in[f][2].split("(")[0]) for f in loaded.flow_out)
     gsp = len([g for g in model.gsp if g.response_seq is not None])
     assert sum(n for (a, b), n in kinds.items() if b.startswith("GSP_")) == gsp > 0
