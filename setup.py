@@ -101,6 +101,7 @@ setup(
         "rmtrace.kmod_shim": ["*.h", "*.c"],
         "rmtrace.captures": ["*.trace", "*.md"],
         "rmtrace.decoders": ["profiles/data/*"],
+        "rmtrace.export": ["wireshark/*.lua"],
     },
     include_package_data=False,
     distclass=NativeDistribution,

@@ -23,6 +23,7 @@ import queue
 import stat
 import threading
 import zlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -514,6 +515,10 @@ class TraceReader:
         if not self.chunks:
             return None
         return min(c.t_min for c in self.chunks), max(c.t_max for c in self.chunks)
+
+    def chunk_records(self, index: int) -> tuple[array, memoryview]:
+        """Chunk ``index``, checked and decompressed: its record offsets and its record bytes (for column readers)."""
+        return self._chunk(index)
 
     def raw_records(self, start_chunk: int = 0, start_index: int = 0) -> Iterator[memoryview]:
         """Record bytes in file order, without decoding."""
