@@ -22,6 +22,7 @@ import os
 import queue
 import stat
 import threading
+import time
 import zlib
 from array import array
 from collections import OrderedDict
@@ -126,15 +127,20 @@ class TraceWriter:
     """
 
     def __init__(self, path: str | os.PathLike, meta: dict[str, Any] | None = None, *,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, level: int = 3, threaded: bool = True) -> None:
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, level: int = 3, threaded: bool = True,
+                 durable: bool = False) -> None:
+        """``durable``: each chunk is on the disk (fdatasync) once written, so a machine that
+        is reset, not only a writer that is killed, keeps every chunk finished before it."""
         self.path = os.fspath(path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._pos = 0
+        self._durable = durable
         self._append(encode_file_header(dict(meta or {})))
         self._chunk_bytes = chunk_bytes
         self._encoder = ChunkEncoder(level)
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        self._pending_since = 0.0
         self._first_seq = 0
         self._t_min = self._t_max = 0
         self.next_seq = 0
@@ -145,7 +151,7 @@ class TraceWriter:
         self._queue: queue.Queue | None = None
         self._worker: threading.Thread | None = None
         if threaded:
-            self._queue = queue.Queue(maxsize=2)
+            self._queue = queue.Queue(maxsize=8)  # bounded: a slow disk holds the caller back, not memory
             self._worker = threading.Thread(target=self._drain, name="rmtrace-compress", daemon=True)
             self._worker.start()
 
@@ -164,6 +170,7 @@ class TraceWriter:
         if not self._pending:
             self._first_seq = seq
             self._t_min = self._t_max = t
+            self._pending_since = time.monotonic()
         elif t < self._t_min:
             self._t_min = t
         elif t > self._t_max:
@@ -186,6 +193,10 @@ class TraceWriter:
         else:
             self._queue.put(job)
 
+    def pending_age(self) -> float:
+        """Seconds since the oldest record not yet in a finished chunk was written (0 when none is)."""
+        return time.monotonic() - self._pending_since if self._pending else 0.0
+
     def sync(self) -> None:
         """Wait until every finished chunk is in the file (for live readers)."""
         self.flush()
@@ -200,21 +211,24 @@ class TraceWriter:
         self._closed = True
         try:
             self.flush()
-            if self._queue is not None:
-                self._queue.put(None)
-                self._worker.join()
+            self._stop_worker()
             self._raise_worker_error()
             self._write_index()
+            if self._durable:
+                os.fsync(self._fd)
         finally:
             os.close(self._fd)
 
     def abandon(self) -> None:
         """Stop without index or footer (what a crash leaves; used by tests)."""
         self._closed = True
-        if self._queue is not None:
+        self._stop_worker()
+        os.close(self._fd)
+
+    def _stop_worker(self) -> None:
+        if self._queue is not None and self._worker is not None:
             self._queue.put(None)
             self._worker.join()
-        os.close(self._fd)
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -236,6 +250,8 @@ class TraceWriter:
         self._index.append(INDEX_ENTRY.pack(offset=self._pos, first_seq=first, last_seq=last, t_min=t_min, t_max=t_max,
                                             count=len(records), comp_len=len(payload)))
         self._append(header + payload)
+        if self._durable:
+            os.fdatasync(self._fd)
 
     def _drain(self) -> None:
         assert self._queue is not None
