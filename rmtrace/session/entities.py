@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmtrace.semantics import Category
+
 STATES = (
     "allocated", "bound", "scheduled", "registered", "published", "waiting", "completed",
     "latch_armed", "latch_fired", "stale", "drain_held", "wedged", "in_flight", "freed",
@@ -75,6 +77,8 @@ class RmObject:
     h_client: int = 0
     freed_by: str | None = None
     """How it went: "RM_FREE" (its own or an ancestor's), "exit" (the kernel freed it when its process exited)."""
+    category: Category = Category.OTHER
+    """What its class makes (from the class number: rmtrace.decoders.roles)."""
 
 
 @dataclass(slots=True)

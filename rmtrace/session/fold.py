@@ -20,6 +20,7 @@ from typing import Any
 
 from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level
+from rmtrace.decoders.roles import roles
 from rmtrace.record import MarkOp, Record, Role, Source, SysOp
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, RmObject
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
@@ -178,7 +179,7 @@ class Folder:
         stable = f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
         t = call.last.time_ns
         obj = RmObject(client.id, handle, parent, cls, class_name, stable, call.first.seq, t, h_client=h_client,
-                       status=d.status_name or "NV_OK")
+                       status=d.status_name or "NV_OK", category=roles(self.profile).category(cls if cls >= 0 else None))
         self.objects[(client.id, handle)] = obj
         self.object_list.append(obj)
         self._by_handle[(h_client, handle)] = obj
