@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rmtrace.calls import Call, CallState
@@ -52,8 +52,11 @@ def engine_info(profile: Any, engine_type: int | None) -> tuple[str | None, int 
 class Folder:
     """The session's state while the trace is folded."""
 
-    def __init__(self, decoders: DecoderSet, timeline: Timeline) -> None:
+    def __init__(self, decoders: DecoderSet, timeline: Timeline, client_ids: Mapping[int, str] | None = None) -> None:
+        """``client_ids``: pid -> client id for the clients the trace was made for (a replay's plan),
+        so they keep their names; any other client is numbered by its first appearance."""
         self.decoders = decoders
+        self.client_ids = dict(client_ids or {})
         self.profile = decoders.profile
         self.tl = timeline
         self.processes: dict[int, Process] = {}
@@ -132,13 +135,24 @@ class Folder:
             return None  # host-internal sema events belong to no client
         client = self._client_by_key.get(key)
         if client is None:
-            cid = f"c{len(self.clients) + 1}"
+            cid = self._new_client_id(rec.pid)
             client = Client(cid, rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns, first_seq=rec.seq,
                             last_seq=rec.seq, gsp_session=self.gsp_session if rec.source == Source.GSP else None)
             self.clients[cid] = client
             self._client_by_key[key] = client
             self.tl.set(rec.time_ns, rec.seq, client.entity, "state", "running")
         return client
+
+    def _new_client_id(self, pid: int) -> str:
+        """The name the trace gives this process's client, else the next free ``cN``."""
+        named = self.client_ids.get(pid) if pid else None
+        if named is not None and named not in self.clients:
+            return named
+        n = len(self.clients) + 1
+        taken = set(self.clients) | set(self.client_ids.values())
+        while f"c{n}" in taken:
+            n += 1
+        return f"c{n}"
 
     def _call_info(self, call: Call, d: Decoded, client: Client | None) -> CallInfo:
         first, last = call.first, call.last
