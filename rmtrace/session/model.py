@@ -19,6 +19,7 @@ from rmtrace.session.entities import (
     Client,
     GspExchange,
     Lane,
+    LaneState,
     Process,
     Rank,
     RmObject,
@@ -149,5 +150,5 @@ def _mark_open_calls(folder: Folder, timeline: Timeline, end_ns: int) -> None:
     for call in folder.calls:
         if call.in_flight and call.client_id is not None:
             entity = f"client/{call.client_id}"
-            timeline.set(call.t_enter, call.enter_seq, entity, "state", "in_flight")
+            timeline.set(call.t_enter, call.enter_seq, entity, "state", LaneState.IN_FLIGHT)
             timeline.set(call.t_enter, call.enter_seq, entity, "detail", call.full_name)
