@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +11,8 @@ import pytest
 from rmtrace.cli.record import parse_size
 from rmtrace.errors import RmtraceError
 from rmtrace.trace import TraceReader
-from tests.capture_support import build_programs, make_device_dir
+from tests.capture_support import build_programs, fakedrv_environment, make_device_dir
+from tests.toolchain import needs_gcc
 
 
 def rmtrace(*args, env=None):
@@ -61,11 +60,10 @@ def test_help_explains():
     assert proc.returncode == 0 and "before the call" in proc.stdout and "--lossy" in proc.stdout
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the test programs")
+@needs_gcc
 def test_record_through_the_cli(tmp_path):
     progs = build_programs(tmp_path / "bin")
-    env = dict(os.environ, RMTRACE_TEST_DEVICE_DIR=str(make_device_dir(tmp_path / "dev")),
-               LD_PRELOAD=str(progs["fakedrv"]))
+    env = fakedrv_environment(progs, make_device_dir(tmp_path / "dev"))
     out = tmp_path / "cli.trace"
     proc = rmtrace("record", "-o", out, "--", progs["rmprog"], "basic", env=env)
     assert proc.returncode == 0, proc.stderr

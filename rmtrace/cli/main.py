@@ -64,7 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports every command: a Ctrl-C can arrive here on a slow machine
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
