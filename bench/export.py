@@ -51,7 +51,8 @@ def formats() -> list[str]:
 
 def one_pass(what: str, trace: str, out: str) -> dict:
     """Run one pass in this process (its libraries imported first); what it took and the peak memory."""
-    from rmtrace.decoders import Level, decoders_for
+    from rmtrace.decoders import decoders_for
+
     from rmtrace.export import writer
     from rmtrace.export.parquet import export_dataset
     from rmtrace.export.source import ExportInput
