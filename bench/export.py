@@ -33,13 +33,14 @@ import time
 from pathlib import Path
 
 from report import print_rows
+from rmtrace.decoders import Level
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 0.5
 BASELINE = "decode (baseline)"
 FULL = "decode, every field"
-BASELINES = {BASELINE: 1, FULL: 2}
-"""The decode passes, by the ``Level`` they decode to (CALL, FULL: jsonl needs every field)."""
+BASELINES = {BASELINE: Level.CALL, FULL: Level.FULL}
+"""The decode passes, by the level they decode to (jsonl needs every field)."""
 AGAINST = {"jsonl": FULL}
 """A format measured against the decode pass of the level it needs (the others: CALL)."""
 
