@@ -40,6 +40,7 @@ from rmtrace.decoders.ioctl import errno_name
 from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import MAX_HANDLES, Kind, OpPlan, Plan
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
+from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
 from rmtrace.session.entities import CallInfo
@@ -96,35 +97,6 @@ class ClientRow:
     @property
     def id(self) -> str:
         return f"c{self.index + 1}"
-
-
-class Columns:
-    """Growable columns of one length: append rows, rewrite rows, view the rows so far."""
-
-    def __init__(self, dtypes: dict[str, str], capacity: int = 4096) -> None:
-        self.n = 0
-        self._data = {name: np.zeros(capacity, dtype=dtype) for name, dtype in dtypes.items()}
-
-    def append(self, values: dict[str, np.ndarray]) -> None:
-        count = len(next(iter(values.values())))
-        need = self.n + count
-        capacity = len(next(iter(self._data.values())))
-        if need > capacity:
-            grown = max(need, capacity * 2)
-            for name, column in self._data.items():
-                bigger = np.zeros(grown, dtype=column.dtype)
-                bigger[:self.n] = column[:self.n]
-                self._data[name] = bigger
-        for name, column in self._data.items():
-            column[self.n:need] = values[name]
-        self.n = need
-
-    def patch(self, rows: np.ndarray, values: dict[str, np.ndarray]) -> None:
-        for name, value in values.items():
-            self._data[name][rows] = value
-
-    def view(self) -> dict[str, np.ndarray]:
-        return {name: column[:self.n] for name, column in self._data.items()}
 
 
 @dataclass(eq=False)
@@ -201,7 +173,8 @@ class CallTable:
 class CallTableBuilder:
     """Builds a trace's call table from its chunks; ``update`` picks up chunks added since."""
 
-    def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS) -> None:
+    def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS,
+                 rows: MemoryColumns | FileColumns | None = None) -> None:
         self.reader = reader
         self.decoders = decoders
         self.batch_records = batch_records
@@ -212,7 +185,7 @@ class CallTableBuilder:
         self.details: Strings[str] = Strings()
         self.status_names: Strings[str] = Strings()
         self.handle_sets: Strings[tuple[str, ...]] = Strings()
-        self.rows = Columns(CALL_DTYPES)
+        self.rows = rows if rows is not None else MemoryColumns(CALL_DTYPES)
         self.clients: list[ClientRow] = []
         self._client_of: dict[Hashable, int] = {}
         self.extra_handles: dict[int, dict[str, int]] = {}
