@@ -120,7 +120,7 @@ def _manifest(table: CallTable) -> dict[str, Any]:
     return {
         "cache": CACHE_VERSION, "rows": len(table), "names": table.names.values, "details": table.details.values,
         "status_names": table.status_names.values, "handle_sets": [list(s) for s in table.handle_sets.values],
-        "clients": [{"index": c.index, "key": c.key if isinstance(c.key, int) else list(c.key), "pid": c.pid,
+        "clients": [{"index": c.index, "key": c.key if isinstance(c.key, int) else [*c.key], "pid": c.pid,
                      "row": c.row, "first_seq": c.first_seq, "first_ns": c.first_ns, "gsp_session": c.gsp_session}
                     for c in table.clients],
         "extra_handles": {str(row): handles for row, handles in table.extra_handles.items()},
@@ -129,7 +129,7 @@ def _manifest(table: CallTable) -> dict[str, Any]:
 
 
 def _table(columns: dict[str, Any], manifest: dict[str, Any]) -> CallTable:
-    clients = [ClientRow(c["index"], c["key"] if isinstance(c["key"], int) else tuple(c["key"]), c["pid"], c["row"],
+    clients = [ClientRow(c["index"], c["key"] if isinstance(c["key"], int) else (c["key"][0], c["key"][1]), c["pid"], c["row"],
                          c["first_seq"], c["first_ns"], c["gsp_session"]) for c in manifest["clients"]]
     return CallTable(columns, Strings(manifest["names"]), Strings(manifest["details"]),
                      Strings(manifest["status_names"]), Strings(tuple(s) for s in manifest["handle_sets"]), clients,

@@ -82,12 +82,16 @@ class _Status(enum.IntEnum):
     SYSERR = 5  # a failed system call: "-1 ESYMBOL"
 
 
+ClientKey = int | tuple[str, int]
+"""What a client is keyed by: its process id, or ("gsp", session) for a GSP session with no process."""
+
+
 @dataclass
 class ClientRow:
     """A client as the call table found it: the row that created it, and what it is keyed by."""
 
     index: int
-    key: Hashable
+    key: ClientKey
     pid: int
     row: int
     first_seq: int
@@ -187,7 +191,7 @@ class CallTableBuilder:
         self.handle_sets: Strings[tuple[str, ...]] = Strings()
         self.rows = rows if rows is not None else MemoryColumns(CALL_DTYPES)
         self.clients: list[ClientRow] = []
-        self._client_of: dict[Hashable, int] = {}
+        self._client_of: dict[ClientKey, int] = {}
         self.extra_handles: dict[int, dict[str, int]] = {}
         self.last_records: dict[int, tuple[int, int]] = {}
         self.gsp_session = 0
@@ -557,7 +561,7 @@ class CallTableBuilder:
         creators = np.flatnonzero(by_pid | gsp_host)
         _, at = np.unique(key[creators], return_index=True)
         for i in np.sort(creators[at]).tolist():
-            name: Hashable = ("gsp", int(session[i])) if gsp_host[i] else int(pid[i])
+            name: ClientKey = ("gsp", int(session[i])) if gsp_host[i] else int(pid[i])
             if name not in self._client_of:
                 self._client_of[name] = len(self.clients)
                 self.clients.append(ClientRow(len(self.clients), name, int(pid[i]), base + i,
@@ -567,7 +571,8 @@ class CallTableBuilder:
         index = np.full(len(uniq), NONE, dtype=np.int64)
         since = np.zeros(len(uniq), dtype=np.int64)
         for u, k in enumerate(uniq.tolist()):
-            found = self._client_of.get(("gsp", -1 - k) if k < 0 else k)
+            lookup: ClientKey = ("gsp", -1 - k) if k < 0 else k
+            found = self._client_of.get(lookup)
             if found is not None:
                 index[u], since[u] = found, self.clients[found].row
         inverse = inverse.ravel()
