@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from construct import Struct
 
-from rmtrace.record import BufferHeader, RecordHeader, struct_codec
+from rmtrace.flat import struct_codec
+from rmtrace.record import BufferHeader, RecordHeader
 
 _NUMPY_CODES = {"B": "u1", "b": "i1", "H": "u2", "h": "i2", "I": "u4", "L": "u4", "i": "i4", "l": "i4",
                 "Q": "u8", "q": "i8"}
