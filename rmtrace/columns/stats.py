@@ -57,18 +57,30 @@ def operation_rows(table: CallTable) -> list[dict[str, Any]]:
     byte_sums = np.add.reduceat(c["bytes"][order].astype(np.int64), starts)
     flights = np.add.reduceat(in_flight[order].astype(np.int64), starts)
     latencies = _latencies(c, group, len(starts))
-    statuses = _statuses(group, status, len(starts))
+    statuses = _statuses(group, status, status_text, len(starts))
+    pid, client, source, op = sk[:, starts]
+    clients = [table.client_id(i) or "" for i in range(-1, len(table.clients))]
+    sources = {int(v): enum_name(Source, int(v)) for v in np.unique(source)}
+    # the order op_stats sorts in: pid, client id, source name, most calls first, operation name
+    rank = _ranks(clients), _ranks([sources.get(v, "") for v in range(max(sources) + 1)]), _ranks(full_table.values)
+    final = np.lexsort((rank[2][op], -counts, rank[1][source], rank[0][client + 1], pid))
     rows = []
-    for g, at in enumerate(starts.tolist()):
-        pid, client, source, op = sk[:, at].tolist()
-        rows.append({
-            "pid": pid, "client": table.client_id(client), "source": enum_name(Source, source),
-            "operation": full_table.values[op], "count": int(counts[g]),
-            "statuses": {status_text[s]: k for s, k in statuses[g]}, "latency_ns": latencies[g],
-            "bytes": int(byte_sums[g]), "in_flight": int(flights[g]),
-        })
-    rows.sort(key=lambda r: (r["pid"], r["client"] or "", r["source"], -r["count"], r["operation"]))
+    for g, p, cl, so, o, k, b, f in zip(final.tolist(), pid[final].tolist(), client[final].tolist(),
+                                      source[final].tolist(), op[final].tolist(), counts[final].tolist(),
+                                      byte_sums[final].tolist(), flights[final].tolist()):
+        rows.append({"pid": p, "client": clients[cl + 1] or None, "source": sources[so],
+                     "operation": full_table.values[o], "count": k,
+                     "statuses": statuses[g], "latency_ns": latencies[g],
+                     "bytes": b, "in_flight": f})
     return rows
+
+
+def _ranks(values: list[str]) -> np.ndarray:
+    """Each value's place in sorted order."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    out = np.empty(len(values), dtype=np.int64)
+    out[order] = np.arange(len(values))
+    return out
 
 
 def client_sources(rows: list[dict[str, Any]]) -> dict[str, Counter]:
@@ -101,14 +113,14 @@ def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> list
     return out
 
 
-def _statuses(group: np.ndarray, status: np.ndarray, groups: int) -> list[list[tuple[int, int]]]:
-    """Each group's (status, count) pairs in order of the status's first call in the group."""
-    pairs = group * (int(status.max()) + 1) + status
-    uniq, first, counts = np.unique(pairs, return_index=True, return_counts=True)
-    order = np.lexsort((first, uniq // (int(status.max()) + 1)))
-    out: list[list[tuple[int, int]]] = [[] for _ in range(groups)]
+def _statuses(group: np.ndarray, status: np.ndarray, names: list[str], groups: int) -> list[dict[str, int]]:
+    """Each group's statuses and their counts, in order of each status's first call in the group
+    (a Counter's order)."""
     width = int(status.max()) + 1
-    for pair, count in zip(uniq[order].tolist(), counts[order].tolist()):
-        out[pair // width].append((pair % width, count))
-    return out
-
+    uniq, first, counts = np.unique(group * width + status, return_index=True, return_counts=True)
+    owner = uniq // width
+    order = np.lexsort((first, owner))
+    text = [names[i] for i in (uniq[order] % width).tolist()]
+    counted = counts[order].tolist()
+    bounds = np.searchsorted(owner[order], np.arange(groups + 1)).tolist()
+    return [dict(zip(text[a:b], counted[a:b])) for a, b in zip(bounds, bounds[1:])]
