@@ -532,6 +532,10 @@ class TraceReader:
             return None
         return min(c.t_min for c in self.chunks), max(c.t_max for c in self.chunks)
 
+    def fileno(self) -> int:
+        """The open file's descriptor (to ask what file this reader reads, as fstat says)."""
+        return self._fd
+
     def chunk_records(self, index: int) -> tuple[array, memoryview]:
         """Chunk ``index``, checked and decompressed: its record offsets and its record bytes (for column readers)."""
         return self._chunk(index)

@@ -40,6 +40,7 @@ from rmtrace.decoders.ioctl import errno_name
 from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import MAX_HANDLES, Kind, OpPlan, Plan
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
+from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
 from rmtrace.session.entities import CallInfo
@@ -81,12 +82,16 @@ class _Status(enum.IntEnum):
     SYSERR = 5  # a failed system call: "-1 ESYMBOL"
 
 
+ClientKey = int | tuple[str, int]
+"""What a client is keyed by: its process id, or ("gsp", session) for a GSP session with no process."""
+
+
 @dataclass
 class ClientRow:
     """A client as the call table found it: the row that created it, and what it is keyed by."""
 
     index: int
-    key: Hashable
+    key: ClientKey
     pid: int
     row: int
     first_seq: int
@@ -96,35 +101,6 @@ class ClientRow:
     @property
     def id(self) -> str:
         return f"c{self.index + 1}"
-
-
-class Columns:
-    """Growable columns of one length: append rows, rewrite rows, view the rows so far."""
-
-    def __init__(self, dtypes: dict[str, str], capacity: int = 4096) -> None:
-        self.n = 0
-        self._data = {name: np.zeros(capacity, dtype=dtype) for name, dtype in dtypes.items()}
-
-    def append(self, values: dict[str, np.ndarray]) -> None:
-        count = len(next(iter(values.values())))
-        need = self.n + count
-        capacity = len(next(iter(self._data.values())))
-        if need > capacity:
-            grown = max(need, capacity * 2)
-            for name, column in self._data.items():
-                bigger = np.zeros(grown, dtype=column.dtype)
-                bigger[:self.n] = column[:self.n]
-                self._data[name] = bigger
-        for name, column in self._data.items():
-            column[self.n:need] = values[name]
-        self.n = need
-
-    def patch(self, rows: np.ndarray, values: dict[str, np.ndarray]) -> None:
-        for name, value in values.items():
-            self._data[name][rows] = value
-
-    def view(self) -> dict[str, np.ndarray]:
-        return {name: column[:self.n] for name, column in self._data.items()}
 
 
 @dataclass(eq=False)
@@ -201,7 +177,8 @@ class CallTable:
 class CallTableBuilder:
     """Builds a trace's call table from its chunks; ``update`` picks up chunks added since."""
 
-    def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS) -> None:
+    def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS,
+                 rows: MemoryColumns | FileColumns | None = None) -> None:
         self.reader = reader
         self.decoders = decoders
         self.batch_records = batch_records
@@ -212,9 +189,9 @@ class CallTableBuilder:
         self.details: Strings[str] = Strings()
         self.status_names: Strings[str] = Strings()
         self.handle_sets: Strings[tuple[str, ...]] = Strings()
-        self.rows = Columns(CALL_DTYPES)
+        self.rows = rows if rows is not None else MemoryColumns(CALL_DTYPES)
         self.clients: list[ClientRow] = []
-        self._client_of: dict[Hashable, int] = {}
+        self._client_of: dict[ClientKey, int] = {}
         self.extra_handles: dict[int, dict[str, int]] = {}
         self.last_records: dict[int, tuple[int, int]] = {}
         self.gsp_session = 0
@@ -584,7 +561,7 @@ class CallTableBuilder:
         creators = np.flatnonzero(by_pid | gsp_host)
         _, at = np.unique(key[creators], return_index=True)
         for i in np.sort(creators[at]).tolist():
-            name: Hashable = ("gsp", int(session[i])) if gsp_host[i] else int(pid[i])
+            name: ClientKey = ("gsp", int(session[i])) if gsp_host[i] else int(pid[i])
             if name not in self._client_of:
                 self._client_of[name] = len(self.clients)
                 self.clients.append(ClientRow(len(self.clients), name, int(pid[i]), base + i,
@@ -594,7 +571,8 @@ class CallTableBuilder:
         index = np.full(len(uniq), NONE, dtype=np.int64)
         since = np.zeros(len(uniq), dtype=np.int64)
         for u, k in enumerate(uniq.tolist()):
-            found = self._client_of.get(("gsp", -1 - k) if k < 0 else k)
+            lookup: ClientKey = ("gsp", -1 - k) if k < 0 else k
+            found = self._client_of.get(lookup)
             if found is not None:
                 index[u], since[u] = found, self.clients[found].row
         inverse = inverse.ravel()
