@@ -32,7 +32,7 @@ from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_co
 from rmtrace.capture.progress import Progress
 from rmtrace.capture.ring import Ring, check_machine, well_formed
 from rmtrace.capture.session import Session, alive, sweep_stale_sessions
-from rmtrace.capture.shm import RING_COUNTERS
+from rmtrace.capture.shm import READ_COUNTERS, RING_COUNTERS
 from rmtrace.errors import RmtraceError
 from rmtrace.kmod_shim import interposer_path
 from rmtrace.record import (
@@ -134,7 +134,7 @@ class Recorder:
         self._profile = profile
         self._profile_warning = profile_warning
         self._rings: list[Ring] = []
-        self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS}
+        self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS + READ_COUNTERS}
         self._broken: list[dict] = []
         self._merger = TimeMerger(int(options.lag_s * 1e9))
         self._calls = CallTracker()
@@ -328,8 +328,9 @@ class Recorder:
                 else None,
             }, pid=call.pid, tid=call.tid, call_id=call.call_id))
         res.in_flight = len(in_flight)
-        res.losses = dict(self._retired, lost_noring=session.lost_noring, malformed=self._malformed,
-                          late_records=self._merger.late, unmatched_exits=self._calls.unmatched_exits)
+        res.losses = {name: self._retired[name] for name in RING_COUNTERS}
+        res.losses.update(lost_noring=session.lost_noring, malformed=self._malformed, late_records=self._merger.late,
+                          unmatched_exits=self._calls.unmatched_exits)
         if self.opt.lossy or any(res.losses[k] for k in LOSS_COUNTERS):
             marks.append(_mark(MarkOp.LOST, dict(res.losses, lossy=self.opt.lossy)))
         marks.append(_mark(MarkOp.STOP, {
@@ -339,6 +340,7 @@ class Recorder:
             "processes": len(self._pids - {os.getpid()}), "images": session.images,
             "terminating": sorted(live), "broken_rings": self._broken,
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
+            "buffer_reads": {name.removeprefix("read_"): self._retired[name] for name in READ_COUNTERS},
         }))
         return marks
 
