@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -107,6 +107,20 @@ def select_capture_profile(driver_version: str | None) -> tuple[Any, str | None]
     return select_profile(driver_version)
 
 
+def capture_table(driver_version: str | None, ring_size: int, lossy: bool) -> tuple[ctab.CaptureTable, str, str | None]:
+    """The capture table for this driver, its profile's version and the warning choosing it gave:
+    from the user's cache when this rmtrace made it before (loading a profile is most of a
+    recorder's start-up), else from the profile, then cached."""
+    key = ctab.cache_key(driver_version)
+    hit = ctab.cached(key)
+    if hit is None:
+        profile, warning = select_capture_profile(driver_version)
+        hit = ctab.table_from_profile(profile), profile.version, warning
+        ctab.store(key, *hit)
+    table, version, warning = hit
+    return replace(table, ring_size=ctab.check_ring_size(ring_size), lossy=lossy), version, warning
+
+
 def child_environment(shim: str, session_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """The traced command's environment: the shim first in LD_PRELOAD, the session named."""
     env = dict(os.environ if base is None else base)
@@ -145,7 +159,7 @@ class Recorder:
 
     # ------------------------------------------------------------ setup
 
-    def _metadata(self, host: dict, profile: Any, table: ctab.CaptureTable, shim: str) -> dict:
+    def _metadata(self, host: dict, profile: str, table: ctab.CaptureTable, shim: str) -> dict:
         now = datetime.now(timezone.utc)
         meta = dict(host)
         meta.update({
@@ -153,7 +167,7 @@ class Recorder:
             "backend": "preload",
             "start_time": now.isoformat(),
             "start_monotonic_ns": time.monotonic_ns(),
-            "profile": getattr(profile, "version", None),
+            "profile": profile,
             "profile_warning": self._profile_warning,
             "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
                         "lag_ms": int(self.opt.lag_s * 1000), "flush_ms": int(self.opt.flush_after_s * 1000),
@@ -225,12 +239,14 @@ class Recorder:
         check_machine()
         shim = str(interposer_path())
         host = host_metadata()
-        profile, warning = (self._profile, self._profile_warning) if self._profile is not None \
-            else select_capture_profile(host["driver_version"])
+        if self._profile is not None:
+            version, warning = self._profile.version, self._profile_warning
+            table = ctab.table_from_profile(self._profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
+        else:
+            table, version, warning = capture_table(host["driver_version"], self.opt.ring_size, self.opt.lossy)
         self._profile_warning = warning
         if warning:
             self.result.warnings.append(f"driver profile: {warning}")
-        table = ctab.table_from_profile(profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
         stale = sweep_stale_sessions()
         if stale:
             self.result.warnings.append(f"removed {len(stale)} capture session folder{'s' if len(stale) != 1 else ''} "
@@ -239,7 +255,7 @@ class Recorder:
         old_handlers = {}
         try:
             try:
-                writer = TraceWriter(self.opt.output, self._metadata(host, profile, table, shim), durable=True)
+                writer = TraceWriter(self.opt.output, self._metadata(host, version, table, shim), durable=True)
             except OSError as exc:
                 raise RmtraceError(f"cannot write {self.opt.output}: {exc.strerror}") from None
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
