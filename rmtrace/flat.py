@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import Any
 
-from construct import Bytes, Const, FormatField, Struct
+from construct import Array, Bytes, Const, FormatField, Struct
 
 
 def _leaf(sub: Any) -> Any:
-    """The FormatField (or Bytes) under a field's wrappers (Const, Renamed)."""
+    """The FormatField (or Bytes, or Array) under a field's wrappers (Const, Renamed)."""
     leaf = sub.subcon
-    while not isinstance(leaf, FormatField | Bytes):
+    while not isinstance(leaf, FormatField | Bytes | Array):
         leaf = getattr(leaf, "subcon", None)
         if leaf is None:
             raise TypeError(f"field {sub.name} is not a plain scalar or byte string")
@@ -34,8 +34,8 @@ def _leaf(sub: Any) -> Any:
 def _code(sub: Any) -> str:
     """The struct format character(s) of one field."""
     leaf = _leaf(sub)
-    if isinstance(leaf, Bytes):
-        return f"{leaf.length}s"
+    if isinstance(leaf, Bytes | Array):  # one item of the codec's tuples: the raw bytes
+        return f"{sub.sizeof()}s"
     if leaf.fmtstr[0] != "<":
         raise TypeError(f"field {sub.name} is not little-endian")
     return leaf.fmtstr[1:]
@@ -55,8 +55,8 @@ def struct_codec(definition: Struct) -> struct.Struct:
     """A ``struct.Struct`` with exactly the layout of a flat construct ``Struct``.
 
     Only fixed-size little-endian scalar fields (``FormatField``, possibly
-    wrapped in ``Const``) and ``Bytes`` are allowed; anything else is a
-    programming error.
+    wrapped in ``Const``), ``Bytes`` and fixed ``Array``s (each one item of
+    raw bytes) are allowed; anything else is a programming error.
     """
     codec = struct.Struct("<" + "".join(_code(sub) for sub in definition.subcons))
     if codec.size != definition.sizeof():
@@ -110,7 +110,7 @@ class FlatStruct:
         self.codec = struct_codec(definition)
         self.size = self.codec.size
         self.names: tuple[str, ...] = tuple(sub.name for sub in definition.subcons)
-        self.Fields = namedtuple(name, self.names)  # type: ignore[misc]  # built from the definition
+        self.Fields: Any = namedtuple(name, self.names)  # type: ignore[misc]  # built from the definition
         self.index = self.Fields._make(range(len(self.names)))
         """Each field's position in the codec's tuples: ``index.source``."""
         self.scalars: dict[str, Scalar] = {}
@@ -123,7 +123,7 @@ class FlatStruct:
             if const is not None:
                 defaults[sub.name] = const
             elif sub.name.startswith("reserved"):
-                defaults[sub.name] = bytes(sub.sizeof()) if isinstance(_leaf(sub), Bytes) else 0
+                defaults[sub.name] = bytes(sub.sizeof()) if isinstance(_leaf(sub), Bytes | Array) else 0
         self.defaults: Mapping[str, Any] = defaults
         """What ``pack`` writes for a field not given: its Const, or zero for a ``reserved*`` field."""
 

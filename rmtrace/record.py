@@ -288,7 +288,7 @@ def decode_record(data: bytes | memoryview, offset: int = 0) -> Record:
         args.insert(_BUF_DATA_AT, bytes(data[pos:pos + n]))
         bufs.append(Buffer(*args))
         pos += _pad(n)
-    return Record(*_record_args(h), tuple(bufs))
+    return Record(*_record_args(h), tuple(bufs))  # type: ignore[call-arg]  # the getter yields Record's fields
 
 
 def restamp(encoded: bytes, seq: int) -> bytes:

@@ -45,11 +45,12 @@ PLANNED = ("cuda-streams", "nvidia-smi-q", "torch-one-kernel")
 
 
 def plain(value: Any) -> Any:
-    """``value`` as JSON: dataclasses as dicts, enums by name, bytes as hex, sets sorted."""
+    """``value`` as JSON: dataclasses as dicts, enums by name (a string enum by its value), bytes as hex,
+    sets sorted."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
-        return value.name
+        return value.value if isinstance(value, str) else value.name
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, dict):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from construct import Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
+from construct import Array, Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
 
 from rmtrace.flat import FlatStruct
 
@@ -79,7 +79,7 @@ SessionControl = Struct(
     "state" / Int32ul,
     "next_image" / Int64ul,
     "lost_noring" / Int64ul,
-    "reserved" / Bytes(32),
+    "reserved" / Array(4, Int64ul),
 )
 """struct rmt_session_ctl, the file session.ctl."""
 
