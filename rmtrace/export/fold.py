@@ -82,10 +82,10 @@ class StreamingFold:
         if not gone:
             return
         folder.object_list[:] = [o for o in folder.object_list if o.client_id not in gone]
-        for key in [k for k in folder.objects if k[0] in gone]:
-            del folder.objects[key]
-        for key in [k for k, chan in folder.channels.items() if chan.client_id in gone]:
-            del folder.channels[key]
+        for obj_key in [k for k in folder.objects if k[0] in gone]:
+            del folder.objects[obj_key]
+        for chan_id in [k for k, chan in folder.channels.items() if chan.client_id in gone]:
+            del folder.channels[chan_id]
 
     def stable_names(self, info: CallInfo) -> dict[str, str]:
         """The stable names (``NV01_ROOT_CLIENT#0/NV01_DEVICE_0#0/...``) of the objects a call's handles name."""
