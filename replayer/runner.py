@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmtrace.replayer.messages import Difference, Message, Outcome, compare
-from rmtrace.replayer.output import ReplayWriter
+from rmtrace.replayer.output import ReplayWriter, provenance
 from rmtrace.replayer.plan import Plan, PlanClient
 from rmtrace.replayer.schedules import Schedule, policy_for
 from rmtrace.replayer.targets.base import Reply, RunInfo, Target, Ticket
@@ -362,6 +362,7 @@ class Runner:
             "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "origin": c.origin, "run": c.run,
                          "lanes": c.lanes, "messages": len(c.messages)} for c in self.plan.clients],
         }
+        meta["made"] = provenance(self.plan.meta, self.plan.source, "rmtrace replay")
         meta["command"] = ["rmtrace", "replay", self.plan.source]
         return meta
 
