@@ -44,9 +44,10 @@ def rss_kb() -> int:
 
 def child(step: str, path: str) -> None:
     """One step in this process; prints {"seconds", "rss_kb", "before_kb", "rows"}."""
+    from rmtrace.decoders import decoders_for
+
     from rmtrace.columns.cache import call_table
     from rmtrace.columns.stats import operation_rows
-    from rmtrace.decoders import decoders_for
     from rmtrace.trace import TraceReader
 
     reader = TraceReader(path)

@@ -306,6 +306,8 @@ class PerfettoWriter:
             return
         if current is not None:
             self._close(tr.entity, current, tr.t_ns)
+        else:
+            self.entity_track(tr.entity)  # named now, while the fold still has the channel
         self._segments[tr.entity] = _Segment(tr.t_ns, str(tr.value))
 
     def _close(self, entity: str, seg: _Segment, t: int) -> None:
