@@ -67,7 +67,7 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 
 def wrappers(tmp: Path, rmtrace: list[str]) -> dict[str, list[str]]:
-    ways = {"bare": [], "rmtrace": [*rmtrace, "record", "-o", str(tmp / "bench.trace"), "--"]}
+    ways = {"bare": [], "rmtrace": [*rmtrace, "record", "--force", "-o", str(tmp / "bench.trace"), "--"]}
     if shutil.which("strace"):
         ways["strace"] = ["strace", "-f", "-e", "trace=ioctl", "-o", os.devnull]
     return ways
