@@ -57,6 +57,10 @@
  * written only by the ring's producer (relaxed atomic stores), so the
  * consumer reads whole values.
  *
+ * A tail beyond head is the consumer giving the ring up (it broke the
+ * contract, or is of another version): the producer then drops what it would
+ * write there, counted in lost_stopped, and never waits on it.
+ *
  * The producer builds each record in place at head (nothing is visible
  * before the store-release of head), so the bytes between head and the
  * room it reserved may hold a record half written: never read them.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rmtrace.capture.merge import CallTracker, TimeMerger
-from rmtrace.capture.ring import Ring, RingNotReady, well_formed
+from rmtrace.capture.ring import GIVE_UP_TAIL, Ring, RingNotReady, well_formed
 from rmtrace.capture.session import Session
 from rmtrace.capture.shm import RING, RING_CTL_SIZE, RING_MAGIC, RING_VERSION, RingControl, RingState
 from rmtrace.record import BUFFER_LEN, HEADER, Buffer, Phase, Record, Role, Source, When
@@ -85,6 +85,7 @@ def test_a_ring_breaking_its_contract_is_retired_not_trusted(tmp_path, head, tai
     ring = Ring(str(path))
     assert len(ring.drain()) == kept and reason in ring.broken
     assert ring.drain() == []
+    assert RING["tail"].get(path.read_bytes()) == GIVE_UP_TAIL  # the producer is told: it drops, never waits
 
 
 def test_well_formed_checks_the_buffers():
