@@ -18,6 +18,8 @@ from rmtrace.tui.view import EventRow
 from rmtrace.timefmt import format_duration, format_offset
 
 GAP = 1
+OP_LEAST = 8
+"""The operation column is never narrower (a terminal narrower than the required columns crops the row)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def fit_columns(width: int, time_width: int = 11, columns: Sequence[Column] = CO
             shown.append(extra)
     shown.sort(key=columns.index)
     spare = width - sum(widths[c.key] + GAP for c in shown)
-    return [(c, widths[c.key] + (max(0, spare) if c.flex else 0)) for c in shown]
+    return [(c, max(OP_LEAST, widths[c.key] + spare) if c.flex else widths[c.key]) for c in shown]
 
 
 def cell_text(column: Column, text: str, width: int) -> str:

@@ -113,7 +113,7 @@ def ruler(window: Window, marks: Mapping[int, str] | None = None) -> str:
         col = window.column(t)
         if 0 <= col < window.width:
             label = "|" + format_duration(t)
-            if col + len(label) > window.width or any(c in marks for c in range(col + 1, col + len(label))):
+            if col + len(label) > window.width or any(c in marks for c in range(col, col + len(label))):
                 label = "|"
             line[col:col + len(label)] = label
         t += step
