@@ -495,6 +495,24 @@ async def test_80x24_shows_the_events_or_the_side_tabs_at_full_width(boots):
         assert "\n" not in run_line.strip() and len(run_line.strip()) <= 78
 
 
+@pilot_test
+async def test_a_terminal_made_narrow_keeps_the_focus_where_it_shows(boots):
+    app = open_app(boots[0])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _, events, _ = parts(app)
+        await pilot.press("s")  # wide: the tab changes, the events keep the focus
+        assert app.focused is events and events.display
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert app.main.narrow and not events.display and app.focused is not events
+        await pilot.press("e")
+        assert events.display and app.focused is events
+        await pilot.resize_terminal(*SIZE)
+        await pilot.pause()
+        assert not app.main.narrow and events.display and app.main.query_one(TabbedContent).display
+
+
 def test_the_document_names_every_key(repo_root):
     text = (repo_root / "docs" / "tui.md").read_text()
     for owner in (RmtraceApp, MainScreen, Timeline, EventsTable, ObjectsTree, RecordDetail, FilterScreen, HelpScreen):

@@ -1,6 +1,6 @@
 """Text fitted to its columns: names lose their middle, the events columns give way to the operation."""
 
-from rmtrace.tui.fit import elide, elide_middle, fit_parts
+from rmtrace.tui.fit import elide, elide_middle
 from rmtrace.tui.widgets.events.columns import fit_columns
 
 CONTROL = "→ RM_CONTROL NV2080_CTRL_CMD_BUS_GET_PCIE_SUPPORTED_GPU_ATOMICS"
@@ -17,11 +17,6 @@ def test_other_text_loses_its_middle_or_its_end():
     assert elide_middle("cuda-streams-3x-sequential.trace", 20) == "cuda-strea…ial.trace"
     assert elide_middle("ch0 0x5c00001c GR0", 16).endswith("GR0") and len(elide_middle("ch0 0x5c00001c GR0", 16)) == 16
     assert elide("abcdef", 4) == "abc…" and elide("abc", 4) == "abc" and elide("abc", 0) == ""
-
-
-def test_parts_that_do_not_fit_are_left_out_the_first_is_cut():
-    assert fit_parts(["cursor +1.0ms", "lane: waiting", "2.0s/screen"], 30, " | ") == "cursor +1.0ms | lane: waiting"
-    assert fit_parts(["cursor +1.000000000ms"], 10) == "cursor +1…"
 
 
 def test_the_operation_gets_the_room_the_others_leave():

@@ -206,7 +206,6 @@ class RmtraceApp(App):
     def main(self) -> MainScreen:
         return self._main
 
-
     # -- following a live trace
 
     def _poll(self) -> None:

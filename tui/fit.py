@@ -8,8 +8,6 @@ middle, not its end.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 NARROW_WIDTH = 100
 """Below this many columns the main screen shows the events table or the side tabs, one at a time and at
 full width (``e``; ``s`` ``o`` ``w`` ``d``), and the field view puts its tree above the hex."""
@@ -42,12 +40,3 @@ def elide_middle(text: str, width: int) -> str:
         head = text[: (room + 1) // 2]
     return head + ELLIPSIS + text[len(text) - (room - len(head)):]
 
-
-def fit_parts(parts: Sequence[str], width: int, sep: str = "  │  ") -> str:
-    """As many of ``parts`` (most important first) as fit in ``width`` joined by ``sep``; the first is cut
-    to fit when it alone does not."""
-    shown = [parts[0]] if parts else []
-    for part in parts[1:]:
-        if len(sep.join([*shown, part])) <= width:
-            shown.append(part)
-    return elide(sep.join(shown), width)

@@ -121,6 +121,7 @@ class MainScreen(Screen):
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+        self._focus_what_shows()
         self.update_titles()
 
     @property
@@ -133,10 +134,20 @@ class MainScreen(Screen):
         The focus leaves the events table when it hides: to the tabs, where ← → go from tab to tab.
         """
         self.set_class(side, "-side")
-        if side and self.narrow and isinstance(self.focused, EventsTable):
-            self.query_one(TabbedContent).query_one(Tabs).focus()
+        self._focus_what_shows()
         self.update_titles()
         self.refresh_bindings()
+
+    def _focus_what_shows(self) -> None:
+        """Keys never go to a hidden area: a narrow screen moves the focus to the half it shows."""
+        if not self.narrow or self.focused is None:
+            return
+        side = self.query_one(TabbedContent)
+        in_side = side in self.focused.ancestors_with_self
+        if self.has_class("-side") and isinstance(self.focused, EventsTable):
+            side.query_one(Tabs).focus()
+        elif not self.has_class("-side") and in_side:
+            self.query_one(EventsTable).focus()
 
     def update_titles(self) -> None:
         self.query_one("#run-line", Static).update(run_line(self.workspace, max(1, self.size.width - 2)))
