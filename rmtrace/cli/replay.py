@@ -9,6 +9,7 @@ import sys
 from rmtrace.cli.common import add_trace_argument, trace_or_default
 from rmtrace.errors import RmtraceError
 from rmtrace.replayer.chains import attach_wedge_chains
+from rmtrace.replayer.oracle import default_oracle, make_oracle
 from rmtrace.replayer.plan import Plan, build_plan
 from rmtrace.replayer.report import EXIT_MEANING, headline, junit, seeds_line, table
 from rmtrace.replayer.runner import DEFAULT_TIMEOUT_NS, ReplayResult, replay
@@ -68,6 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="the replay's trace (default: FILE's name with .replay.trace, here)")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    parser.add_argument("--oracle", metavar="ORACLE",
+                        help="check each answer against this instead of the recording: nvidia (the real driver, "
+                             "answering the same messages) or a trace (e.g. a replay against nvidia)")
+    parser.add_argument("--allow-unsafe", action="store_true",
+                        help="nvidia: also send the calls its safety table does not know to be harmless")
 
 
 def _numbers(text: str) -> list[int]:
@@ -104,8 +110,11 @@ def timeout_from_args(args: argparse.Namespace) -> int:
 
 
 def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
-    return replay(plan, schedule, make_target(args.against, plan), timeout_ns=timeout_from_args(args),
-                  output=output)
+    unsafe = ":allow-unsafe" if args.allow_unsafe else ""
+    target = make_target(args.against + unsafe if args.against == "nvidia" else args.against, plan)
+    spec = args.oracle
+    oracle = make_oracle(spec + unsafe if spec == "nvidia" else spec, plan) if spec else default_oracle(target, plan)
+    return replay(plan, schedule, target, timeout_ns=timeout_from_args(args), output=output, oracle=oracle)
 
 
 def _output(args: argparse.Namespace, plan: Plan, schedule: Schedule | None = None) -> str:
@@ -128,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
         attach_wedge_chains(result)
         print(headline(result, source))
         print(table(result))
+        if result.notes:
+            print("\n".join(result.notes))
         results = [result]
     else:
         results = _explore(plan, args, schedule, source)
