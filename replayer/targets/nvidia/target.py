@@ -72,6 +72,8 @@ class ClientStats:
     """RM clients the teardown freed: (handle, ioctl return, NV status)."""
     ended: str = ""
     maps: dict[str, Any] = field(default_factory=dict)
+    times: list[tuple[int, int, int]] = field(default_factory=list)
+    """(message index, ns inside the driver, recorded ns) of each replayed call."""
 
     @property
     def share(self) -> float:
@@ -327,6 +329,7 @@ class NvidiaTarget(Target):
             run.stats.replayed += 1
             run.stats.driver_ns += took
             run.stats.recorded_ns += msg.dur_ns
+            run.stats.times.append((msg.index, took, msg.dur_ns))
         else:
             outcome = self._sys_outcome(run, msg, action, ret, err, extra)
         self._ready.append((ticket, outcome))
