@@ -149,7 +149,13 @@ class RecordingOracle(Oracle):
 
 
 class TraceOracle(Oracle):
-    """The answers another trace holds for the same messages (same client, same call)."""
+    """The answers another trace holds for the same messages.
+
+    A replay of the same recording (its metadata names it) holds them under
+    the same call ids; any other trace of the same program -- another
+    recording, run alone or beside others -- is matched client by client and
+    message by message, a message counting only where both streams have the
+    same call at that position."""
 
     def __init__(self, path: str, plan: Any) -> None:
         from rmtrace.replayer.plan import build_plan  # the plan module imports the runner's neighbours
@@ -158,14 +164,19 @@ class TraceOracle(Oracle):
             raise RmtraceError(f"--oracle {path}: no such trace (or give 'nvidia')")
         self.name = path
         other = build_plan(path, decoders=plan.semantics.decoders)
-        self.answers = {c.id: {(decode_record(m.request).source, m.call_id): m for m in c.messages}
-                        for c in other.clients}
+        source = (other.meta.get("replay") or {}).get("source")
+        self.by_call = source is not None and os.path.basename(source) == os.path.basename(plan.source)
+        self.answers: dict[str, dict[Any, Message]] = {}
+        for c in other.clients:
+            self.answers[c.id] = {((decode_record(m.request).source, m.call_id) if self.by_call else m.index): m
+                                  for m in c.messages}
         self.judge = Judge(plan.semantics, _tables(plan.semantics))
         self.unjudged = 0
 
     def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]:
-        theirs = self.answers.get(client.id, {}).get((decode_record(msg.request).source, msg.call_id))
-        if theirs is None or msg.call_id == 0:
+        key = (decode_record(msg.request).source, msg.call_id) if self.by_call else msg.index
+        theirs = self.answers.get(client.id, {}).get(key)
+        if theirs is None or theirs.name != msg.name or (self.by_call and msg.call_id == 0):
             self.unjudged += 1
             return []
         return self.judge.differences(msg, theirs.expect, theirs.reply, outcome)

@@ -62,6 +62,8 @@ def world(tmp_path_factory):
                     "-lpthread"], check=True)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", str(client), str(C_DIR / "nvclient.c"), "-lpthread"], check=True)
     devdir = make_device_dir(root / "dev")
+    (devdir / "nvidia-caps").mkdir()
+    (devdir / "nvidia-caps" / "nvidia-cap1").write_bytes(b"")
     w = {"root": root, "fakedrv": fakedrv, "devdir": devdir}
     w["full"] = record(w, root / "full.trace", client, "unsafe", "leak")
     return w

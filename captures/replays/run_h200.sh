@@ -31,6 +31,9 @@ for capture in cuda-streams torch-one-kernel nvidia-smi-q cuda-streams-3x-sequen
 done
 replay cuda-streams.sequential-3.nvidia captures/cuda-streams.trace --against nvidia --repeat 3 --schedule sequential
 replay cuda-streams.concurrent-2.nvidia captures/cuda-streams.trace --against nvidia --repeat 2 --schedule concurrent
+replay cuda-streams.concurrent-2.oracle-2-together.nvidia captures/cuda-streams.trace --against nvidia --repeat 2 \
+    --schedule concurrent --oracle captures/cuda-streams-2-together.trace
+replay cuda-streams-2-together.concurrent.nvidia captures/cuda-streams-2-together.trace --against nvidia --schedule concurrent
 replay cuda-streams.simultaneous-4.nvidia captures/cuda-streams.trace --against nvidia --schedule simultaneous --streams 4
 replay torch-one-kernel.sequential-3.nvidia captures/torch-one-kernel.trace --against nvidia --repeat 3 --schedule sequential
 replay torch-one-kernel.concurrent-2.nvidia captures/torch-one-kernel.trace --against nvidia --repeat 2 --schedule concurrent
@@ -39,6 +42,8 @@ for capture in cuda-streams torch-one-kernel nvidia-smi-q; do
 done
 replay cuda-streams.sequential-3.model-fixed.oracle-nvidia captures/cuda-streams.trace --against model:fixed \
     --oracle nvidia --repeat 3 --schedule sequential
+replay cuda-streams.concurrent-2.model-fixed.oracle-nvidia captures/cuda-streams.trace --against model:fixed \
+    --oracle nvidia --repeat 2 --schedule concurrent
 echo "== bench"
 python3 bench/replay_nvidia.py --program "$BIN/cuda_streams" --rounds "$ROUNDS" -o "$OUT/replay_nvidia-h200.md"
 nvidia-smi --query-compute-apps=pid,process_name --format=csv 2>&1

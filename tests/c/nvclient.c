@@ -14,8 +14,9 @@
  * board's UUID from GET_GID_INFO passed to UVM; a nested pointer
  * (GET_CLASSLIST); VA reserved with an anonymous mmap and handed to UVM;
  * OS-descriptor memory; a dup; a second thread with controls of its own.
- * "unsafe" adds a PERF_BOOST and a MIG configuration session with a control
- * and a free on it (the replay must skip all four); "leak" leaves the first
+ * "unsafe" adds a PERF_BOOST and a MIG configuration session (presenting a
+ * MIG capability fd) with a control and a free on it (the replay must skip
+ * all four); "leak" leaves the first
  * RM client alive at exit (the replay's teardown must free it).
  */
 #define _GNU_SOURCE
@@ -172,12 +173,14 @@ int main(int argc, char **argv)
 	check(control(ctl, device, CTRL_GET_CLASSLIST, &cl, sizeof(cl)) == 0 && classes[4] == 0xc004, "classlist");
 
 	if (unsafe) {
-		uint8_t boost[8] = { 0 }, smc[16] = { 0 }, query[8] = { 0 };
+		uint8_t boost[8] = { 0 }, query[8] = { 0 };
+		uint64_t smc[2] = { (uint64_t)dev("nvidia-caps/nvidia-cap1"), 0 }; /* capDescriptor: the MIG capability's fd */
 		uint32_t session = 0x5c000010;
 		control(ctl, subdevice, CTRL_PERF_BOOST, boost, sizeof(boost));
 		check(alloc(ctl, root, subdevice, &session, 0xc639, smc) == 0, "MIG config session");
 		check(control(ctl, session, CTRL_SMC_QUERY, query, sizeof(query)) == 0, "control on the session");
 		check(rm_free(ctl, subdevice, session) == 0, "free the session");
+		close((int)smc[0]);
 	}
 
 	/* a GPU fd tied to the control fd; an OS event on another one, dup'd as libcuda does */

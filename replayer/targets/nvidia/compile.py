@@ -47,10 +47,12 @@ PAGE = 4096
 FINN_SERIALIZED = 0x4
 """NVOS54 flags: params FINN-serialized (no raw struct to remap)."""
 UVM_DEVICE = "nvidia-uvm"
+DEV = "/dev/"
 DEFAULT_ROLES = {"NvHandle": "handle"}
 """Roles by member type when the tables say nothing of the field."""
 CHANNEL_SHIFTED = ("alloc.gpFifoOffset", "alloc.userdOffset[*]")
-"""Alloc params ``--streams`` moves per lane (to reach other CE ranks in the model); see ``_unshift``."""
+"""Alloc params ``--streams`` moves per lane (to reach other CE ranks in the model); see ``_place_lane``."""
+GPFIFO_ENTRY = 8
 LOCAL_PREFIX: dict[int, str] = {Role.ARG: "arg", Role.XFER: "arg"}
 """In an IOCTL_XFER_CMD call the XFER buffer is the inner escape's argument: named ``arg``, the outer one ``xfer``."""
 
@@ -82,6 +84,8 @@ class Ioctl:
     sites: list[Site]
     root: bool = False
     """An RM_ALLOC of a root client: the replay frees what is left of it at the end."""
+    drop: list[tuple[int, int]] = field(default_factory=list)
+    """CPU mappings the process replaces with its reservation just before the call (see ``_pool_unmaps``)."""
 
 
 @dataclass(slots=True)
@@ -140,12 +144,15 @@ class Compiler:
         self.root_classes = frozenset(n for n in (self.profile.lookup("classes", name) for name in USER_ALLOC_TYPES)
                                       if n is not None)
         self._names = semantics._ctx.names
+        self._room: dict[int, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ a stream
 
     def compile(self, messages: Sequence[Message]) -> Program:
         ranges: list[tuple[int, int, bool]] = []
+        self._room = self._lane_room(messages)
         actions = [self._message(m, ranges) for m in messages]
+        self._pool_unmaps(messages, actions)
         for a in actions:  # fixed mmaps land inside the process's own reservations
             if a.kind == "mmap" and a.mmap[3] & MAP_FIXED:
                 ranges.append((a.mmap[0], a.mmap[1], False))
@@ -154,6 +161,75 @@ class Compiler:
         self._va_checks(messages, program)
         self._dependencies(messages, program)
         return program
+
+    def _pool_unmaps(self, messages: Sequence[Message], actions: Sequence[Action]) -> None:
+        """Before UVM_FREE of a range the process mapped from its UVM fd, drop that CPU mapping.
+
+        UVM refuses to free a semaphore pool still mapped on the CPU ("munmap it
+        first"), so a recorded UVM_FREE that succeeded shows the recorded
+        process had dropped the mapping -- libcuda does it by mapping its VA
+        reservation back over the range, an anonymous mmap the capture does not
+        record.  The replaying process does the same just before the call."""
+        free = self.profile.lookup("uvm", "UVM_FREE")
+        nodes: dict[int, str] = {}
+        mapped: set[tuple[int, int]] = set()
+        for msg, action in zip(messages, actions):
+            kind = action.kind
+            if kind == "open":
+                nodes[action.fd] = action.path
+            elif kind == "dup" and action.old_fd in nodes:
+                nodes[action.fd] = nodes[action.old_fd]
+            elif kind == "mmap" and nodes.get(action.fd, "").startswith(UVM_DEVICE):
+                mapped.add((action.mmap[0], action.mmap[1]))
+            elif kind == "munmap":
+                lo, hi = action.mmap[0], action.mmap[0] + action.mmap[1]
+                mapped = {(a, n) for a, n in mapped if a + n <= lo or a >= hi}
+            elif kind == "ioctl" and action.call is not None and action.call.request == free and action.call.bufs:
+                arg = action.call.bufs[0]
+                base, length = int.from_bytes(arg[0:8], "little"), int.from_bytes(arg[8:16], "little")
+                if (base, length) in mapped and msg.expect.status == 0:
+                    action.call.drop.append((base, length))
+                    mapped.discard((base, length))
+
+    def _lane_room(self, messages: Sequence[Message]) -> dict[int, tuple[int, int]]:
+        """Per USERD memory of lane 0's channels: (the span their GPFIFOs and USERDs take, lanes that fit more).
+
+        ``--streams`` clones a channel onto another lane; a real driver refuses a
+        second channel on the same USERD, so lane L's clone goes L spans further
+        into the same memory (where lane 0's program left it unused), and a lane
+        that does not fit is skipped with that reason."""
+        channels: dict[int, list[tuple[int, int]]] = {}
+        sizes: dict[int, int] = {}
+        for msg in messages:
+            if msg.lane or msg.reply is None:
+                continue
+            fields = self._alloc_fields(msg)
+            if "alloc.userdOffset[*]" in fields and fields.get("alloc.hUserdMemory[*]"):
+                channels.setdefault(fields["alloc.hUserdMemory[*]"], []).append(
+                    (fields["alloc.userdOffset[*]"], fields.get("alloc.gpFifoEntries", 0)))
+            elif "alloc.size" in fields:
+                sizes[msg.h_object] = fields["alloc.size"]
+        room = {}
+        for memory, placed in channels.items():
+            offsets = sorted(o for o, _n in placed)
+            gaps = [b - a for a, b in zip(offsets, offsets[1:]) if b > a]
+            stride = min(gaps) if gaps else (max(n for _o, n in placed) * GPFIFO_ENTRY + 2 * PAGE) // PAGE * PAGE
+            span = offsets[-1] - offsets[0] + stride
+            size = sizes.get(memory, 0)
+            room[memory] = (span, max(0, (size - offsets[-1] - stride) // span) if span else 0)
+        return room
+
+    def _alloc_fields(self, msg: Message) -> dict[str, int]:
+        """The first value of each scalar leaf of a message's alloc params (by pattern), as recorded."""
+        record = decode_record(msg.request)
+        buf = record.buffer(Role.ALLOC_PARAMS, When.BEFORE)
+        if buf is None:
+            return {}
+        out: dict[str, int] = {}
+        for leaf in self.walker.buffer_leaves(record, Role.ALLOC_PARAMS, 0, len(buf.data)):
+            if leaf.size <= 8 and leaf.pattern not in out:
+                out[leaf.pattern] = int.from_bytes(buf.data[leaf.offset:leaf.offset + leaf.size], "little")
+        return out
 
     def _dependencies(self, messages: Sequence[Message], program: Program) -> None:
         """Skip what uses a key a skipped message defines, naming it and the first reason (by construction)."""
@@ -283,7 +359,7 @@ class Compiler:
         if op == SysOp.OPEN:
             path = record.buffer(Role.PATH)
             text = path.data.rstrip(b"\0").decode(errors="replace") if path is not None else ""
-            node = os.path.basename(text)
+            node = text[len(DEV):] if text.startswith(DEV) else os.path.basename(text)
             fd = record.fd if record.fd >= 0 else record.ret
             if fd < 0:
                 return Action("skip", reason=f"the recorded open of {text} failed")
@@ -342,7 +418,7 @@ class Compiler:
         links, linked = self._links(record, before, index, names, leaves, keys)
         sites = self._sites(before, leaves, keys, linked)
         if msg.lane:
-            self._unshift(bufs, leaves, msg.lane)
+            self._place_lane(bufs, leaves, msg.lane)
         after_by_key = {(b.role, b.slot): b.data for b in reply.buffers if b.when == When.AFTER}
         after = [i for i, b in enumerate(before) if (b.role, b.slot) in after_by_key]
         recorded_after = [after_by_key[(before[i].role, before[i].slot)] for i in after]
@@ -444,14 +520,19 @@ class Compiler:
                     return int.from_bytes(data[leaf.offset:leaf.offset + leaf.size], "little")
         return 0
 
-    @staticmethod
-    def _unshift(bufs: list[bytes], leaves: Sequence[Sequence[Leaf]], lane: int) -> None:
-        """Undo ``--streams``' per-lane move of a cloned channel's ring and USERD addresses.
+    def _place_lane(self, bufs: list[bytes], leaves: Sequence[Sequence[Leaf]], lane: int) -> None:
+        """Where lane ``lane``'s clone of a channel goes in the shared USERD memory (see ``_lane_room``).
 
-        The model needs each lane on another CE rank, which it derives from the
-        ring address; a real driver checks a channel's USERD offset against its
-        USERD memory, which the clone shares with lane 0.  So every lane's
-        channel goes where lane 0's went (its handles stay the lane's own)."""
+        ``--streams`` moved the clone's ring and USERD addresses by
+        ``lane_shift`` (the model derives CE ranks from them); here they move
+        ``lane`` spans instead, to room a real driver accepts."""
+        memory = next((int.from_bytes(bufs[i][leaf.offset:leaf.offset + leaf.size], "little")
+                       for i, ls in enumerate(leaves) for leaf in ls if leaf.pattern == "alloc.hUserdMemory[*]"), None)
+        if memory is None:
+            return
+        span, fits = self._room.get(memory, (0, 0))
+        if lane > fits:
+            raise _Skip(f"lane {lane} does not fit in USERD memory {memory:#x} beside the recorded channels")
         shift = lane_shift(lane)
         for i, ls in enumerate(leaves):
             data = bytearray(bufs[i])
@@ -459,7 +540,8 @@ class Compiler:
                 if leaf.pattern in CHANNEL_SHIFTED:
                     value = int.from_bytes(data[leaf.offset:leaf.offset + leaf.size], "little")
                     if value >= shift:
-                        data[leaf.offset:leaf.offset + leaf.size] = (value - shift).to_bytes(leaf.size, "little")
+                        data[leaf.offset:leaf.offset + leaf.size] = (value - shift + lane * span).to_bytes(leaf.size,
+                                                                                                          "little")
             bufs[i] = bytes(data)
 
     @staticmethod

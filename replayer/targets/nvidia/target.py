@@ -201,8 +201,9 @@ class NvidiaTarget(Target):
             bufs = [bytearray(b) for b in call.bufs]
             for s in call.sites:
                 self._forward(run, s.role, bufs[s.buf], s.offset, s.size)
+            drop = [(run.addresses.forward(a), n) for a, n in call.drop]
             op = proc.send(tid, "ioctl", run.fds.forward(call.fd), call.request, [bytes(b) for b in bufs],
-                           call.links, call.after)
+                           call.links, call.after, drop)
             if action.unsafe:
                 run.stats.unsafe_sent.append((msg.index + 1, msg.name, action.unsafe))
         self._pending[(proc.pid, op)] = (run, ticket, msg, action)
@@ -346,6 +347,8 @@ class NvidiaTarget(Target):
                 run.failed[key] = (msg.index, msg.name)
             if kind in ("open", "dup"):
                 return Outcome(ret=ret, err=err)
+        for key in action.defines:  # defined anew: what failed under that key before is history
+            run.failed.pop(key, None)
         if kind in ("open", "dup"):
             run.fds.learn(action.fd, ret)
             if kind == "open":
@@ -399,6 +402,8 @@ class NvidiaTarget(Target):
             for key in action.defines:
                 run.failed[key] = (msg.index, msg.name)
         else:
+            for key in action.defines:
+                run.failed.pop(key, None)
             self._learn_lifetimes(run, msg, call, data)
         return Outcome(status, ret_, err_, fields, record=answer)
 
