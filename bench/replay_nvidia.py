@@ -6,7 +6,7 @@ Per capture, alternating rounds of
   (``--against nvidia``, recorded schedule, in this process): the ns each
   replayed call spent inside ``ioctl`` as its client process timed it, beside
   the ns the committed capture recorded for the same calls;
-* **record** (with ``--program``): the same program recorded afresh with
+* **record** (``--program CAPTURE=COMMAND``): the same program recorded afresh with
   ``rmtrace record`` in the same run, its calls of the kinds the replay
   replays (the same safety table decides) summed the same way: what the
   recorded time inside the driver is on this machine now.
@@ -16,7 +16,8 @@ capture and replay / fresh recording (goal: <= 1.1x), and per operation the
 last round's replay beside the capture.  What else ran on the GPU is printed
 at the start and the end (nvidia-smi's compute processes, the load average).
 
-  python3 bench/replay_nvidia.py --program ./cuda_streams --rounds 3 -o bench/results/replay_nvidia-h200.md
+  python3 bench/replay_nvidia.py --program cuda-streams=./cuda_streams \
+      --program "torch-one-kernel=python3 -c '...'" --rounds 5 -o bench/results/replay_nvidia-h200.md
 
 Only on a machine with the NVIDIA driver: it replays what the safety table
 allows and nothing else.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -93,19 +95,21 @@ def gpu_neighbours() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--program", help="the cuda-streams capture's program, recorded afresh each round")
+    parser.add_argument("--program", action="append", default=[], metavar="CAPTURE=COMMAND",
+                        help="the command a capture recorded, recorded afresh each round (repeatable)")
     parser.add_argument("--captures", default=",".join(CAPTURES))
     parser.add_argument("-o", "--output", help="also write the report (markdown) here")
     args = parser.parse_args(argv)
+    programs = {name: shlex.split(command) for name, _, command in (p.partition("=") for p in args.program)}
     lines = ["# `--against nvidia`: time inside the driver, replay against recording", "",
              f"{Path('/proc/driver/nvidia/version').read_text().splitlines()[0]}",
              f"{os.cpu_count()} CPUs; {gpu_neighbours()}", ""]
-    if args.program:  # the first GPU work after an idle spell pays for waking the GPU: not part of any round
-        subprocess.run(args.program.split(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for command in list(programs.values())[:1]:  # the first GPU work after an idle spell pays for waking it up
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.captures.split(","):
             plan = build_plan(REPO / "captures" / f"{name}.trace")
-            fresh = args.program is not None and name == "cuda-streams"
+            fresh = programs.get(name)
             lines += [f"## {name}", "", "| round | replay ms | capture ms (same calls) | fresh recording ms | verdicts |",
                       "| --- | --- | --- | --- | --- |"]
             replays, captured, recorded = [], [], []
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 r_ns, c_ns, per_op, verdicts = replay_round(plan)
                 f_ns = None
                 if fresh:
-                    f_ns, fresh_op = record_round(args.program.split(), Path(tmp))
+                    f_ns, fresh_op = record_round(fresh, Path(tmp))
                 replays.append(r_ns)
                 captured.append(c_ns)
                 if f_ns is not None:

@@ -152,10 +152,12 @@ class TraceOracle(Oracle):
     """The answers another trace holds for the same messages.
 
     A replay of the same recording (its metadata names it) holds them under
-    the same call ids; any other trace of the same program -- another
-    recording, run alone or beside others -- is matched client by client and
-    message by message, a message counting only where both streams have the
-    same call at that position."""
+    the same call ids, and is judged in full; any other trace of the same
+    program -- another recording, run alone or beside others -- is matched
+    client by client and message by message, a message counting only where
+    both streams have the same call at that position, and judged by status,
+    return value and errno alone (its handles, fds and addresses are that
+    recording's own)."""
 
     def __init__(self, path: str, plan: Any) -> None:
         from rmtrace.replayer.plan import build_plan  # the plan module imports the runner's neighbours
@@ -179,7 +181,7 @@ class TraceOracle(Oracle):
         if theirs is None or theirs.name != msg.name or (self.by_call and msg.call_id == 0):
             self.unjudged += 1
             return []
-        return self.judge.differences(msg, theirs.expect, theirs.reply, outcome)
+        return self.judge.differences(msg, theirs.expect, theirs.reply, outcome, fields=self.by_call)
 
     def report(self) -> list[str]:
         return [f"oracle {self.name}: {self.unjudged} messages it holds no answer for (not judged)"] \

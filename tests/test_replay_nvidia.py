@@ -302,3 +302,22 @@ def test_the_committed_captures_compile_with_their_share_replayable(repo_root, n
     assert 100 * (len(rm_uvm) - len(skipped)) / len(rm_uvm) >= least
     assert all(program.skipped.values())
     assert program.reservations or name == "nvidia-smi-q"
+
+
+def test_what_the_capture_does_not_show_is_rebuilt_from_what_it_does(repo_root):
+    """A semaphore pool's CPU mapping goes before its UVM_FREE; --streams lanes get USERD room of their own."""
+    plan = build_plan(str(repo_root / "captures" / "cuda-streams.trace")).streams(9)
+    compiler = Compiler(plan.semantics, replay_tables(plan.semantics.profile))
+    messages = plan.clients[0].messages
+    program = compiler.compile(messages)
+    drops = [(m.name, a.call.drop) for m, a in zip(messages, program.actions) if a.call is not None and a.call.drop]
+    assert drops == [("UVM_FREE", [(0x204A00000, 0x200000)])]  # the pool UVM_ALLOC_SEMAPHORE_POOL made and mmap mapped
+    (memory, (span, fits)), = compiler._room.items()
+    assert (memory, span, fits) == (0x5C000017, 20 * 0x3000, 7)  # 20 channels of 12 KiB in a 2 MiB buffer: 7 more lanes
+    placed = {}
+    for m, a in zip(messages, program.actions):
+        if m.name == "RM_ALLOC(HOPPER_CHANNEL_GPFIFO_A)" and m.lane in (0, 3) and a.call is not None:
+            placed.setdefault(m.lane, []).append(int.from_bytes(a.call.bufs[1][64:72], "little"))  # userdOffset[0]
+    assert [b - a for a, b in zip(placed[0], placed[3])] == [3 * span] * 20
+    lane8 = {program.skipped.get(m.index) for m in messages if m.lane == 8 and m.name.endswith("GPFIFO_A)")}
+    assert lane8 == {"lane 8 does not fit in USERD memory 0x5c000017 beside the recorded channels"}
