@@ -86,6 +86,8 @@ class Ioctl:
     """An RM_ALLOC of a root client: the replay frees what is left of it at the end."""
     drop: list[tuple[int, int]] = field(default_factory=list)
     """CPU mappings the process replaces with its reservation just before the call (see ``_pool_unmaps``)."""
+    restore: list[tuple[int, int, bytes]] = field(default_factory=list)
+    """(buffer, offset, recorded bytes) of fields the replay moved (``_place_lane``): the answer shows them as recorded."""
 
 
 @dataclass(slots=True)
@@ -417,8 +419,7 @@ class Compiler:
         keys = call_keys(self.walker, record)
         links, linked = self._links(record, before, index, names, leaves, keys)
         sites = self._sites(before, leaves, keys, linked)
-        if msg.lane:
-            self._place_lane(bufs, leaves, msg.lane)
+        restore = self._place_lane(bufs, leaves, msg.lane) if msg.lane else []
         after_by_key = {(b.role, b.slot): b.data for b in reply.buffers if b.when == When.AFTER}
         after = [i for i, b in enumerate(before) if (b.role, b.slot) in after_by_key]
         recorded_after = [after_by_key[(before[i].role, before[i].slot)] for i in after]
@@ -433,7 +434,7 @@ class Compiler:
         # (a UVM command with no params has no buffers: the process passes a NULL argument)
         root = record.source == Source.RM and nr == RM_ALLOC and self.walker.alloc_class(record) in self.root_classes
         return Ioctl(record.fd, request, bufs, [(b.role, b.slot) for b in before], links, after, recorded_after,
-                     sites, root)
+                     sites, root, restore=restore)
 
     @staticmethod
     def _prefix(role: int, slot: int, xfer: bool) -> str:
@@ -520,7 +521,7 @@ class Compiler:
                     return int.from_bytes(data[leaf.offset:leaf.offset + leaf.size], "little")
         return 0
 
-    def _place_lane(self, bufs: list[bytes], leaves: Sequence[Sequence[Leaf]], lane: int) -> None:
+    def _place_lane(self, bufs: list[bytes], leaves: Sequence[Sequence[Leaf]], lane: int) -> list[tuple[int, int, bytes]]:
         """Where lane ``lane``'s clone of a channel goes in the shared USERD memory (see ``_lane_room``).
 
         ``--streams`` moved the clone's ring and USERD addresses by
@@ -529,20 +530,24 @@ class Compiler:
         memory = next((int.from_bytes(bufs[i][leaf.offset:leaf.offset + leaf.size], "little")
                        for i, ls in enumerate(leaves) for leaf in ls if leaf.pattern == "alloc.hUserdMemory[*]"), None)
         if memory is None:
-            return
+            return []
         span, fits = self._room.get(memory, (0, 0))
         if lane > fits:
             raise _Skip(f"lane {lane} does not fit in USERD memory {memory:#x} beside the recorded channels")
         shift = lane_shift(lane)
+        moved = []
         for i, ls in enumerate(leaves):
             data = bytearray(bufs[i])
             for leaf in ls:
                 if leaf.pattern in CHANNEL_SHIFTED:
-                    value = int.from_bytes(data[leaf.offset:leaf.offset + leaf.size], "little")
+                    raw = bytes(data[leaf.offset:leaf.offset + leaf.size])
+                    value = int.from_bytes(raw, "little")
                     if value >= shift:
                         data[leaf.offset:leaf.offset + leaf.size] = (value - shift + lane * span).to_bytes(leaf.size,
                                                                                                           "little")
+                        moved.append((i, leaf.offset, raw))
             bufs[i] = bytes(data)
+        return moved
 
     @staticmethod
     def _keys(record: Record, call: Ioctl) -> tuple[tuple[tuple, ...], tuple[tuple, ...]]:

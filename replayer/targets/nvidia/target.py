@@ -392,6 +392,9 @@ class NvidiaTarget(Target):
         for s in call.sites:
             if s.buf in data:
                 self._back(run, s, data[s.buf], recorded[s.buf])
+        for buf, offset, raw in call.restore:
+            if buf in data:
+                data[buf][offset:offset + len(raw)] = raw
         by_key = {call.keys[i]: bytes(d) for i, d in data.items()}
         buffers = tuple(replace(b, data=by_key[(b.role, b.slot)]) if b.when == When.AFTER and (b.role, b.slot) in by_key
                         else b for b in template.buffers)
