@@ -19,7 +19,11 @@
 #ifndef RMTRACE_RECORD_H
 #define RMTRACE_RECORD_H
 
+#ifdef __KERNEL__
+#include <linux/types.h> /* uint32_t and friends, for the kernel modules */
+#else
 #include <stdint.h>
+#endif
 
 #define RMT_RECORD_MAGIC   0x52544d52u /* "RMTR" as bytes in the stream */
 #define RMT_RECORD_VERSION 1

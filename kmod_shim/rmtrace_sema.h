@@ -21,7 +21,11 @@
 #ifndef RMTRACE_SEMA_H
 #define RMTRACE_SEMA_H
 
+#ifdef __KERNEL__
+#include <linux/types.h> /* uint32_t and friends, for the kernel modules */
+#else
 #include <stdint.h>
+#endif
 
 #define RMT_SEMA_MAGIC   0x414d4553u /* "SEMA" as bytes in the stream */
 #define RMT_SEMA_VERSION 1

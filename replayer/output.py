@@ -12,38 +12,36 @@ JSON says green, diverged or wedged, where and why; a MARK STOP closes it.
 from __future__ import annotations
 
 import json
-import struct
+import platform
+from datetime import datetime, timezone
 from typing import Any
 
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError
 from rmtrace.record import (
+    RECORD,
     Buffer,
     MarkOp,
     Phase,
     Record,
     RecordFlag,
-    RecordHeader,
     Role,
     Source,
     SysOp,
     When,
-    field_offset,
 )
 from rmtrace.trace import TraceWriter
 
-_TIME = field_offset(RecordHeader, "time_ns")
-_PID = field_offset(RecordHeader, "pid")
-_FLAGS = field_offset(RecordHeader, "flags")
-_TIME_PID_TID = struct.Struct("<QII")
-assert _PID == _TIME + 8, "time_ns, pid and tid are adjacent in struct rmt_record"
+_TIME, _PID, _TID, _FLAGS = RECORD["time_ns"], RECORD["pid"], RECORD["tid"], RECORD["flags"]
 
 
 def stamp(data: bytes, time_ns: int, pid: int, tid: int, flags: int = int(RecordFlag.REPLAY)) -> bytes:
     """The same record with a new time, pid and tid, flagged as produced by a replay (and ``flags``)."""
     out = bytearray(data)
-    _TIME_PID_TID.pack_into(out, _TIME, time_ns, pid, tid)
-    out[_FLAGS] |= flags
+    _TIME.put(out, time_ns)
+    _PID.put(out, pid)
+    _TID.put(out, tid)
+    _FLAGS.put(out, _FLAGS.get(out) | flags)
     return bytes(out)
 
 
@@ -53,6 +51,21 @@ def exec_record(time_ns: int, pid: int, argv: tuple[str, ...]) -> bytes:
             Buffer(Role.TEXT, When.ONCE, b"\0".join(a.encode() for a in argv) + b"\0"))
     return Record(Source.SYS, Phase.EVENT, op=SysOp.EXEC, time_ns=time_ns, pid=pid, tid=pid,
                   flags=RecordFlag.REPLAY | RecordFlag.SYNTHETIC, buffers=bufs).encode()
+
+
+RECORDING_FACTS = ("host", "kernel", "start_time", "backend", "command")
+"""What a recording's metadata says about where and how it was recorded."""
+
+
+def provenance(source_meta: dict[str, Any], source_path: str, made_by: str) -> dict[str, Any]:
+    """A derived trace's ``made`` metadata: by what, on which host, when, from which file, and the
+    recording it goes back to (a replay copies its source's metadata, which says the recording's host
+    and kernel, not its own)."""
+    earlier = source_meta.get("made")
+    recording = earlier["recording"] if earlier else {k: source_meta.get(k) for k in RECORDING_FACTS}
+    return {"by": made_by, "rmtrace_version": __version__, "host": platform.node(), "kernel": platform.release(),
+            "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "from": source_path,
+            "recording": recording}
 
 
 class ReplayWriter:

@@ -25,11 +25,12 @@ from typing import Any
 
 from rmtrace.replayer.messages import Difference, Message, Outcome, compare
 from rmtrace.replayer.oracle import Oracle
-from rmtrace.replayer.output import ReplayWriter
+from rmtrace.replayer.output import ReplayWriter, provenance
 from rmtrace.replayer.plan import Plan, PlanClient
 from rmtrace.replayer.schedules import Schedule, policy_for
 from rmtrace.replayer.targets.base import Reply, RunInfo, Target, Ticket
 
+from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp
 
 DEFAULT_TIMEOUT_NS = 10_000_000_000
@@ -41,7 +42,8 @@ class Verdict(enum.Enum):
     WEDGED = "wedged"
 
 
-EXIT_STATUS = {Verdict.GREEN: 0, Verdict.DIVERGED: 1, Verdict.WEDGED: 2}
+EXIT_STATUS = {Verdict.GREEN: ExitCode.OK, Verdict.DIVERGED: ExitCode.FOUND, Verdict.WEDGED: ExitCode.WEDGED}
+"""A run's exit status is its worst client's (docs/exit-codes.md: the numbers rise with severity)."""
 
 
 @dataclass(eq=False)
@@ -396,6 +398,7 @@ class Runner:
             "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "origin": c.origin, "run": c.run,
                          "lanes": c.lanes, "messages": len(c.messages)} for c in self.plan.clients],
         }
+        meta["made"] = provenance(self.plan.meta, self.plan.source, "rmtrace replay")
         meta["command"] = ["rmtrace", "replay", self.plan.source]
         return meta
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,9 +21,10 @@ from rmtrace.analysis.wedges import find_wedges
 from rmtrace.record import BufferFlag, MarkOp, Phase, RecordFlag, Role, Source, SysOp, When
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
-from tests.capture_support import CTRL_GET_CLASSLIST, build_programs, make_device_dir
+from tests.capture_support import CTRL_GET_CLASSLIST, build_programs, fakedrv_environment, make_device_dir
+from tests.toolchain import needs_gcc
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the test programs")
+pytestmark = needs_gcc
 
 SUPPORT = Path(__file__).resolve().parent / "capture_support.py"
 RM_CONTROL, RM_ALLOC, RM_FREE, CARD_INFO, XFER = 0x2A, 0x2B, 0x29, 200, 211
@@ -43,7 +43,7 @@ def devdir(tmp_path_factory):
 
 
 def env_for(programs, devdir, **extra):
-    env = dict(os.environ, RMTRACE_TEST_DEVICE_DIR=str(devdir), LD_PRELOAD=str(programs["fakedrv"]))
+    env = fakedrv_environment(programs, devdir)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -320,3 +320,65 @@ def test_exit_status_passes_through(programs, devdir, tmp_path, scenario, status
     records = checked(out)
     exits = [r for r in records if r.source == Source.SYS and r.op == SysOp.EXIT]
     assert [r.ret for r in exits] == ([7] if status == 7 else [-signal.SIGTERM])
+
+
+def test_the_installed_shim_has_no_test_hooks(programs, devdir, tmp_path):
+    from rmtrace.kmod_shim import HERE, SHIM_LIBRARY
+    assert b"RMTRACE_TEST_DEVICE_DIR" not in (HERE / SHIM_LIBRARY).read_bytes()
+    assert b"RMTRACE_TEST_DEVICE_DIR" in programs["shim"].read_bytes()
+    env = env_for(programs, devdir)
+    del env["RMTRACE_SHIM"]  # the library pip installed: files of a test folder are no NVIDIA devices to it
+    out = tmp_path / "prod.trace"
+    proc = subprocess.run([sys.executable, str(SUPPORT), "-o", str(out), "--", str(programs["rmprog"]), "basic"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "basic ok" in proc.stdout, proc.stderr
+    assert "nothing was captured: no traced process opened a /dev/nvidia* device" in proc.stderr
+    assert not [r for r in checked(out) if r.source in (Source.RM, Source.UVM)]
+
+
+def test_a_recorder_killed_mid_run_loses_at_most_its_last_100_ms(programs, devdir, tmp_path):
+    """kill -9 of the recorder while its program runs: the program goes on and finishes, and the
+    torn trace holds every call the program made up to 100 ms before the kill, exactly as made."""
+    from rmtrace.capture.session import sweep_stale_sessions
+    log = tmp_path / "steady.log"
+    calls = 3000
+    proc, out = start(programs, devdir, tmp_path, programs["rmprog"], "steady", calls, 300, log)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait for the recording to be well under way
+        if out.exists() and out.stat().st_size > 4096:
+            with TraceReader(out) as reader:
+                if reader.record_count > 400:
+                    break
+        time.sleep(0.02)
+    time.sleep(0.037)
+    killed_ns = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock of the records and of the program's log
+    proc.kill()
+    proc.wait(timeout=10)
+    while not (log.exists() and log.read_text().endswith(f"done {calls}\n")):  # the program finishes on its own
+        assert time.monotonic() < deadline, "the traced program did not finish after its recorder died"
+        time.sleep(0.05)
+    did = [tuple(map(int, line.split())) for line in log.read_text().splitlines()[:-1]]
+    assert [d[0] for d in did] == list(range(calls))
+    assert did[-1][2] > killed_ns, "the program had finished before the kill: nothing was tested"
+
+    with TraceReader(out) as reader:
+        assert not reader.recovery.complete
+        records = list(reader)
+    numbered = {r.call_id: u32(r.buffer(Role.PARAMS, When.BEFORE).data, 4) for r in records
+                if r.source == Source.RM and r.op == RM_CONTROL and r.phase == Phase.ENTER}
+    controls = {}
+    for r in records:
+        if r.source == Source.RM and r.op == RM_CONTROL:
+            controls.setdefault(numbered[r.call_id], {})[r.phase] = r
+    for i, phases in controls.items():  # the trace holds what the program did, nothing else
+        enter_ns, exit_ns = did[i][1], did[i][2]
+        assert Phase.ENTER in phases and enter_ns <= phases[Phase.ENTER].time_ns <= exit_ns
+        assert Phase.EXIT not in phases or enter_ns <= phases[Phase.EXIT].time_ns <= exit_ns
+    assert all(r.time_ns < killed_ns for r in records)
+    before = [i for i, enter_ns, exit_ns in did if exit_ns < killed_ns - 100_000_000]
+    missing = [i for i in before if set(controls.get(i, ())) != {Phase.ENTER, Phase.EXIT}]
+    assert before and not missing, f"{len(missing)} calls made more than 100 ms before the kill are missing"
+    lost_ms = (killed_ns - max(r.time_ns for r in records)) / 1e6
+    print(f"recorder killed: {len(before)} calls before kill-100ms all present; the trace ends {lost_ms:.1f} ms "
+          f"before the kill")
+    assert any(p.endswith(f"-{proc.pid}-") or f"rmtrace-{proc.pid}-" in p for p in sweep_stale_sessions())

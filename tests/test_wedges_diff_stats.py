@@ -11,6 +11,7 @@ from rmtrace.decoders.profiles import load_profile
 from rmtrace.analysis.diff import first_divergence, traffic_table
 from rmtrace.analysis.stats import session_stats
 from rmtrace.analysis.wedges import find_wedges
+from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp, Phase, Record, SysOp
 from rmtrace.session import load_session
 from rmtrace.trace import TraceWriter
@@ -41,8 +42,8 @@ def test_wedges_prints_the_chain(paths):
     kinds = {w.kind for w in wedges}
     assert {"latch_not_rearmed", "no_completion", "quiet"} <= kinds
     proc = rmtrace("wedges", wedged)
-    assert proc.returncode == 1 and "#1 [in_flight] c2 pid 1002" in proc.stdout
-    data = json.loads(rmtrace("wedges", "--json", wedged).stdout)
+    assert proc.returncode == ExitCode.WEDGED and "#1 [in_flight] c2 pid 1002" in proc.stdout
+    data = [json.loads(line) for line in rmtrace("wedges", "--json", wedged).stdout.splitlines()]
     assert data[0]["client"] == "c2" and data[0]["rank"] == 1
 
 
@@ -112,6 +113,6 @@ def test_stats(paths):
     assert alloc["count"] == 1 and alloc["statuses"] == {"NV_OK": 1} and alloc["latency_ns"]["median"] == 10_000
     reg = ops[("c2", "UVM_REGISTER_GPU")]
     assert reg["in_flight"] == 1 and reg["latency_ns"] is None
-    out = json.loads(rmtrace("stats", "--json", wedged).stdout)
-    assert out["operations"] == stats["operations"]
+    out = [json.loads(line) for line in rmtrace("stats", "--json", wedged).stdout.splitlines()]
+    assert [o for o in out if o.pop("type") == "stats"] == stats["operations"]
     assert "UVM_REGISTER_GPU" in rmtrace("stats", wedged).stdout

@@ -31,13 +31,14 @@ from rmtrace.capture.merge import CallTracker, TimeMerger
 from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
 from rmtrace.capture.progress import Progress
 from rmtrace.capture.ring import Ring, check_machine, well_formed
-from rmtrace.capture.session import Session
+from rmtrace.capture.session import Session, alive, sweep_stale_sessions
 from rmtrace.capture.shm import RING_COUNTERS
 from rmtrace.errors import RmtraceError
 from rmtrace.kmod_shim import interposer_path
 from rmtrace.record import (
     HEADER,
     Buffer,
+    H,
     MarkOp,
     Phase,
     Record,
@@ -52,6 +53,8 @@ from rmtrace.trace import TraceWriter
 
 SHIM_ENV = ("LD_PRELOAD", "RMTRACE_SESSION_DIR", "RMTRACE_EXEC_CALL")
 NVIDIA_SYS_OPS = frozenset((SysOp.OPEN, SysOp.CLOSE, SysOp.DUP, SysOp.MMAP, SysOp.MUNMAP))
+POLL_S = 0.01
+"""How often an idle recorder looks at the rings (a busy one looks every 2 ms)."""
 LOSS_COUNTERS = ("lost_full", "lost_nested", "lost_noring", "trunc_big", "malformed")
 """Counters that mean the trace misses something (lost_stopped counts calls after the stop)."""
 
@@ -63,8 +66,13 @@ class RecordOptions:
     duration_s: float | None = None
     lossy: bool = False
     ring_size: int = ctab.DEFAULT_RING_SIZE
-    lag_s: float = 0.25
-    """How long records wait to be merged in time order."""
+    lag_s: float = 0.03
+    """How long records wait to be merged in time order (ring records are drained every 10 ms)."""
+    flush_after_s: float = 0.03
+    """The longest a record waits in the writer before its chunk is finished and on the disk.
+
+    With ``lag_s`` and the 10 ms poll this bounds what a recorder killed at any moment (SIGKILL,
+    OOM, a VM reset) loses: the records of its last ~85 ms (docs/capture.md, *Crashes*)."""
     grace_s: float = 2.0
     """Between SIGTERM and SIGKILL when ending a tree still running at the stop."""
     interrupt_grace_s: float = 1.0
@@ -137,7 +145,7 @@ class Recorder:
 
     # ------------------------------------------------------------ setup
 
-    def _metadata(self, host: dict, profile: Any, table: ctab.CaptureTable) -> dict:
+    def _metadata(self, host: dict, profile: Any, table: ctab.CaptureTable, shim: str) -> dict:
         now = datetime.now(timezone.utc)
         meta = dict(host)
         meta.update({
@@ -148,7 +156,8 @@ class Recorder:
             "profile": getattr(profile, "version", None),
             "profile_warning": self._profile_warning,
             "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
-                        "lag_ms": int(self.opt.lag_s * 1000)},
+                        "lag_ms": int(self.opt.lag_s * 1000), "flush_ms": int(self.opt.flush_after_s * 1000),
+                        "shim": shim},
             "recorder": {"pid": os.getpid(), "rmtrace": __version__},
         })
         if os.environ.get("RMTRACE_TEST_DEVICE_DIR"):
@@ -167,7 +176,7 @@ class Recorder:
             if header is None:
                 self._malformed += 1
                 continue
-            self._merger.push(header[8], (raw, header))
+            self._merger.push(header[H.time_ns], (raw, header))
             got += 1
         return got
 
@@ -179,7 +188,7 @@ class Recorder:
         """Forget rings that can get nothing new: thread exited, process gone, or broken."""
         keep = []
         for ring in self._rings:
-            if not (everything or ring.broken or ring.closed or not _alive(ring.pid)):
+            if not (everything or ring.broken or ring.closed or not alive(ring.pid)):
                 keep.append(ring)
                 continue
             self._drain(ring)
@@ -195,10 +204,11 @@ class Recorder:
         for raw, h in records:
             seq = writer.write_encoded(raw)
             self._calls.saw(seq, h)
-            self._pids.add(h[9])
+            self._pids.add(h[H.pid])
             res.records += 1
             res.bytes += len(raw)
-            if h[4] in (Source.RM, Source.UVM) or (h[4] == Source.SYS and h[12] in NVIDIA_SYS_OPS):
+            source = h[H.source]
+            if source in (Source.RM, Source.UVM) or (source == Source.SYS and h[H.op] in NVIDIA_SYS_OPS):
                 res.nvidia_seen = True
 
     def _synthetic_exits(self, reaped: list) -> None:
@@ -221,11 +231,15 @@ class Recorder:
         if warning:
             self.result.warnings.append(f"driver profile: {warning}")
         table = ctab.table_from_profile(profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
+        stale = sweep_stale_sessions()
+        if stale:
+            self.result.warnings.append(f"removed {len(stale)} capture session folder{'s' if len(stale) != 1 else ''} "
+                                        f"left in {os.path.dirname(stale[0])} by recorders that died")
         session = Session(ctab.encode(table))
         old_handlers = {}
         try:
             try:
-                writer = TraceWriter(self.opt.output, self._metadata(host, profile, table))
+                writer = TraceWriter(self.opt.output, self._metadata(host, profile, table, shim), durable=True)
             except OSError as exc:
                 raise RmtraceError(f"cannot write {self.opt.output}: {exc.strerror}") from None
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -248,7 +262,7 @@ class Recorder:
         progress = Progress(enabled=self.opt.progress)
         start = time.monotonic()
         interrupt_deadline = None
-        next_flush = next_retire = start
+        next_retire = start
         while True:
             self._synthetic_exits(tree.reap())
             got = self._read_rings(session)
@@ -265,14 +279,13 @@ class Recorder:
                 if now >= interrupt_deadline:
                     reason = "interrupted"
                     break
-            if now >= next_flush:
-                writer.flush()
-                next_flush = now + 0.5
+            if writer.pending_age() >= self.opt.flush_after_s:
+                writer.flush()  # on the disk within ~85 ms of its time: what a killed recorder can lose
             if now >= next_retire:
                 self._retire_rings(session)
                 next_retire = now + 1.0
             progress.update(self.result.records, self.result.bytes, len(self._pids), now - start)
-            time.sleep(0.002 if got else 0.02)
+            time.sleep(0.002 if got else POLL_S)
         progress.update(self.result.records, self.result.bytes, len(self._pids), time.monotonic() - start, force=True)
         progress.finish()
         self._finish(session, writer, tree, reason, start)
@@ -328,16 +341,6 @@ class Recorder:
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
         }))
         return marks
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def nothing_captured(processes: int) -> str:

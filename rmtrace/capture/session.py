@@ -13,12 +13,11 @@ import mmap
 import os
 import re
 import shutil
-import struct
 import tempfile
 from collections.abc import Iterator
 
 from rmtrace.capture.ring import Ring, RingNotReady
-from rmtrace.capture.shm import SESSION_OFFSETS, SESSION_VERSION, SessionControl, SessionState
+from rmtrace.capture.shm import SESSION, SESSION_VERSION, SessionState
 
 SHM_DIR = "/dev/shm"
 RING_NAME = re.compile(r"^ring-(\d+)-(\d+)-(\d+)\.rb$")
@@ -26,8 +25,41 @@ SESSION_FILE = "session.ctl"
 TABLE_FILE = "capture.tab"
 
 
+SESSION_DIR = re.compile(r"^rmtrace-(\d+)-")
+
+
 def _base_dir() -> str:
     return SHM_DIR if os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK) else tempfile.gettempdir()
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_sessions(base: str | None = None) -> list[str]:
+    """Remove the session folders of recorders that died without cleaning up (SIGKILL, OOM): their
+    rings hold memory in /dev/shm.  A traced program still running keeps its mappings; it only
+    cannot make new rings (counted as lost_noring in a session nobody reads any more)."""
+    base = base or _base_dir()
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        match = SESSION_DIR.match(name)
+        path = os.path.join(base, name)
+        if match and not alive(int(match.group(1))) and os.path.isfile(os.path.join(path, SESSION_FILE)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 class Session:
@@ -38,9 +70,8 @@ class Session:
         self.dir = tempfile.mkdtemp(prefix=f"rmtrace-{pid}-", dir=_base_dir())
         with open(os.path.join(self.dir, TABLE_FILE), "wb") as f:
             f.write(table)
-        ctl = SessionControl.build(dict(version=SESSION_VERSION, size=SessionControl.sizeof(), recorder_pid=pid,
-                                        state=SessionState.RECORDING, next_image=0, lost_noring=0,
-                                        reserved=bytes(32)))
+        ctl = SESSION.pack(version=SESSION_VERSION, size=SESSION.size, recorder_pid=pid, state=SessionState.RECORDING,
+                           next_image=0, lost_noring=0)
         path = os.path.join(self.dir, SESSION_FILE)
         with open(path, "wb") as f:
             f.write(ctl)
@@ -53,16 +84,16 @@ class Session:
 
     def stop(self) -> None:
         """Tell every shim to stop writing (and never wait on a full ring)."""
-        struct.pack_into("<I", self._ctl, SESSION_OFFSETS["state"], SessionState.STOPPED)
+        SESSION["state"].put(self._ctl, SessionState.STOPPED)
 
     @property
     def lost_noring(self) -> int:
-        return struct.unpack_from("<Q", self._ctl, SESSION_OFFSETS["lost_noring"])[0]
+        return SESSION["lost_noring"].get(self._ctl)
 
     @property
     def images(self) -> int:
         """Process images that started under the shim."""
-        return struct.unpack_from("<Q", self._ctl, SESSION_OFFSETS["next_image"])[0]
+        return SESSION["next_image"].get(self._ctl)
 
     def new_rings(self) -> Iterator[Ring]:
         """Rings that appeared since the last call and are ready to read."""

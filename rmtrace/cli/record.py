@@ -8,7 +8,9 @@ import sys
 
 from rmtrace.capture import RecordOptions, record_command
 from rmtrace.capture.ctab import DEFAULT_RING_SIZE, check_ring_size
+from rmtrace.cli.common import add_output_arguments, output_path
 from rmtrace.errors import RmtraceError
+from rmtrace.exitcodes import ExitCode
 from rmtrace.timefmt import parse_duration
 
 NAME = "record"
@@ -24,7 +26,9 @@ driver, or is killed there, still shows the call it was in.
 Recording stops when the command and all its descendants have exited, on
 Ctrl-C, or after --duration; calls still in flight are marked.  A command
 still running then is ended (SIGTERM, then SIGKILL) only after the trace is
-closed.  rmtrace exits with the command's status (128 + N for signal N).
+closed.  rmtrace exits with the command's status (128 + N for signal N), or as
+timeout(1) and env(1) do: 124 when --duration stopped it, 130 on Ctrl-C, 126
+for a program that cannot be run, 127 for one that does not exist.
 
 By default nothing is lost: a thread whose ring is full waits for the
 recorder.  --lossy drops instead and counts what it dropped.
@@ -51,7 +55,7 @@ def parse_size(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
-    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the trace to write")
+    add_output_arguments(parser, "the trace to write", required=True)
     parser.add_argument("--duration", metavar="TIME", help="stop after this long (e.g. 30s, 1.5m; a bare number is seconds)")
     parser.add_argument("--lossy", action="store_true",
                         help="drop records when a ring is full (and count them) instead of making the thread wait")
@@ -66,9 +70,14 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
+    duration = parse_duration(args.duration) if args.duration is not None else None
+    if duration is not None and duration <= 0:
+        raise RmtraceError(f"--duration must be positive, not {args.duration!r} (leave it out to record until the "
+                           f"command exits)")
     options = RecordOptions(
-        command=command, output=args.output, lossy=args.lossy, ring_size=check_ring_size(parse_size(args.ring_size)),
-        duration_s=parse_duration(args.duration) / 1e9 if args.duration else None,
+        command=command, output=output_path(args.output, force=args.force), lossy=args.lossy,
+        ring_size=check_ring_size(parse_size(args.ring_size)),
+        duration_s=duration / 1e9 if duration is not None else None,
     )
     result = record_command(options)
     for warning in result.warnings:
@@ -78,4 +87,8 @@ def run(args: argparse.Namespace) -> int:
               f"process{'es' if result.processes != 1 else ''}, stopped: {result.stop_reason}"
               + (f", {result.in_flight} call{'s' if result.in_flight != 1 else ''} in flight" if result.in_flight else ""),
               file=sys.stderr)
+    if result.stop_reason == "duration":
+        return ExitCode.TIMEOUT
+    if result.stop_reason == "interrupted":
+        return ExitCode.INTERRUPTED
     return result.exit_status

@@ -3,37 +3,43 @@
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 
+from rmtrace import jsonschema
 from rmtrace.analysis.wedges import find_wedges
-from rmtrace.cli.common import add_trace_argument, trace_or_default
+from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
+from rmtrace.exitcodes import ExitCode
 from rmtrace.session import load_session
 from rmtrace.timefmt import parse_duration
 
 NAME = "wedges"
-HELP = "calls that never returned, and what they wait on (exit 1 when something is wedged)"
+HELP = "calls that never returned, and what they wait on (exit 3 when something is wedged)"
 DESCRIPTION = """\
 Rank what never finished: calls in flight at the end of the trace (or slower than
 --slow), GSP requests without a response, channels with work but no completion,
 ranks whose one-shot latch fired and never re-armed, clients that went quiet.
 Each comes with its chain in plain words: which client, blocked in what, since
 when, waiting on what (another client's call holding a lock, a missing
-completion on a rank).  Exit status 0 when nothing is wedged, 1 when something is.
+completion on a rank).  Exit status 0 when nothing is found, 3 when something
+is wedged, 1 when the only findings are calls that returned late (--slow).
 """
+
+FINDINGS = frozenset({"slow"})
+"""Wedge kinds that finished, only late: found (exit 1), not wedged (exit 3)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
     parser.add_argument("--slow", default="1s", metavar="TIME", help="report completed calls slower than this (default 1s)")
     parser.add_argument("--driver", metavar="VERSION", help="decode with this driver profile")
-    parser.add_argument("--json", action="store_true", help="print the wedges as JSON")
+    add_json_argument(parser, "a wedge object per wedge, most important first")
 
 
 def run(args: argparse.Namespace) -> int:
     model = load_session(trace_or_default(args), driver=args.driver)
     wedges = find_wedges(model, slow_ns=parse_duration(args.slow))
     if args.json:
-        print(json.dumps([w.to_dict() for w in wedges], indent=2))
+        jsonschema.write_lines((jsonschema.wedge(w, model.start_ns) for w in wedges), sys.stdout)
     elif not wedges:
         print(f"no wedges: every call returned, {len(model.clients)} clients")
     else:
@@ -41,4 +47,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"#{w.rank} [{w.kind}] {w.summary}")
             for line in w.chain:
                 print(f"    {line}")
-    return 1 if wedges else 0
+    if any(w.kind not in FINDINGS for w in wedges):
+        return ExitCode.WEDGED
+    return ExitCode.FOUND if wedges else ExitCode.OK

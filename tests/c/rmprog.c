@@ -12,6 +12,8 @@
  *   rmprog badptr           bad params, bad argument, PROT_NONE alloc params
  *   rmprog many N [SIZE]    N controls with SIZE-byte params
  *   rmprog bench N [none]   ns per control, traced fd vs untraced fd (none: a pipe)
+ *   rmprog steady N US LOG  N controls US microseconds apart, each numbered in its params; then
+ *                           LOG gets "i enter_ns exit_ns" per call and a last line "done N"
  *   rmprog exit N           one control, then exit(N)
  *   rmprog kill             one control, then SIGTERM to itself
  *
@@ -251,6 +253,35 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* What the program itself did, to set against what a recording holds (a recorder killed
+ * mid-run must not cost the program anything, nor the trace more than its last moments). */
+static void steady(int n, int gap_us, const char *log)
+{
+	int ctl = dev("nvidiactl");
+	uint64_t (*t)[2] = calloc((size_t)n, sizeof(*t));
+	uint8_t params[8];
+	FILE *f;
+
+	check(t != NULL, "steady: memory");
+	for (int i = 0; i < n; i++) {
+		struct timespec gap = { 0, gap_us * 1000L };
+		uint32_t number = (uint32_t)i;
+		memset(params, 0, sizeof(params));
+		memcpy(params + 4, &number, sizeof(number)); /* the driver adds 1 to every byte */
+		t[i][0] = now_ns();
+		check(control(ctl, 0x20800102u, params, sizeof(params)) == 0 && params[0] == 1, "steady control");
+		t[i][1] = now_ns();
+		nanosleep(&gap, NULL);
+	}
+	f = fopen(log, "w");
+	check(f != NULL, "steady: log");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%d %llu %llu\n", i, (unsigned long long)t[i][0], (unsigned long long)t[i][1]);
+	fprintf(f, "done %d\n", n);
+	fclose(f);
+	close(ctl);
+}
+
 /* ns per ioctl, side by side in one process: batches of 100 RM controls
  * alternate between the ctl fd as opened (which the shim traces) and the
  * same device reopened through /proc/self/fd (a path the shim does not take
@@ -311,6 +342,8 @@ int main(int argc, char **argv)
 		badptr();
 	else if (!strcmp(what, "many"))
 		many(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 64);
+	else if (!strcmp(what, "steady") && argc > 4)
+		steady(atoi(argv[2]), atoi(argv[3]), argv[4]);
 	else if (!strcmp(what, "bench"))
 		bench(atoi(argv[2]), argc > 3 && !strcmp(argv[3], "none"));
 	else if (!strcmp(what, "exit")) {

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rmtrace_internal.h: what the pieces of rmtrace.ko share.
+ *
+ *   rmtrace_main.c    module parameters, init and exit, debugfs counters
+ *   rmtrace_ring.c    the per-CPU rings, rmtrace_emit(), /dev/rmtrace
+ *   rmtrace_probe.c   kretprobes from probe specs, the default probe list
+ *   rmtrace_replay.c  /dev/rmtrace-replay, sessions, the target registry
+ */
+#ifndef RMTRACE_INTERNAL_H
+#define RMTRACE_INTERNAL_H
+
+#include <linux/types.h>
+
+#include "rmtrace.h"
+#include "../rmtrace_kmod.h"
+
+#define RMT_HEADER_SIZE ((u32)sizeof(struct rmt_record))
+#define RMT_BUF_HEADER_SIZE ((u32)sizeof(struct rmt_buffer))
+#define RMT_MAX_BUFS 32
+
+extern unsigned int rmt_ring_kb;
+extern unsigned int rmt_max_record;
+
+/* rings */
+int rmt_rings_init(void);
+void rmt_rings_exit(void);
+int rmt_dev_init(void);
+void rmt_dev_exit(void);
+bool rmt_source_on(u16 source);
+u32 rmt_sources(void);
+void rmt_set_sources(u32 mask);
+void rmt_stats(struct rmt_kmod_stats *st);
+/* Write an already-encoded record (checked by the caller), restamped with time_ns when nonzero. */
+int rmt_emit_encoded(const void *rec, u32 len, u64 time_ns);
+/* A record's bytes are well formed: header, buffers, lengths (0) or -EINVAL with *why set. */
+int rmt_record_check(const void *data, u32 len, const char **why);
+
+/* probes */
+int rmt_probes_init(const char *list);
+void rmt_probes_exit(void);
+int rmt_probe_add(const struct rmt_probe_spec *spec);
+void rmt_probes_clear(void);
+int rmt_probe_info(struct rmt_probe_info *info);
+u32 rmt_probes_attached(void);
+u64 rmt_next_call_id(void);
+
+/* replay */
+int rmt_replay_init(void);
+void rmt_replay_exit(void);
+
+#endif /* RMTRACE_INTERNAL_H */
