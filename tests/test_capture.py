@@ -6,6 +6,7 @@ and every ENTER has its EXIT unless a MARK IN_FLIGHT names it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -173,7 +174,10 @@ def test_many_threads(programs, devdir, tmp_path):
     assert len(by_tid) == 8 and set(by_tid.values()) == {250}
     assert all(e.tid == x.tid and x.time_ns >= e.time_ns for e, x in controls)
     times = [r.time_ns for r in records if r.source != Source.MARK]
-    assert times == sorted(times)
+    behind = sum(t < latest for t, latest in zip(times[1:], itertools.accumulate(times, max)))
+    # in time order, but for records published later than the 30 ms merge window (a thread
+    # descheduled between its timestamp and its publication), which the recorder counts
+    assert behind <= text(marks(records, MarkOp.STOP)[0])["late_records"]
     assert len({e.call_id for e, _ in controls}) == 2000
 
 

@@ -357,6 +357,7 @@ class Recorder:
             "terminating": sorted(live), "broken_rings": self._broken,
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
             "buffer_reads": {name.removeprefix("read_"): self._retired[name] for name in READ_COUNTERS},
+            "late_records": self._merger.late,
         }))
         return marks
 
