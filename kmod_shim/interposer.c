@@ -88,7 +88,7 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 	struct shim_thread *t;
 	uint16_t source = kind_is_uvm(kind) ? RMT_SRC_UVM : RMT_SRC_RM;
 	uint32_t op = ioctl_op(kind, req);
-	uint64_t call_id = 0, done;
+	uint64_t call_id = 0;
 	int saved = errno, ret, err, traced = 0;
 
 	if ((t = shim_enter()) != NULL) {
@@ -102,17 +102,14 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 	errno = saved;
 	ret = shim_real.ioctl(fd, req, arg);
 	err = errno;
-	if (traced) {
-		done = shim_now();
-		if ((t = shim_enter()) != NULL) {
-			rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
-			r.ret = ret;
-			r.err = ret < 0 ? err : 0;
-			r.time_ns = done;
-			capture_ioctl_exit(&r, &plan);
-			rec_emit(&r);
-			shim_leave(t);
-		}
+	if (traced && (t = shim_enter()) != NULL) {
+		rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
+		rec_stamp(&r); /* the time the call returned, before its buffers are read again */
+		r.ret = ret;
+		r.err = ret < 0 ? err : 0;
+		capture_ioctl_exit(&r, &plan);
+		rec_emit(&r);
+		shim_leave(t);
 	}
 	errno = err;
 	return ret;

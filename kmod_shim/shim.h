@@ -127,6 +127,9 @@ struct shim_process {
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
 #ifdef RMTRACE_TEST_HOOKS
 	char test_dir[PATH_MAX];          /* RMTRACE_TEST_DEVICE_DIR, or empty   */
+	uint32_t test_stall_op;           /* RMTRACE_TEST_STALL=OP:MS: records of */
+	uint32_t test_stall_ms;           /*   RM escape OP sleep MS ms between  */
+	                                  /*   their time and their publication  */
 #endif
 	char dev_prefix[PATH_MAX];        /* "/dev/", or "<test dir>/" in a test build */
 	size_t dev_prefix_len;
@@ -152,6 +155,7 @@ struct shim_thread {
 	uint64_t ids_next;      /* call ids handed out by this thread:       */
 	uint64_t ids_end;       /*   [ids_next, ids_end) of image ids_gen     */
 	uint64_t ids_gen;
+	uint64_t last_ns;       /* time of this thread's last record: a floor for its next */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
 	int broken;             /* no ring could be made under gen           */
@@ -224,9 +228,13 @@ int rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot
  * or -1 when nothing was captured (unreadable, empty, no room). */
 int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
 		 struct shim_view *view);
+/* Take the record's time, saying first in the ring that a record is being
+ * written (the recorder's merge waits for it: rmtrace_ring.h, time order).
+ * rec_emit does it for a record whose time was not taken before. */
+void rec_stamp(struct shim_rec *r);
 /* n (<= 8) little-endian bytes at off of a captured buffer; 0 outside it. */
 uint64_t view_load(const struct shim_rec *r, const struct shim_view *v, uint32_t off, unsigned n);
-/* Publish the record: 0, or -1 when dropped (lossy, stopped). */
+/* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped). */
 int rec_emit(struct shim_rec *r);
 
 /* ------------------------------------------------------- ioctl capture */

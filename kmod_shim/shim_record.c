@@ -282,13 +282,39 @@ int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot,
 	return take ? 0 : -1;
 }
 
+void rec_stamp(struct shim_rec *r)
+{
+	struct shim_thread *t = r->t;
+
+	/* The floor first, then the clock: a recorder that finds the ring idle may take its own
+	 * time as this ring's floor, so this store must come before the time is read. */
+	__atomic_store_n(&t->ctl->writing, t->last_ns ? t->last_ns : 1, __ATOMIC_RELAXED);
+	r->time_ns = shim_now();
+	__atomic_store_n(&t->ctl->writing, r->time_ns, __ATOMIC_RELAXED);
+}
+
+#ifdef RMTRACE_TEST_HOOKS
+/* A thread descheduled between its timestamp and its publication, on demand. */
+static void test_stall(const struct shim_rec *r)
+{
+	if (shim_proc.test_stall_ms && r->source == RMT_SRC_RM && r->op == shim_proc.test_stall_op) {
+		struct timespec ts = { shim_proc.test_stall_ms / 1000, (long)(shim_proc.test_stall_ms % 1000) * 1000000L };
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+}
+#endif
+
 int rec_emit(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 	struct rmt_record h;
 
-	if (rec_room(r, 0) != 0)
+	if (rec_room(r, 0) != 0) {
+		__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED);
 		return -1;
+	}
+	if (!r->time_ns)
+		rec_stamp(r);
 	memset(&h, 0, sizeof(h));
 	h.magic = RMT_RECORD_MAGIC;
 	h.version = RMT_RECORD_VERSION;
@@ -297,7 +323,7 @@ int rec_emit(struct shim_rec *r)
 	h.source = r->source;
 	h.phase = r->phase;
 	h.flags = r->flags;
-	h.time_ns = r->time_ns ? r->time_ns : shim_now();
+	h.time_ns = r->time_ns;
 	h.pid = (uint32_t)shim_proc.pid;
 	h.tid = t->tid;
 	h.call_id = r->call_id;
@@ -307,6 +333,11 @@ int rec_emit(struct shim_rec *r)
 	h.err = r->err;
 	h.nbufs = r->nbufs;
 	ring_write(t, t->head, &h, sizeof(h));
+#ifdef RMTRACE_TEST_HOOKS
+	test_stall(r);
+#endif
 	ring_commit(t, t->head + r->size);
+	t->last_ns = r->time_ns;
+	__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
 	return 0;
 }

@@ -253,6 +253,9 @@ static void init_once_body(void)
 	copy_env(shim_proc.test_dir, sizeof(shim_proc.test_dir), "RMTRACE_TEST_DEVICE_DIR");
 	snprintf(shim_proc.dev_prefix, sizeof(shim_proc.dev_prefix), "%s/",
 		 shim_proc.test_dir[0] ? shim_proc.test_dir : "/dev");
+	if (getenv("RMTRACE_TEST_STALL") &&
+	    sscanf(getenv("RMTRACE_TEST_STALL"), "%i:%u", (int *)&shim_proc.test_stall_op, &shim_proc.test_stall_ms) != 2)
+		shim_proc.test_stall_ms = 0;
 #else
 	strcpy(shim_proc.dev_prefix, "/dev/");
 #endif

@@ -1,9 +1,10 @@
 """The recorder: run a command tree under the capture shim and write its trace.
 
 One loop: reap exited children, read every ring (new rings are found as
-their threads start), release records older than the lag window in time
-order into the ``TraceWriter`` (which numbers them), flush now and then so a
-live reader sees them.  It stops when the tree has exited, on Ctrl-C (after
+their threads start), release in time order the records no ring can still
+publish an older one than (the watermark, rmtrace.capture.merge) into the
+``TraceWriter`` (which numbers them), flush now and then so a live reader
+sees them.  It stops when the tree has exited, on Ctrl-C (after
 giving the tree a moment to exit on its own) or after ``--duration``.  Then
 it reads everything that is left, marks each call still in flight
 (MARK IN_FLIGHT, with the enter's pid, tid and call id), reports losses
@@ -27,7 +28,7 @@ from typing import Any
 from rmtrace import __version__
 from rmtrace.capture import ctab
 from rmtrace.capture.host import DRIVER_VERSION_FILE, host_metadata
-from rmtrace.capture.merge import CallTracker, TimeMerger
+from rmtrace.capture.merge import CallTracker, TimeMerger, Watermark
 from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
 from rmtrace.capture.progress import Progress
 from rmtrace.capture.ring import Ring, check_machine, well_formed
@@ -67,18 +68,25 @@ class RecordOptions:
     lossy: bool = False
     ring_size: int = ctab.DEFAULT_RING_SIZE
     lag_s: float = 0.03
-    """How long records wait to be merged in time order (ring records are drained every 10 ms)."""
+    """How long records of a feed wait to be merged in time order: a feed keeps no ``writing`` stamp
+    (rings do: their records are merged by each ring's floor, rmtrace.capture.merge)."""
+    stall_s: float = 1.0
+    """How long the merge waits for a ring inside one record (its thread descheduled between the
+    record's time and its publication) before it writes the others (docs/capture.md)."""
     flush_after_s: float = 0.03
     """The longest a record waits in the writer before its chunk is finished and on the disk.
 
-    With ``lag_s`` and the 10 ms poll this bounds what a recorder killed at any moment (SIGKILL,
-    OOM, a VM reset) loses: the records of its last ~85 ms (docs/capture.md, *Crashes*)."""
+    With the 10 ms poll this bounds what a recorder killed at any moment (SIGKILL, OOM, a VM
+    reset) loses: the records of its last ~55 ms (docs/capture.md, *When the recorder dies*)."""
     grace_s: float = 2.0
     """Between SIGTERM and SIGKILL when ending a tree still running at the stop."""
     interrupt_grace_s: float = 1.0
     """After Ctrl-C, how long the tree may take to exit on its own before recording stops."""
     progress: bool | None = None
     """Show the live progress line: None means when stderr is a terminal."""
+    feeds: Sequence[Any] = ()
+    """More record streams merged in time order, each read like a ring (``drain()``) and named in the
+    metadata and the STOP mark: the kernel shim's ``rmtrace.capture.kmod.KmodFeed``."""
 
 
 @dataclass
@@ -150,7 +158,8 @@ class Recorder:
         self._rings: list[Ring] = []
         self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS + READ_COUNTERS}
         self._broken: list[dict] = []
-        self._merger = TimeMerger(int(options.lag_s * 1e9))
+        self._merger = TimeMerger()
+        self._watermark = Watermark(int(options.stall_s * 1e9))
         self._calls = CallTracker()
         self._pids: set[int] = set()
         self._signal: str | None = None
@@ -164,13 +173,15 @@ class Recorder:
         meta = dict(host)
         meta.update({
             "command": list(self.opt.command),
-            "backend": "preload",
+            "backend": "+".join(["preload", *(feed.name for feed in self.opt.feeds)]),
+            **{feed.name: feed.meta() for feed in self.opt.feeds},
             "start_time": now.isoformat(),
             "start_monotonic_ns": time.monotonic_ns(),
             "profile": profile,
             "profile_warning": self._profile_warning,
             "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
-                        "lag_ms": int(self.opt.lag_s * 1000), "flush_ms": int(self.opt.flush_after_s * 1000),
+                        "merge": "watermark", "stall_ms": int(self.opt.stall_s * 1000),
+                        "flush_ms": int(self.opt.flush_after_s * 1000),
                         "shim": shim},
             "recorder": {"pid": os.getpid(), "rmtrace": __version__},
         })
@@ -194,9 +205,25 @@ class Recorder:
             got += 1
         return got
 
-    def _read_rings(self, session: Session) -> int:
+    def _read_rings(self, session: Session, now_ns: int) -> tuple[int, int]:
+        """Drain every ring (now_ns read before): the records read, and the watermark, the time at or
+        below which every ring has published all it ever will (rmtrace.capture.merge)."""
         self._rings.extend(session.new_rings())
-        return sum(self._drain(ring) for ring in self._rings)
+        low = self._watermark.idle_floor(now_ns)
+        got = 0
+        for ring in self._rings:
+            writing = ring.writing  # before the drain, so the drain has what was published by then
+            got += self._drain(ring)
+            if writing and not alive(ring.pid):
+                got += self._drain(ring)  # killed in a record: what it published before it died, and no more
+                continue
+            floor = self._watermark.floor(ring.path, writing, now_ns)
+            if floor is not None:
+                low = min(low, floor)
+        for feed in self.opt.feeds:
+            got += self._drain(feed)
+            low = min(low, now_ns - int(self.opt.lag_s * 1e9))
+        return got, low
 
     def _retire_rings(self, session: Session, everything: bool = False) -> None:
         """Forget rings that can get nothing new: thread exited, process gone, or broken."""
@@ -210,6 +237,7 @@ class Recorder:
                 self._retired[name] += value
             if ring.broken:
                 self._broken.append({"pid": ring.pid, "tid": ring.tid, "reason": ring.broken})
+            self._watermark.forget(ring.path)
             session.remove_ring(ring)
         self._rings = keep
 
@@ -280,9 +308,10 @@ class Recorder:
         interrupt_deadline = None
         next_retire = start
         while True:
+            now_ns = time.monotonic_ns()  # first: whatever is reaped or drained after it is not older
             self._synthetic_exits(tree.reap())
-            got = self._read_rings(session)
-            self._write(writer, self._merger.release(time.monotonic_ns()))
+            got, watermark = self._read_rings(session, now_ns)
+            self._write(writer, self._merger.release(watermark))
             now = time.monotonic()
             if tree.exited:
                 reason = "exited"
@@ -310,11 +339,11 @@ class Recorder:
         res = self.result
         res.stop_reason = reason
         running = reason != "exited"
-        self._read_rings(session)
+        self._read_rings(session, time.monotonic_ns())
         if running:
             session.stop()  # shims stop writing; nothing waits on a full ring any more
         self._synthetic_exits(tree.reap())
-        self._read_rings(session)
+        self._read_rings(session, time.monotonic_ns())
         self._retire_rings(session, everything=True)
         self._write(writer, self._merger.release())
         live = set(descendants(os.getpid())) if running else set()
@@ -346,9 +375,10 @@ class Recorder:
         res.in_flight = len(in_flight)
         res.losses = {name: self._retired[name] for name in RING_COUNTERS}
         res.losses.update(lost_noring=session.lost_noring, malformed=self._malformed, late_records=self._merger.late,
-                          unmatched_exits=self._calls.unmatched_exits)
+                          ring_stalls=self._watermark.stalls, unmatched_exits=self._calls.unmatched_exits)
         if self.opt.lossy or any(res.losses[k] for k in LOSS_COUNTERS):
             marks.append(_mark(MarkOp.LOST, dict(res.losses, lossy=self.opt.lossy)))
+        marks += [mark for feed in self.opt.feeds for mark in feed.closing_marks(time.monotonic_ns())]
         marks.append(_mark(MarkOp.STOP, {
             "reason": reason, "signal": self._signal, "elapsed_s": round(time.monotonic() - start, 6),
             "exit_status": exit_code(tree.root_status) if tree.root_status is not None else None,
@@ -357,7 +387,8 @@ class Recorder:
             "terminating": sorted(live), "broken_rings": self._broken,
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
             "buffer_reads": {name.removeprefix("read_"): self._retired[name] for name in READ_COUNTERS},
-            "late_records": self._merger.late,
+            "late_records": self._merger.late, "ring_stalls": self._watermark.stalls,
+            **{feed.name: feed.summary() for feed in self.opt.feeds},
         }))
         return marks
 

@@ -29,7 +29,7 @@ from rmtrace.record import BUFFER_HEADER_SIZE, BUFFER_LEN, HEADER, HEADER_SIZE, 
 
 _RECORD_START = RECORD.prefix("total_len")  # enough of a header to frame the record
 _MAGIC, _HEADER_SIZE, _TOTAL = H.magic, H.header_size, H.total_len
-_HEAD, _TAIL, _STATE = RING["head"], RING["tail"], RING["state"]
+_HEAD, _TAIL, _STATE, _WRITING = RING["head"], RING["tail"], RING["state"], RING["writing"]
 GIVE_UP_TAIL = 1 << 63
 """The tail the recorder stores in a ring it retired (kmod_shim/rmtrace_ring.h)."""
 ORDERED_MACHINES = ("x86_64", "AMD64", "amd64")
@@ -132,6 +132,12 @@ class Ring:
         it would write there (counted in lost_stopped) rather than wait for room that never comes."""
         self.broken = reason
         _TAIL.put(self._mm, GIVE_UP_TAIL)
+
+    @property
+    def writing(self) -> int:
+        """The producer's ``writing`` stamp: a floor of the time of the record it is writing, 0 when none
+        (read it before ``drain``: kmod_shim/rmtrace_ring.h, *time order*)."""
+        return 0 if self.broken else _WRITING.get(self._mm)
 
     @property
     def closed(self) -> bool:

@@ -16,7 +16,7 @@ from construct import Array, Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
 from rmtrace.flat import FlatStruct
 
 RING_MAGIC = 0x474E5252
-RING_VERSION = 2
+RING_VERSION = 3
 RING_CTL_SIZE = 4096
 RING_MIN_SIZE = 4096
 
@@ -65,7 +65,7 @@ RingControl = Struct(
     "trunc_big" / Int64ul,
     "waits" / Int64ul,
     "wait_ns" / Int64ul,
-    "reserved1" / Int64ul,
+    "writing" / Int64ul,
     "tail" / Int64ul,
     "reserved2" / Bytes(56),
     "read_copy" / Int64ul,
