@@ -89,7 +89,8 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 	uint16_t source = kind_is_uvm(kind) ? RMT_SRC_UVM : RMT_SRC_RM;
 	uint32_t op = ioctl_op(kind, req);
 	uint64_t call_id = 0;
-	int saved = errno, ret, err, traced = 0;
+	int *errp = &errno; /* one call of __errno_location, not four */
+	int saved = *errp, ret, err, traced = 0;
 
 	if ((t = shim_enter()) != NULL) {
 		call_id = shim_next_call_id();
@@ -99,9 +100,9 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 		shim_leave(t);
 		traced = 1;
 	}
-	errno = saved;
+	*errp = saved;
 	ret = shim_real.ioctl(fd, req, arg);
-	err = errno;
+	err = *errp;
 	if (traced && (t = shim_enter()) != NULL) {
 		rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
 		rec_stamp(&r); /* the time the call returned, before its buffers are read again */
@@ -111,7 +112,7 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 		rec_emit(&r);
 		shim_leave(t);
 	}
-	errno = err;
+	*errp = err;
 	return ret;
 }
 

@@ -119,24 +119,25 @@ struct rmt_ring_ctl {
 	uint32_t flags;         /* reserved, zero                                 */
 	uint32_t state;         /* enum rmt_ring_state                            */
 	uint8_t  reserved0[24]; /* pads the identity to one cache line            */
-	/* Producer's cache line. */
+	/* Producer's cache line: what it writes with every record, and its loss counters. */
 	uint64_t head;          /* bytes ever written (store-release)             */
+	uint64_t writing;       /* a lower bound of the time of the record being
+	                         * written, 0 when none (see time order above)    */
+	uint64_t read_copy;     /* buffers read by the fault-tolerant copy        */
 	uint64_t lost_full;     /* lossy: records dropped on a full ring          */
 	uint64_t lost_nested;   /* calls unrecorded: a signal handler re-entered  */
 	uint64_t lost_stopped;  /* calls unrecorded: the recorder stopped or died */
 	uint64_t trunc_big;     /* records cut to fit data_size / 2               */
-	uint64_t waits;         /* lossless: times the writer slept, ring full    */
-	uint64_t wait_ns;       /* lossless: total time slept                     */
-	uint64_t writing;       /* a lower bound of the time of the record being
-	                         * written, 0 when none (see time order above)    */
+	uint64_t read_unreadable; /* buffers not read: a bad pointer (UNREADABLE) */
 	/* Consumer's cache line. */
 	uint64_t tail;          /* bytes ever consumed (store-release)            */
 	uint8_t  reserved2[56];
-	/* How the producer read the program's buffers (its own line: written on
-	 * every read, read by the recorder only when the ring retires). */
-	uint64_t read_copy;       /* by the fault-tolerant copy (no system call)   */
-	uint64_t read_syscall;    /* by process_vm_readv: the thread blocked faults */
-	uint64_t read_unreadable; /* a bad pointer: the buffer is UNREADABLE       */
+	/* The producer's counters of its slow paths (read by the recorder only
+	 * when the ring retires). */
+	uint64_t read_syscall;  /* buffers read by process_vm_readv: the thread
+	                         * blocked SIGSEGV or SIGBUS                      */
+	uint64_t waits;         /* lossless: times the writer slept, ring full    */
+	uint64_t wait_ns;       /* lossless: total time slept                     */
 	uint64_t reserved3[5];
 };
 

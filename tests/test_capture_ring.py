@@ -19,9 +19,9 @@ DATA = 4096
 def make_ring(path, head=0, tail=0, magic=RING_MAGIC, data_size=DATA, state=RingState.LIVE, writing=0):
     ctl = RingControl.build(dict(magic=magic, version=RING_VERSION, ctl_size=RING_CTL_SIZE, data_size=data_size,
                                  pid=11, tid=12, image_id=3, flags=0, state=state, reserved0=bytes(24), head=head,
-                                 lost_full=1, lost_nested=2, lost_stopped=3, trunc_big=4, waits=5, wait_ns=6,
-                                 writing=writing, tail=tail, reserved2=bytes(56), read_copy=7, read_syscall=8,
-                                 read_unreadable=9, reserved3=[0] * 5))
+                                 writing=writing, read_copy=7, lost_full=1, lost_nested=2, lost_stopped=3,
+                                 trunc_big=4, read_unreadable=9, tail=tail, reserved2=bytes(56), read_syscall=8,
+                                 waits=5, wait_ns=6, reserved3=[0] * 5))
     path.write_bytes(ctl + bytes(RING_CTL_SIZE - len(ctl) + data_size))
     return path
 
