@@ -43,6 +43,8 @@ from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_ch
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
 from rmtrace.session.entities import CallInfo
+from rmtrace.session.fold import ClientNames
+from rmtrace.session.model import client_ids
 from rmtrace.trace import TraceReader
 
 CALL_DTYPES: dict[str, str] = {
@@ -92,10 +94,8 @@ class ClientRow:
     first_seq: int
     first_ns: int
     gsp_session: int | None
-
-    @property
-    def id(self) -> str:
-        return f"c{self.index + 1}"
+    id: str
+    """Its name, as the session fold gives it (``rmtrace.session.fold.ClientNames``)."""
 
 
 class Columns:
@@ -214,6 +214,7 @@ class CallTableBuilder:
         self.handle_sets: Strings[tuple[str, ...]] = Strings()
         self.rows = Columns(CALL_DTYPES)
         self.clients: list[ClientRow] = []
+        self._client_names = ClientNames(client_ids(reader.meta))
         self._client_of: dict[Hashable, int] = {}
         self.extra_handles: dict[int, dict[str, int]] = {}
         self.last_records: dict[int, tuple[int, int]] = {}
@@ -589,7 +590,8 @@ class CallTableBuilder:
                 self._client_of[name] = len(self.clients)
                 self.clients.append(ClientRow(len(self.clients), name, int(pid[i]), base + i,
                                               int(rows["enter_seq"][i]), int(rows["t_enter"][i]),
-                                              int(session[i]) if source[i] == Source.GSP else None))
+                                              int(session[i]) if source[i] == Source.GSP else None,
+                                              self._client_names.next(int(pid[i]))))
         uniq, inverse = np.unique(key, return_inverse=True)
         index = np.full(len(uniq), NONE, dtype=np.int64)
         since = np.zeros(len(uniq), dtype=np.int64)

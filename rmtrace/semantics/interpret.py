@@ -24,7 +24,7 @@ from rmtrace.decoders.roles import Category, ControlRole, EscapeRole, GspRole, R
 from rmtrace.decoders.sema import NO_RANK, DrainReason, ResetReason, SemaOp
 from rmtrace.record import MarkOp, Phase, Record, Role, Source, SysOp
 from rmtrace.semantics import events as ev
-from rmtrace.semantics.events import Applies, Event, Ref, RefKind
+from rmtrace.semantics.events import Applies, Event, LockKind, Ref, RefKind
 from rmtrace.semantics.locks import UVM_LOCKS
 
 DEVICE_NODES: tuple[tuple[str, ev.Device], ...] = (
@@ -175,6 +175,10 @@ class Interpreter:
         """How a class is named (the decoders' name, ``class 0x...`` for one the profile lacks)."""
         return self._names.class_label(class_id).name
 
+    def locks(self, source: int, op: int) -> tuple[LockKind, ...]:
+        """The locks a call of this operation holds while it is in flight (rmtrace.semantics.locks)."""
+        return UVM_LOCKS[self.roles.uvm.get(op, UvmRole.OTHER)] if source == Source.UVM else ()
+
     def engine(self, engine_type: int | None) -> tuple[str | None, int | None]:
         """(engine name, CE rank) of an NV2080 engine type."""
         return self.roles.engine(engine_type)
@@ -292,7 +296,7 @@ def _uvm(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     role = it.roles.uvm.get(call.first.op, UvmRole.OTHER)
     fd = call.first.fd
     client = d.handles.get("hClient", 0)
-    locks = UVM_LOCKS[role]
+    locks = it.locks(Source.UVM, call.first.op)
     out.events.extend(ev.LockTaken(lock) for lock in locks)
     if role is UvmRole.INITIALIZE:
         out.events.append(ev.UvmInitialized(fd))

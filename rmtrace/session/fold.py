@@ -36,6 +36,26 @@ FREED_KEPT = 8
 """Freed channels kept per bare handle for late host messages (not every one ever seen)."""
 
 
+class ClientNames:
+    """What clients are called: the trace's own name for a pid it lists (a replay's plan), else the
+    next free ``cN`` in order of appearance."""
+
+    def __init__(self, named: Mapping[int, str] | None = None) -> None:
+        self.named = dict(named or {})
+        self.given: set[str] = set()
+
+    def next(self, pid: int) -> str:
+        name = self.named.get(pid) if pid else None
+        if name is None or name in self.given:
+            taken = self.given | set(self.named.values())
+            n = len(self.given) + 1
+            while f"c{n}" in taken:
+                n += 1
+            name = f"c{n}"
+        self.given.add(name)
+        return name
+
+
 class Folder:
     """The session's state while the trace is folded."""
 
@@ -46,7 +66,7 @@ class Folder:
         self.interpreter = Interpreter(decoders)
         self.profile: DriverProfile = decoders.profile
         self.tl = timeline
-        self.client_ids = dict(client_ids or {})
+        self.client_names = ClientNames(client_ids)
         self.processes: dict[int, Process] = {}
         self.clients: dict[str, Client] = {}
         self._client_by_key: dict[Any, Client] = {}
@@ -120,24 +140,13 @@ class Folder:
             return None  # host-internal sema events belong to no client
         client = self._client_by_key.get(key)
         if client is None:
-            cid = self._new_client_id(rec.pid)
+            cid = self.client_names.next(rec.pid)
             client = Client(cid, rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns, first_seq=rec.seq,
                             last_seq=rec.seq, gsp_session=self.gsp_session if rec.source == Source.GSP else None)
             self.clients[cid] = client
             self._client_by_key[key] = client
             self.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.RUNNING)
         return client
-
-    def _new_client_id(self, pid: int) -> str:
-        """The name the trace gives this process's client, else the next free ``cN``."""
-        named = self.client_ids.get(pid) if pid else None
-        if named is not None and named not in self.clients:
-            return named
-        n = len(self.clients) + 1
-        taken = set(self.clients) | set(self.client_ids.values())
-        while f"c{n}" in taken:
-            n += 1
-        return f"c{n}"
 
     def _call_info(self, call: Call, meaning: CallMeaning, client: Client | None) -> CallInfo:
         d: Decoded = meaning.decoded
@@ -152,7 +161,6 @@ class Folder:
             t_exit=last.time_ns if closed or single else None,
             in_flight=call.state in (CallState.IN_FLIGHT, CallState.UNFINISHED),
             handles=dict(d.handles), bytes=sum(len(b.data) for r in call.records for b in r.buffers),
-            locks=tuple(e.lock for e in meaning.events if isinstance(e, ev.LockTaken)),
         )
 
     # -- RM objects --------------------------------------------------------------------

@@ -41,7 +41,7 @@ class SessionModel:
         self.decoders = decoders
         self.start_ns, self.end_ns = start_ns, end_ns
         self.processes: Mapping[int, Process] = folder.processes
-        self.clients: tuple[Client, ...] = tuple(sorted(folder.clients.values(), key=_client_order))
+        self.clients: tuple[Client, ...] = tuple(folder.clients.values())
         self._clients = folder.clients
         self.objects: Mapping[tuple[str, int], RmObject] = folder.objects
         self.object_list: Sequence[RmObject] = folder.object_list
@@ -108,12 +108,6 @@ class SessionModel:
         for rank in sorted(self.ranks.values(), key=lambda r: r.index):
             out.append(self.timeline.lane(rank.entity, "rank", "host", f"rank {rank.index}"))
         return out
-
-
-def _client_order(client: Client) -> tuple[int, str]:
-    """c1, c2, ..., c10: by number (the clients a replay's plan names appear in any order)."""
-    number = client.id[1:]
-    return (int(number), "") if number.isdigit() else (1 << 30, client.id)
 
 
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
