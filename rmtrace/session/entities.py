@@ -148,6 +148,10 @@ class Rank:
     drain_held: bool = False
     last_channel: int | None = None
     last_channel_id: str | None = None
+    fired_ns: int | None = None
+    """When its latch last fired."""
+    held_ns: int | None = None
+    """When its current drain hold began (None: not held)."""
 
     @property
     def entity(self) -> str:

@@ -92,6 +92,8 @@ class Folder:
         self._counters: dict[str, int] = {}
         self.stop_reason: dict | None = None
         self.lost: list[dict] = []
+        self.marked_in_flight: set[tuple[int, int]] = set()
+        """(pid, call_id) of the calls the recorder itself saw in flight when it stopped."""
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -444,6 +446,8 @@ def _latch(f: Folder, e: ev.LatchArmed | ev.LatchFired, m: CallMeaning, info: Ca
     rank.latch_armed = not fired
     rank.latch_generation = e.generation
     rank.last_channel = e.channel
+    if fired:
+        rank.fired_ns = m.call.last.time_ns
     chan = _host_channel(f, e.channel, info)
     rank.last_channel_id = chan.id if chan is not None else None
     f.rank_flags(rank, {LaneState.LATCH_ARMED: not fired, LaneState.LATCH_FIRED: fired}, *_end(m),
@@ -455,6 +459,8 @@ def _drain(f: Folder, e: ev.DrainHeld | ev.DrainReleased, m: CallMeaning, info: 
     hold = isinstance(e, ev.DrainHeld)
     if e.rank is not None:
         rank = f.rank(e.rank)
+        if hold != rank.drain_held:
+            rank.held_ns = t if hold else None
         rank.drain_held = hold
         f.rank_flags(rank, {LaneState.DRAIN_HELD: hold}, t, seq)
     f.counter("drain_held", e.held, t, seq)
@@ -518,6 +524,10 @@ def _lost(f: Folder, e: ev.RecordsLost, m: CallMeaning, info: CallInfo) -> None:
     f.lost.append(dict(e.info))
 
 
+def _marked(f: Folder, e: ev.CallInFlightAtStop, m: CallMeaning, info: CallInfo) -> None:
+    f.marked_in_flight.add((e.pid, e.call_id))
+
+
 EFFECTS: Mapping[type[ev.Event], Effect] = {
     ev.ObjectAllocated: _object,
     ev.ObjectDuplicated: _dup,
@@ -549,5 +559,6 @@ EFFECTS: Mapping[type[ev.Event], Effect] = {
     ev.ProcessExited: _exited,
     ev.RecordingStopped: _stopped,
     ev.RecordsLost: _lost,
+    ev.CallInFlightAtStop: _marked,
 }
 """What each event does to the session's state; events not listed change nothing the model keeps."""
