@@ -7,6 +7,7 @@ import sys
 import pytest
 from rmtrace.decoders.craft import Crafter
 from rmtrace.decoders.profiles import load_profile
+from rmtrace.decoders.sema import SemaOp
 
 from rmtrace import captures
 from rmtrace.analysis.diff import first_divergence, traffic_table
@@ -15,8 +16,9 @@ from rmtrace.analysis.wedges import WedgeKind, cut_by_end, find_wedges
 from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp, Phase, Record, SysOp
 from rmtrace.session import load_session
+from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader, TraceWriter
-from tests.scenarios import sequential
+from tests.scenarios import RANK, Boot, sequential
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,21 @@ def test_wedges_prints_the_chain(paths):
     assert proc.returncode == ExitCode.WEDGED and "#1 [in_flight] c2 pid 1002" in proc.stdout
     data = json.loads(rmtrace("wedges", "--json", wedged).stdout)
     assert data[0]["client"] == "c2" and data[0]["rank"] == 1
+
+
+def test_a_drain_hold_is_dated_from_when_it_began(tmp_path):
+    """A latch firing later does not move the hold's start (it re-states the rank's lane, nothing more)."""
+    boot = Boot()
+    boot.host(SemaOp.LATCH_ARM, 0, rank=RANK, channel=0, generation=0, armed=1)
+    boot.client(1001, 1, host_ok=True)
+    boot.host(SemaOp.DRAIN_HOLD, 0, rank=RANK, channel=0xCAF000D4, held=1, reason=1, held_ns=0)
+    held_at = boot.t
+    boot.t += 1_000_000
+    boot.host(SemaOp.LATCH_FIRE, 0, rank=RANK, channel=0xCAF000D4, generation=1, armed=0)
+    boot.client(1002, 2, host_ok=False)
+    model = load_session(boot.write(tmp_path / "held.trace"))
+    chain = "\n".join(find_wedges(model)[0].chain)
+    assert f"rank 2 is in a drain hold since {format_offset(held_at - model.start_ns)}" in chain
 
 
 def test_green_run_has_no_wedges(paths):

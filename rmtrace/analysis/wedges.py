@@ -143,9 +143,7 @@ class _Finder:
                          f"(generation {rank.latch_generation}, channel {rank.last_channel or 0:#x}{who}) "
                          f"and was never re-armed")
         if rank.drain_held:
-            held = next((tr for tr in reversed(self.m.history(rank.entity))
-                         if tr.attr == "state" and tr.value == LaneState.DRAIN_HELD), None)
-            lines.append(f"rank {index} is in a drain hold since {self.rel(held.t_ns if held else 0)}: "
+            lines.append(f"rank {index} is in a drain hold since {self.rel(rank.held_ns or 0)}: "
                          f"the host holds its completions")
         return lines
 
