@@ -157,6 +157,17 @@ class Interpreter:
 
     # -- lookups
 
+    def role(self, source: int, op: int) -> EscapeRole | UvmRole | GspRole | None:
+        """What an operation is: an RM escape's, a UVM command's or a GSP function's role (OTHER for
+        one the tables do not know); None for the sources rmtrace numbers itself (SYS, SEMA, MARK)."""
+        if source == Source.RM:
+            return self.roles.escapes.get(op, EscapeRole.OTHER)
+        if source == Source.UVM:
+            return self.roles.uvm.get(op, UvmRole.OTHER)
+        if source == Source.GSP:
+            return self.roles.gsp.get(op, GspRole.OTHER)
+        return None
+
     def rm_role(self, d: Decoded) -> EscapeRole | GspRole:
         """The role of an RM call (an escape, through IOCTL_XFER_CMD too) or a GSP function
         (``EscapeRole.OTHER`` for any other source)."""
@@ -177,7 +188,8 @@ class Interpreter:
 
     def locks(self, source: int, op: int) -> tuple[LockKind, ...]:
         """The locks a call of this operation holds while it is in flight (rmtrace.semantics.locks)."""
-        return UVM_LOCKS[self.roles.uvm.get(op, UvmRole.OTHER)] if source == Source.UVM else ()
+        role = self.role(source, op)
+        return UVM_LOCKS[role] if isinstance(role, UvmRole) else ()
 
     def engine(self, engine_type: int | None) -> tuple[str | None, int | None]:
         """(engine name, CE rank) of an NV2080 engine type."""

@@ -22,7 +22,17 @@ from rmtrace.decoders.profiles import DriverProfile
 from rmtrace.record import Record, Source
 from rmtrace.semantics import CallMeaning, Category, Interpreter
 from rmtrace.semantics import events as ev
-from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, LaneState, Process, Rank, RmObject
+from rmtrace.session.entities import (
+    CallInfo,
+    Channel,
+    Client,
+    FreedBy,
+    GspExchange,
+    LaneState,
+    Process,
+    Rank,
+    RmObject,
+)
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
 
 CHANNEL_PRECEDENCE = (LaneState.FREED, LaneState.STALE, LaneState.WAITING, LaneState.COMPLETED,
@@ -191,7 +201,7 @@ class Folder:
             self._children.setdefault((h_client, parent), []).append(handle)
         return obj
 
-    def free_object(self, h_client: int, handle: int, seq: int, t: int, by: str = "RM_FREE") -> None:
+    def free_object(self, h_client: int, handle: int, seq: int, t: int, by: FreedBy = FreedBy.RM_FREE) -> None:
         obj = self._by_handle.get((h_client, handle))
         if obj is None or obj.free_ns is not None:
             return
@@ -513,7 +523,7 @@ def _exited(f: Folder, e: ev.ProcessExited, m: CallMeaning, info: CallInfo) -> N
     if client is not None:
         f.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.EXITED)
         for h_client in client.rm_clients:  # the kernel frees what the process left behind
-            f.free_object(h_client, h_client, rec.seq, rec.time_ns, by="exit")
+            f.free_object(h_client, h_client, rec.seq, rec.time_ns, by=FreedBy.EXIT)
 
 
 def _stopped(f: Folder, e: ev.RecordingStopped, m: CallMeaning, info: CallInfo) -> None:
