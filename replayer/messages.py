@@ -81,6 +81,7 @@ class Message:
     userd_va: int = 0
     ring_size: int = 0
     gpu: bytes = b""
+    """The GPU a UVM registration or unregistration names (its UUID)."""
     uses: tuple = ()
     """Keys this message needs defined (handles, files) -- for deps and reduction."""
     defines: tuple = ()

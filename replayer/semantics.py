@@ -192,7 +192,8 @@ class Semantics:
         if kind is None:
             kind = Kind.PASS if name.startswith(UVM_TOOLS_PREFIX) else Kind.UVM_CALL
         msg.kind = kind
-        msg.gpu = bytes(d.args.get("uuid", b""))
+        if kind in (Kind.UVM_REGISTER_GPU, Kind.UVM_UNREGISTER_GPU):
+            msg.gpu = bytes(d.args.get("uuid", b""))
         client = d.handles.get("hClient", 0)
         msg.h_client = client
         va = ("va", msg.fd)
