@@ -24,6 +24,7 @@ from typing import Any
 from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
+from rmtrace.decoders.roles import roles
 from rmtrace.replayer.messages import Expect, Kind, Message
 from rmtrace.replayer.model.objects import Category
 
@@ -145,6 +146,12 @@ class Semantics:
         h = d.handles
         client = h.get("hClient", 0)
         msg.h_client, msg.h_parent, msg.h_object = client, h.get("hParent", 0), h.get("hObject", 0)
+        if d.name == "RM_ALLOC_MEMORY":  # NVOS02: an object like RM_ALLOC's, its class a number
+            msg.category = roles(self.profile).category(d.args.get("hClass"))
+            msg.kind = Kind.RM_ALLOC
+            msg.uses = (("h", client, msg.h_parent or client),)
+            msg.defines = (("h", client, msg.h_object),)
+            return
         if d.name in ("RM_ALLOC", "GSP_RM_ALLOC"):
             msg.category = category_of(d.detail)
             if msg.category == Category.ROOT:

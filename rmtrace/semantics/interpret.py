@@ -234,7 +234,8 @@ def _rm_alloc_memory(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None
     client, parent, handle = h.get("hClient", 0), h.get("hParent", 0), h.get("hObject", 0)
     class_id = it.class_id(d)
     out.events.append(ev.ObjectAllocated(it.roles.category(class_id), client, handle, parent or None, class_id))
-    out.uses.extend(_handle_uses(d, client))
+    out.uses.append(Ref(RefKind.HANDLE, parent or client, client))
+    out.defines.append(Ref(RefKind.HANDLE, handle, client))
 
 
 def _rm_free(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
