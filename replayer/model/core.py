@@ -40,6 +40,9 @@ from rmtrace.replayer.model.host import Completion, Emit, HostChannel, SemaHost
 from rmtrace.replayer.model.objects import NV_OK, Category, RmObject, RmObjects
 from rmtrace.replayer.model.policy import Policy
 
+from rmtrace.semantics import LOCKS, UvmRole
+from rmtrace.semantics.locks import UVM_LOCKS
+
 ILLEGAL_ACTION = "NV_ERR_ILLEGAL_ACTION"
 
 UVM_CLIENT = 0xC1E00000
@@ -64,6 +67,9 @@ UVM_OBJECTS: tuple[tuple[int, int, str, dict], ...] = (
 """What the registration exchange allocates through RPCs to the host: UVM's RM session, device, channel
 group, its CE channel and copy object (classes of the H200 the captures come from); the unregister
 exchange frees them with the session."""
+
+RELEASE_LOCKS = UVM_LOCKS[UvmRole.UNREGISTER_GPU]
+"""What releasing a GPU takes, however the release comes."""
 
 REGISTRATION = "registration exchange (uvm_gpu_retain_by_uuid -> add_gpu)"
 UNREGISTRATION = "unregister exchange (uvm_gpu_release_locked -> nvUvmInterfaceUnregisterGpu)"
@@ -151,7 +157,8 @@ class HostModel:
         self.clock = clock if clock is not None else VirtualClock()
         self.host = SemaHost(policy, self.clock, emit, self._add_timer)
         self.objects = RmObjects()
-        self.uvm_lock = Lock("UVM global lock")
+        self.locks = {kind: Lock(rule.name) for kind, rule in LOCKS.items()}
+        """The guest's locks, by the semantic layer's rules: a message takes those its call holds."""
         self.va_spaces: dict[tuple[int, int], VaSpace] = {}
         self.gpus: dict[bytes, Gpu] = {}
         self.files: set[tuple[int, int]] = set()
@@ -278,7 +285,7 @@ class HostModel:
             return [held] + self._why(holder, seen)
         if isinstance(wait, Completion):
             ch = wait.channel
-            lock = " holding the UVM global lock" if self.uvm_lock.holder is task else ""
+            lock = "".join(f" holding the {held.name}" for held in self.locks.values() if held.holder is task)
             lines = [f"{where}{lock}, in its {task.stage}: waiting for the host to complete work on "
                      f"channel {ch.handle:#x} (rank {ch.rank})"]
             return lines + [f"  - {reason}" for reason in self.host.blockers(wait)]
@@ -392,7 +399,9 @@ class HostModel:
         return self._retain(task, va, task.msg.gpu)
 
     def _retain(self, task: Task, va: VaSpace, uuid: bytes) -> Iterator:
-        yield self.uvm_lock
+        locks = [self.locks[kind] for kind in task.msg.locks]
+        for lock in locks:
+            yield lock
         gpu = self.gpus.get(uuid)
         if gpu is None:
             gpu = self.gpus[uuid] = Gpu(uuid)
@@ -400,7 +409,8 @@ class HostModel:
             yield from self._add_gpu(task, gpu)
         gpu.refs += 1
         va.gpus.add(uuid)
-        self._unlock(self.uvm_lock)
+        for lock in reversed(locks):
+            self._unlock(lock)
         return None
 
     def _add_gpu(self, task: Task, gpu: Gpu) -> Iterator:
@@ -424,8 +434,11 @@ class HostModel:
         return self._release(task, task.msg.gpu)
 
     def _release(self, task: Task, uuid: bytes) -> Iterator:
-        """uvm_gpu_release: the global lock is held across the last user's unregister exchange."""
-        yield self.uvm_lock
+        """uvm_gpu_release: the global lock is held across the last user's unregister exchange (the
+        locks UVM_UNREGISTER_GPU takes, whether the release comes from it or from closing the fd)."""
+        locks = [self.locks[kind] for kind in RELEASE_LOCKS]
+        for lock in locks:
+            yield lock
         gpu = self.gpus[uuid]
         gpu.refs -= 1
         if gpu.refs == 0:
@@ -436,7 +449,8 @@ class HostModel:
                 self.rpc.free(task.pid, UVM_CLIENT, UVM_CLIENT, UVM_CLIENT)
             gpu.channel = gpu.state = None
             self.host.emit_counters()
-        self._unlock(self.uvm_lock)
+        for lock in reversed(locks):
+            self._unlock(lock)
         return None
 
     # ------------------------------------------------------------------ handlers: files, processes, GSP
