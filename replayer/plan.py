@@ -148,7 +148,7 @@ def build_plan(trace: str | os.PathLike | TraceReader, *, driver: str | None = N
         client_id = session.client_of(call.records[0].seq)
         if client_id is not None:
             calls[client_id].append(call)
-    clients = []
+    clients: list[PlanClient] = []
     pids = {c.pid for c in session.clients}
     for client in session.clients:
         messages = [semantics.message(call, i) for i, call in enumerate(calls[client.id])]
@@ -225,7 +225,7 @@ def multiply_streams(client: PlanClient, count: int, semantics: Semantics) -> Pl
     if not work:
         raise RmtraceError(f"{client.id} allocates no channel: nothing to multiply over streams")
     used = {ref.value for m in client.messages for ref in m.uses + m.defines if ref.kind is RefKind.HANDLE}
-    mappings = [{}] + [_remap(handles, lane, used) for lane in range(1, count)]
+    mappings: list[dict[int, int]] = [{}] + [_remap(handles, lane, used) for lane in range(1, count)]
     out: list[Message] = []
     lanes: list[list[Message]] = [[] for _ in range(count)]
     last_work = max(work)

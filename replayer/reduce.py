@@ -48,7 +48,7 @@ def wait_kind(chain: Sequence[str]) -> str:
 
 def signature(result: ReplayResult) -> tuple[tuple[str, str], ...]:
     """The root wedges of a replay: (message name, kind of wait) of each client not waiting on another."""
-    roots = {(c.at.name, wait_kind(c.chain)) for c in result.clients if c.verdict is Verdict.WEDGED}
+    roots = {(c.at.name, wait_kind(c.chain)) for c in result.clients if c.verdict is Verdict.WEDGED and c.at}
     return tuple(sorted(r for r in roots if r[1] not in SECONDARY))
 
 

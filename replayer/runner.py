@@ -62,7 +62,7 @@ class ClientResult:
     """How many messages differed (the verdict names the first)."""
 
     def summary(self) -> str:
-        if self.verdict is Verdict.GREEN:
+        if self.verdict is Verdict.GREEN or self.at is None:
             return f"green ({self.answered} messages)"
         where = f"at message {self.at.index + 1} {self.at.name}"
         if self.verdict is Verdict.DIVERGED:
@@ -332,6 +332,8 @@ class Runner:
         for lane in lanes:
             run = lane.run
             msg = lane.next
+            if msg is None:  # open lanes have a next message
+                continue
             missing = [d for d in lane.cross[msg.index] if d not in run.answered]
             self._wedge(run, msg, [f"{run.client.label} cannot send {msg.name} (message {msg.index + 1}): it "
                                    f"needs message {', '.join(str(d + 1) for d in missing)}, never answered"])
