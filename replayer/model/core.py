@@ -30,11 +30,12 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator
 from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any
 
+from rmtrace.decoders.sema import ResetReason
 from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import Completion, Emit, HostChannel, SemaHost
 from rmtrace.replayer.model.objects import NV_OK, Category, RmObject, RmObjects
@@ -116,7 +117,7 @@ class Task:
     pid: int
     tid: int
     msg: Message
-    gen: Iterator | None = None
+    gen: Generator | None = None
     wait: Any = None
     stage: str = ""
     status: str | None = None
@@ -234,6 +235,7 @@ class HostModel:
     def _step(self, task: Task, value: Any) -> bool:
         """Run ``task`` until it waits or ends; True when it ended."""
         gen = task.gen
+        assert gen is not None, "only a task that parks has a generator to step"
         while True:
             try:
                 wait = gen.send(value)
@@ -275,6 +277,7 @@ class HostModel:
         wait = task.wait
         if isinstance(wait, Lock):
             holder = wait.holder
+            assert holder is not None, "a task waits on a lock only while someone holds it"
             held = (f"{where} waiting for the {wait.name}, held by {holder.owner} in {holder.msg.name} "
                     f"(message {holder.msg.index + 1})")
             if holder.wait is None or holder.ticket in seen:
@@ -311,7 +314,7 @@ class HostModel:
         if status != NV_OK:
             return status
         if first and not self._handshake_session:
-            self.host.new_session("NEW_CLIENT", msg.h_client, task.pid)
+            self.host.new_session(ResetReason.NEW_CLIENT, msg.h_client, task.pid)
         self._handshake_session = False
         return None
 
@@ -339,7 +342,7 @@ class HostModel:
     def _work_token(self, task: Task) -> Any:
         msg = task.msg
         status, obj = self.objects.control(task.pid, msg.h_client, msg.h_object)
-        if status != NV_OK:
+        if status != NV_OK or obj is None:
             return status
         if obj.category != Category.CHANNEL or obj.extra.host is not None or not self._recorded_ok(msg):
             return None
@@ -441,7 +444,7 @@ class HostModel:
             yield lock
         gpu = self.gpus[uuid]
         gpu.refs -= 1
-        if gpu.refs == 0:
+        if gpu.refs == 0 and gpu.channel is not None:  # the first retain registered UVM's channel
             task.stage = UNREGISTRATION
             yield from self._work(gpu.channel, gpu.state)
             self._drop_channel(gpu.state)
@@ -492,7 +495,7 @@ class HostModel:
         return None
 
     def _gsp_init(self, task: Task) -> None:
-        self.host.new_session("GSP_INIT", 0, task.pid)
+        self.host.new_session(ResetReason.GSP_INIT, 0, task.pid)
         self._handshake_session = True  # the RM client that follows belongs to this session
         return None
 

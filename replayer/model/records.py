@@ -18,12 +18,11 @@ from typing import Any
 
 from rmtrace.decoders.context import context
 from rmtrace.decoders.gsp import codec_for
-from rmtrace.decoders.sema import SEMA_KINDS, SEMA_VERSION, DrainReason, ResetReason, SemaMessage, SemaOp
+from rmtrace.decoders.profiles.model import DriverProfile
+from rmtrace.decoders.sema import SEMA_KINDS, SEMA_VERSION, SemaMessage, SemaOp
 
+from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, RecordFlag, Role, Source, When, encode_record
-
-REASONS: Mapping[str, type] = {"SESSION_RESET": ResetReason, "DRAIN_HOLD": DrainReason, "DRAIN_RELEASE": DrainReason}
-"""Ops whose ``reason`` member the model names in words."""
 
 _MESSAGE = SemaMessage.compile()
 _BODIES = {op: kind.body.compile() for op, kind in SEMA_KINDS.items()}
@@ -48,13 +47,9 @@ class SemaRecords:
         self.session = session
         self.vgpu = vgpu
 
-    def __call__(self, op: str, body: dict, pid: int, tid: int) -> None:
-        reason = REASONS.get(op)
-        if reason is not None:
-            body = {**body, "reason": int(reason[body["reason"]])}
-        number = SemaOp[op]
-        data = message_bytes(number, body, self.vgpu, self.session())
-        self.sink(encode_record(Record(Source.SEMA, SEMA_KINDS[number].phase, op=number, time_ns=self.clock.now,
+    def __call__(self, op: SemaOp, body: dict, pid: int, tid: int) -> None:
+        data = message_bytes(op, body, self.vgpu, self.session())
+        self.sink(encode_record(Record(Source.SEMA, SEMA_KINDS[op].phase, op=op, time_ns=self.clock.now,
                                        pid=pid, tid=tid or pid, flags=_REPLAY,
                                        buffers=(Buffer(Role.PAYLOAD, When.ONCE, data),))))
 
@@ -63,24 +58,28 @@ class GspRecords:
     """The RPCs of the model's exchanges (``alloc``/``free``) as GSP records: each one the request the
     guest's RM sends and the response the host gives, built with the decoders' GSP definitions."""
 
-    def __init__(self, sink: Callable[[bytes], None], clock: Any, profile: Any) -> None:
+    def __init__(self, sink: Callable[[bytes], None], clock: Any, profile: DriverProfile) -> None:
         self.sink = sink
         self.clock = clock
         self.profile = profile
-        self.codec = codec_for(profile)
+        codec = codec_for(profile)
+        if codec is None:
+            raise RmtraceError(f"profile {profile.version} has no GSP layouts: the model's RPCs cannot be written")
+        self.codec = codec
         self.defs = context(profile).defs
         self.sequence = 0
 
     @staticmethod
-    def available(profile: Any) -> bool:
+    def available(profile: DriverProfile) -> bool:
         return codec_for(profile) is not None
 
     def alloc(self, pid: int, h_client: int, h_parent: int, h_object: int, class_name: str, **params: Any) -> None:
         cls = self.profile.lookup("classes", class_name)
         layout = self.profile.classes[cls].alloc_params if cls is not None else None
         data = b""
-        if params and layout is not None:
-            value, _ = self.defs.parse(layout, bytes(self.defs.layout(layout).size), flex=False)
+        defined = self.defs.layout(layout) if params and layout is not None else None
+        if layout is not None and defined is not None:
+            value, _ = self.defs.parse(layout, bytes(defined.size), flex=False)
             value.update(params)
             data = self.defs.struct(layout, flex=False).build(value)
         self._exchange("GSP_RM_ALLOC", {"hClient": h_client, "hParent": h_parent, "hObject": h_object,
