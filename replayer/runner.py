@@ -33,6 +33,8 @@ from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp
 
 DEFAULT_TIMEOUT_NS = 10_000_000_000
+STARVED = "cannot send"
+"""How the chain of a lane starved by another lane's wedge begins."""
 
 
 class Verdict(enum.Enum):
@@ -335,7 +337,7 @@ class Runner:
             if msg is None:  # open lanes have a next message
                 continue
             missing = [d for d in lane.cross[msg.index] if d not in run.answered]
-            self._wedge(run, msg, [f"{run.client.label} cannot send {msg.name} (message {msg.index + 1}): it "
+            self._wedge(run, msg, [f"{run.client.label} {STARVED} {msg.name} (message {msg.index + 1}): it "
                                    f"needs message {', '.join(str(d + 1) for d in missing)}, never answered"])
 
     # ------------------------------------------------------------------ the end

@@ -56,14 +56,14 @@ UVM_RING_SIZE = 0x8000
 USERD_SIZE = 0x200
 """UVM's internal channel is placed at the same addresses on every retain (a fresh VA space)."""
 
-UVM_OBJECTS: tuple[tuple[int, int, str, dict], ...] = (
-    (0, UVM_CLIENT, "NV01_ROOT_CLIENT", {}),
-    (UVM_CLIENT, UVM_CLIENT + 1, "NV01_DEVICE_0", {}),
-    (UVM_CLIENT + 1, UVM_CLIENT + 2, "NV20_SUBDEVICE_0", {}),
-    (UVM_CLIENT + 1, UVM_CLIENT + 3, "KEPLER_CHANNEL_GROUP_A", {}),
-    (UVM_CLIENT + 3, UVM_CHANNEL, "HOPPER_CHANNEL_GPFIFO_A",
+UVM_OBJECTS: tuple[tuple[int, int, int, dict], ...] = (
+    (0, UVM_CLIENT, 0x0041, {}),                     # NV01_ROOT_CLIENT
+    (UVM_CLIENT, UVM_CLIENT + 1, 0x0080, {}),        # NV01_DEVICE_0
+    (UVM_CLIENT + 1, UVM_CLIENT + 2, 0x2080, {}),    # NV20_SUBDEVICE_0
+    (UVM_CLIENT + 1, UVM_CLIENT + 3, 0xA06C, {}),    # KEPLER_CHANNEL_GROUP_A
+    (UVM_CLIENT + 3, UVM_CHANNEL, 0xC86F,            # HOPPER_CHANNEL_GPFIFO_A
      {"gpFifoOffset": UVM_RING_VA, "gpFifoEntries": UVM_RING_SIZE // 8}),
-    (UVM_CHANNEL, UVM_CLIENT + 5, "HOPPER_DMA_COPY_A", {}),
+    (UVM_CHANNEL, UVM_CLIENT + 5, 0xC8B5, {}),       # HOPPER_DMA_COPY_A
 )
 """What the registration exchange allocates through RPCs to the host: UVM's RM session, device, channel
 group, its CE channel and copy object (classes of the H200 the captures come from); the unregister
@@ -72,9 +72,13 @@ exchange frees them with the session."""
 RELEASE_LOCKS = UVM_LOCKS[UvmRole.UNREGISTER_GPU]
 """What releasing a GPU takes, however the release comes."""
 
-REGISTRATION = "registration exchange (uvm_gpu_retain_by_uuid -> add_gpu)"
-UNREGISTRATION = "unregister exchange (uvm_gpu_release_locked -> nvUvmInterfaceUnregisterGpu)"
-BRING_UP = "channel bring-up (first work on a new channel)"
+STAGES = {
+    "registration exchange": "uvm_gpu_retain_by_uuid -> add_gpu",
+    "unregister exchange": "uvm_gpu_release_locked -> nvUvmInterfaceUnregisterGpu",
+    "channel bring-up": "first work on a new channel",
+}
+"""The stages of a call that wait on the host, and what runs in each (a chain names the stage)."""
+REGISTRATION, UNREGISTRATION, BRING_UP = (f"{stage} ({what})" for stage, what in STAGES.items())
 
 
 class VirtualClock:

@@ -19,6 +19,7 @@ from typing import Any
 from rmtrace.decoders.context import context
 from rmtrace.decoders.gsp import codec_for
 from rmtrace.decoders.profiles.model import DriverProfile
+from rmtrace.decoders.roles import GSP_NUMBERS, GspRole
 from rmtrace.decoders.sema import SEMA_KINDS, SEMA_VERSION, SemaMessage, SemaOp
 
 from rmtrace.errors import RmtraceError
@@ -73,25 +74,25 @@ class GspRecords:
     def available(profile: DriverProfile) -> bool:
         return codec_for(profile) is not None
 
-    def alloc(self, pid: int, h_client: int, h_parent: int, h_object: int, class_name: str, **params: Any) -> None:
-        cls = self.profile.lookup("classes", class_name)
-        layout = self.profile.classes[cls].alloc_params if cls is not None else None
+    def alloc(self, pid: int, h_client: int, h_parent: int, h_object: int, cls: int, **params: Any) -> None:
+        info = self.profile.classes.get(cls)
+        layout = info.alloc_params if info is not None else None
         data = b""
         defined = self.defs.layout(layout) if params and layout is not None else None
         if layout is not None and defined is not None:
             value, _ = self.defs.parse(layout, bytes(defined.size), flex=False)
             value.update(params)
             data = self.defs.struct(layout, flex=False).build(value)
-        self._exchange("GSP_RM_ALLOC", {"hClient": h_client, "hParent": h_parent, "hObject": h_object,
-                                        "hClass": cls or 0, "params": data}, pid)
+        self._exchange(GspRole.RM_ALLOC, {"hClient": h_client, "hParent": h_parent, "hObject": h_object,
+                                        "hClass": cls, "params": data}, pid)
 
     def free(self, pid: int, h_client: int, h_parent: int, h_object: int) -> None:
-        self._exchange("FREE", {"params": {"hRoot": h_client, "hObjectParent": h_parent, "hObjectOld": h_object,
+        self._exchange(GspRole.FREE, {"params": {"hRoot": h_client, "hObjectParent": h_parent, "hObjectOld": h_object,
                                            "status": 0}},
                        pid)
 
-    def _exchange(self, name: str, values: Mapping[str, Any], pid: int) -> None:
-        function = self.codec.by_name[name]
+    def _exchange(self, role: GspRole, values: Mapping[str, Any], pid: int) -> None:
+        function = GSP_NUMBERS[role]
         payload = self.codec.payload(function, values)
         self.sequence += 1
         for phase, result in ((Phase.SEND, RPC_PENDING), (Phase.RECV, 0)):
