@@ -110,7 +110,9 @@ handle), ("fd", fd), ("va", fd).  The plans keep that notation, so they compare 
 def key(ref: Any) -> list[Any]:
     if isinstance(ref, tuple) and hasattr(ref, "kind"):
         name = OLD_KEYS.get(ref.kind.value, ref.kind.value)
-        return [name, ref.scope, ref.value] if name == "h" else [name, ref.value]
+        if name == "h":
+            return [name, ref.scope, ref.value]
+        return [name, ref.value] + ([ref.scope] if ref.scope else [])
     return plain(ref)
 
 

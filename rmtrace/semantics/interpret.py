@@ -153,7 +153,7 @@ class Interpreter:
             return self.roles.category(self.class_id(d)) in (Category.CHANNEL, Category.TSG)
         if role in (EscapeRole.CONTROL, GspRole.RM_CONTROL):
             return d.extra.get("cmd") in self.roles.controls
-        return False
+        return role in MAPPINGS  # the address a mapping hands out or names is a pointer: not a summary argument
 
     # -- lookups
 
@@ -262,7 +262,10 @@ def _rm_control(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
         return
     params = buffer_value(d, Role.PARAMS)
     if role is ControlRole.WORK_SUBMIT_TOKEN:
-        out.events.append(ev.WorkTokenIssued(client, handle, field(params, "workSubmitToken")))
+        token = field(params, "workSubmitToken")
+        out.events.append(ev.WorkTokenIssued(client, handle, token))
+        if isinstance(token, int):
+            out.defines.append(Ref(RefKind.TOKEN, token, client))
     elif role is ControlRole.BIND:
         out.events.append(ev.ChannelBound(client, handle, field(params, "engineType")))
     elif role is ControlRole.SCHEDULE:
@@ -273,12 +276,60 @@ def _rm_other(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     out.uses.extend(_handle_uses(d, d.handles.get("hClient", 0)))
 
 
+def _linear_address(d: Decoded, after: bool) -> int | None:
+    """``pLinearAddress`` of an NVOS33/NVOS34 argument (inside the ``_with_fd`` wrapper where there is one)."""
+    arg = buffer_value(d, Role.ARG, after)
+    address = field(field(arg, "params"), "pLinearAddress") or field(arg, "pLinearAddress")
+    return address if isinstance(address, int) and address else None
+
+
+def _rm_map(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    """RM_MAP_MEMORY hands out a CPU address (``pLinearAddress``), through the fd it names."""
+    _rm_other(it, call, d, out)
+    fd = d.args.get("fd")
+    if isinstance(fd, int) and fd >= 0:
+        out.uses.append(Ref(RefKind.FD, fd))
+    address = _linear_address(d, after=True)
+    if address is not None:
+        out.defines.append(Ref(RefKind.CPU_MAPPING, address))
+
+
+def _rm_unmap(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    """RM_UNMAP_MEMORY names the CPU address its RM_MAP_MEMORY handed out."""
+    _rm_other(it, call, d, out)
+    address = _linear_address(d, after=False)
+    if address is not None:
+        out.uses.append(Ref(RefKind.CPU_MAPPING, address))
+
+
+def _rm_map_dma(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    """RM_MAP_MEMORY_DMA hands out a GPU virtual address (``dmaOffset``, written back)."""
+    _rm_other(it, call, d, out)
+    va = d.args.get("dmaOffset")
+    if isinstance(va, int) and va:
+        out.defines.append(Ref(RefKind.GPU_VA, va, d.handles.get("hClient", 0)))
+
+
+def _rm_unmap_dma(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    _rm_other(it, call, d, out)
+    va = d.args.get("dmaOffset")
+    if isinstance(va, int) and va:
+        out.uses.append(Ref(RefKind.GPU_VA, va, d.handles.get("hClient", 0)))
+
+
+MAPPINGS = frozenset({EscapeRole.MAP_MEMORY, EscapeRole.UNMAP_MEMORY})
+"""Escapes whose meaning includes a pointer member (decoded only with the buffers)."""
+
 RM_READERS: Mapping[EscapeRole | GspRole, Reader] = {
     EscapeRole.ALLOC: _rm_alloc, GspRole.RM_ALLOC: _rm_alloc,
     EscapeRole.ALLOC_MEMORY: _rm_alloc_memory,
     EscapeRole.FREE: _rm_free, GspRole.FREE: _rm_free,
     EscapeRole.DUP_OBJECT: _rm_dup, GspRole.DUP_OBJECT: _rm_dup,
     EscapeRole.CONTROL: _rm_control, GspRole.RM_CONTROL: _rm_control,
+    EscapeRole.MAP_MEMORY: _rm_map,
+    EscapeRole.UNMAP_MEMORY: _rm_unmap,
+    EscapeRole.MAP_MEMORY_DMA: _rm_map_dma,
+    EscapeRole.UNMAP_MEMORY_DMA: _rm_unmap_dma,
 }
 """What each RM-carrying role does; every other escape only uses the handles it names."""
 
@@ -422,10 +473,17 @@ def _sys(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     elif op == SysOp.DUP:
         out.events.append(ev.FdDuplicated(first.fd, first.ret))
     elif op == SysOp.MMAP:
-        out.events.append(ev.MemoryMapped(first.fd, d.args.get("addr", 0), d.args.get("length", 0),
-                                          d.args.get("offset", 0)))
+        addr = d.args.get("addr", 0)
+        out.events.append(ev.MemoryMapped(first.fd, addr, d.args.get("length", 0), d.args.get("offset", 0)))
+        if first.fd >= 0:
+            out.uses.append(Ref(RefKind.FD, first.fd))
+        if addr:
+            out.defines.append(Ref(RefKind.CPU_MAPPING, addr))
     elif op == SysOp.MUNMAP:
-        out.events.append(ev.MemoryUnmapped(d.args.get("addr", 0), d.args.get("length", 0)))
+        addr = d.args.get("addr", 0)
+        out.events.append(ev.MemoryUnmapped(addr, d.args.get("length", 0)))
+        if addr:
+            out.uses.append(Ref(RefKind.CPU_MAPPING, addr))
     elif op == SysOp.FORK:
         if first.ret > 0:
             out.events.append(ev.ProcessForked(first.ret))
