@@ -181,3 +181,14 @@ def test_mapped_addresses_and_tokens_are_values_later_calls_use():
             assert sem.Ref(sem.RefKind.FD, m.call.first.fd) in m.uses
     assert resolved >= 28 and unresolved <= 1
     assert sum(ref.kind is sem.RefKind.TOKEN for ref in defined) == 20
+
+
+def test_a_duplicate_names_its_source_and_defines_its_new_handle():
+    profile = load_profile("580.142")
+    records = Crafter(profile, pid=9).escape("NV_ESC_RM_DUP_OBJECT", {
+        "hClient": 0xC1D00002, "hParent": 0xC1D00002, "hObject": 0x5C000099, "hClientSrc": 0xC1D00001,
+        "hObjectSrc": 0x5C000006})
+    m = sem.Interpreter(DecoderSet(profile, user=False)).interpret(Call(tuple(records), CallState.COMPLETE))
+    assert m.events == (sem.ObjectDuplicated(0xC1D00002, 0x5C000099, 0xC1D00002, 0xC1D00001, 0x5C000006),)
+    assert m.defines == (sem.Ref(sem.RefKind.HANDLE, 0x5C000099, 0xC1D00002),)
+    assert sem.Ref(sem.RefKind.HANDLE, 0x5C000006, 0xC1D00001) in m.uses

@@ -246,9 +246,13 @@ def _rm_free(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
 
 def _rm_dup(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     h = d.handles
-    out.events.append(ev.ObjectDuplicated(h.get("hClient", 0), h.get("hObject", 0), h.get("hParent") or None,
-                                          h.get("hClientSrc", 0), h.get("hObjectSrc", 0)))
-    out.uses.extend(_handle_uses(d, h.get("hClient", 0)))
+    client, parent, handle = h.get("hClient", 0), h.get("hParent", 0), h.get("hObject", 0)
+    src_client, src = h.get("hClientSrc", 0), h.get("hObjectSrc", 0)
+    out.events.append(ev.ObjectDuplicated(client, handle, parent or None, src_client, src))
+    out.uses.append(Ref(RefKind.HANDLE, parent or client, client))
+    if src:
+        out.uses.append(Ref(RefKind.HANDLE, src, src_client))
+    out.defines.append(Ref(RefKind.HANDLE, handle, client))
 
 
 def _rm_control(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
