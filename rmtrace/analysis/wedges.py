@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmtrace.record import Source
-from rmtrace.semantics import LOCKS, Interpreter, LockKind, LockRule
+from rmtrace.semantics import LOCKS, LockRule
 from rmtrace.session import CallInfo, LaneState, SessionModel
 from rmtrace.session.entities import Named
 from rmtrace.timefmt import format_duration, format_offset
@@ -82,7 +82,6 @@ class _Finder:
         self.end = model.end_ns
         self.rel = lambda t: format_offset(t - model.start_ns)
         self.final = model.state_at(model.end_ns)
-        self.interpreter = Interpreter(model.decoders)
         self.in_flight = [c for c in model.calls if c.in_flight and c.source in CALL_SOURCES
                           and not model.cut_short(c)]
 
@@ -93,13 +92,10 @@ class _Finder:
 
     # -- chains -----------------------------------------------------------------------
 
-    def locks(self, call: CallInfo) -> tuple[LockKind, ...]:
-        return self.interpreter.locks(call.source, call.op)
-
     def lock_holder(self, call: CallInfo) -> tuple[LockRule, CallInfo] | None:
         """A call of another client holding a lock ``call`` needs, in flight since before it."""
-        for kind in self.locks(call):
-            holders = [c for c in self.in_flight if c is not call and kind in self.locks(c)
+        for kind in call.locks:
+            holders = [c for c in self.in_flight if c is not call and kind in c.locks
                        and c.t_enter < call.t_enter and c.client_id != call.client_id]
             if holders:
                 return LOCKS[kind], min(holders, key=lambda c: c.t_enter)

@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmtrace.semantics import Category
+from rmtrace.semantics import Category, LockKind
 
 
 class Named(str, enum.Enum):
@@ -186,6 +186,8 @@ class CallInfo:
     in_flight: bool
     handles: dict[str, int] = field(default_factory=dict)
     bytes: int = 0
+    locks: tuple[LockKind, ...] = ()
+    """Locks the call holds while it is in flight (rmtrace.semantics.locks)."""
 
     @property
     def full_name(self) -> str:

@@ -173,6 +173,7 @@ class Folder:
             t_exit=last.time_ns if closed or single else None,
             in_flight=call.state in (CallState.IN_FLIGHT, CallState.UNFINISHED),
             handles=dict(d.handles), bytes=sum(len(b.data) for r in call.records for b in r.buffers),
+            locks=tuple(e.lock for e in meaning.events if isinstance(e, ev.LockTaken)),
         )
 
     # -- RM objects --------------------------------------------------------------------
