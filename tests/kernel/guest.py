@@ -216,6 +216,11 @@ class Guest:
             raise AssertionError(f"guest: {command!r} exited {rc}:\n{out}")
         return out
 
+    def stop(self, pattern: str) -> None:
+        """End the guest processes whose command line contains ``pattern`` (busybox has no pkill)."""
+        self.sh(f"for p in $(ps -o pid,args | grep '{pattern}' | grep -v grep | awk '{{print $1}}'); "
+                f"do kill $p; done; sleep 0.3")
+
     def close(self) -> None:
         try:
             self.agent.sendall(b"poweroff -f\n")

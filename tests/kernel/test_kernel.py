@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from rmtrace.analysis.wedges import find_wedges
-from rmtrace.capture.kmod import KmodSource
 from rmtrace.replayer.plan import build_plan
 from rmtrace.replayer.runner import replay
 from rmtrace.replayer.schedules import Schedule
 from rmtrace.replayer.targets import make_target
+
+from rmtrace.analysis.wedges import find_wedges
+from rmtrace.capture.kmod import KmodSource
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader, TraceWriter
 from tests.kernel import guest as vm
@@ -115,6 +115,7 @@ def test_standin_probes_attach_capture_before_and_after_and_keep_a_blocked_enter
         for raw in sorted(records, key=lambda r: int.from_bytes(r[24:32], "little")):
             writer.write_encoded(raw)
     from rmtrace.decoders import decoders_for
+
     from rmtrace.record import Phase, Role, Source, When
     with TraceReader(str(trace)) as reader:
         decoders = decoders_for(reader)
@@ -134,8 +135,9 @@ def test_standin_probes_attach_capture_before_and_after_and_keep_a_blocked_enter
         assert (0x4B000001, Phase.EXIT) in uvm and (0x4B000003, Phase.EXIT) in uvm
     model = load_session(str(trace))
     assert any("UVM_UNREGISTER_GPU" in w.summary for w in find_wedges(model))
-    guest.ok("echo 1 > /sys/module/nvidia_standin/parameters/release; sleep 0.5; "
-             "pkill -f 'rmt_relay drain' ; sleep 0.3; rmmod rmtrace && rmmod nvidia_standin")
+    guest.ok("echo 1 > /sys/module/nvidia_standin/parameters/release; sleep 0.5")
+    guest.stop("rmt_relay drain")
+    guest.ok("rmmod rmtrace && rmmod nvidia_standin")
 
 
 def test_random_and_malformed_writes_to_the_replay_device_give_clean_errors(guest):
@@ -188,7 +190,8 @@ def test_kmod_target_agrees_with_the_model_message_by_message(guest, tmp_path, c
     capture, policy, schedule, repeat, streams = PLANS[case]
     guest.sh("rmmod rmtrace_sample; rmmod rmtrace")
     guest.ok(f"insmod /lib/rmtrace/rmtrace.ko probes= && insmod /lib/rmtrace/rmtrace_sample.ko policy={policy}")
-    guest.ok("(pkill -f 'rmt_relay replay'; rmt_relay replay /dev/rmtrace-port-replay >/dev/null 2>&1 &)")
+    guest.stop("rmt_relay replay")
+    guest.ok("rmt_relay replay /dev/rmtrace-port-replay >/dev/null 2>&1 &")
     plan = _plan(capture, repeat, streams)
     model, model_records = _run(plan, schedule, f"model:{policy}", str(tmp_path / "model.trace"))
     kernel, kernel_records = _run(plan, schedule, f"kmod:{guest.sockets['replay']}", str(tmp_path / "kmod.trace"))
@@ -209,5 +212,5 @@ def test_kmod_target_agrees_with_the_model_message_by_message(guest, tmp_path, c
         assert "latch" in chain and "drain" in chain and "rc=-22" in chain, chain
     else:
         assert all(c.verdict.value == "green" for c in kernel.clients)
-    guest.sh("pkill -f 'rmt_relay replay'")
+    guest.stop("rmt_relay replay")
     assert not BAD_LOG.search(kernel_log(guest))
