@@ -197,3 +197,62 @@ class KmodSource:
             self.sock.close()
         elif self.fd >= 0:
             os.close(self.fd)
+
+
+def default_probes(profile: Any) -> list[bytes]:
+    """The probes whose facts come from the profile (the module's defaults cover the rest)."""
+    branch = str(getattr(profile, "branch", "") or getattr(profile, "version", "")).split(".")[0]
+    return [uvm_probe(profile), *gsp_probes(branch)]
+
+
+def drain_to_trace(path: str, output: str, meta: dict[str, Any], *, duration_s: float | None = None,
+                   stop: Any = None, lag_s: float = 0.25, profile: Any = None, with_shim: bool = False) -> int:
+    """Record what /dev/rmtrace (or a guest's drained port) gives until ``duration_s``, ``stop()`` or the
+    stream's end; records in time order, calls still open marked IN_FLIGHT, drops in a LOST mark.
+    Returns the number of records written."""
+    import json
+    import time
+
+    from rmtrace.capture.merge import CallTracker, TimeMerger
+    from rmtrace.record import HEADER, Buffer, MarkOp, Phase, Record, RecordFlag, Role, When
+    from rmtrace.trace import TraceWriter
+
+    source = KmodSource(path)
+    warnings: list[str] = []
+    if source.local and profile is not None:
+        # with the preload shim recording the same process's ioctls, the kernel keeps to what only it sees
+        sources = SOURCES_ALL & ~((1 << Source.RM) | (1 << Source.UVM)) if with_shim else SOURCES_ALL
+        missing = source.configure(sources, default_probes(profile))
+        warnings += [f"probe {name} not attached (no such symbol)" for name in missing]
+    merger, calls = TimeMerger(int(lag_s * 1e9)), CallTracker()
+    written = 0
+    start = time.monotonic()
+    with TraceWriter(output, {**meta, "backend": "kmod", "kmod": {"path": path, "warnings": warnings}}) as writer:
+        def release(records: list[Any]) -> None:
+            nonlocal written
+            for raw, header in records:
+                calls.saw(writer.write_encoded(raw), header)
+                written += 1
+        while not source.ended and (duration_s is None or time.monotonic() - start < duration_s) \
+                and not (stop and stop()):
+            for raw in source.read(0.05):
+                header = HEADER.unpack_from(raw)
+                merger.push(header[8], (raw, header))
+            release(merger.release(time.monotonic_ns()))
+        release(merger.release())
+        marks = []
+        for call in calls.in_flight():
+            marks.append((MarkOp.IN_FLIGHT, {"since_ns": call.time_ns, "op": call.op, "enter_seq": call.seq},
+                          call.pid, call.tid, call.call_id))
+        stats = source.stats()
+        lost = {k: v for k, v in stats.items() if k.startswith("drops") and v}
+        if lost or source.malformed:
+            marks.append((MarkOp.LOST, {**lost, "malformed": source.malformed}, 0, 0, 0))
+        marks.append((MarkOp.STOP, {"reason": "ended" if source.ended else "stopped", "records": written,
+                                    "kmod": stats}, 0, 0, 0))
+        for op, body, pid, tid, call_id in marks:
+            writer.write(Record(Source.MARK, Phase.EVENT, op=op, time_ns=time.monotonic_ns(), pid=pid, tid=tid,
+                                call_id=call_id, flags=RecordFlag.SYNTHETIC,
+                                buffers=(Buffer(Role.TEXT, When.ONCE, json.dumps(body).encode()),)))
+    source.close()
+    return written

@@ -57,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="drop records when a ring is full (and count them) instead of making the thread wait")
     parser.add_argument("--ring-size", metavar="BYTES", default=str(DEFAULT_RING_SIZE),
                         help=f"ring per traced thread, a power of two (default {DEFAULT_RING_SIZE >> 20}M)")
+    parser.add_argument("--backend", default="preload", metavar="preload|kmod[:PATH]",
+                        help="kmod: drain the kernel shim's /dev/rmtrace (or PATH: a device or a guest's drained "
+                             "port); without CMD, until --duration or Ctrl-C (docs/kernel-shim.md)")
+    parser.add_argument("--driver", metavar="VERSION", help="the driver version the trace is decoded with (kmod)")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command to record")
 
 
@@ -64,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.cmd)
     if command[:1] == ["--"]:
         command = command[1:]
+    if args.backend.split(":", 1)[0] == "kmod" and not command:
+        return _record_kmod(args)
     if not command:
         raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
     options = RecordOptions(
@@ -79,3 +85,27 @@ def run(args: argparse.Namespace) -> int:
               + (f", {result.in_flight} call{'s' if result.in_flight != 1 else ''} in flight" if result.in_flight else ""),
               file=sys.stderr)
     return result.exit_status
+
+
+def _record_kmod(args: argparse.Namespace) -> int:
+    """The kernel shim alone: drain /dev/rmtrace (or a guest's port) into a trace."""
+    import os
+    import signal
+
+    from rmtrace.capture.host import host_metadata
+    from rmtrace.capture.kmod import DEVICE, drain_to_trace
+    from rmtrace.capture.recorder import select_capture_profile
+
+    path = args.backend.partition(":")[2] or DEVICE
+    if os.path.exists(args.output):
+        raise RmtraceError(f"{args.output} exists (rmtrace record never writes over a file)")
+    meta = host_metadata()
+    if args.driver:
+        meta["driver_version"] = args.driver
+    profile, _warning = select_capture_profile(meta.get("driver_version"))
+    stopped = []
+    signal.signal(signal.SIGINT, lambda *_: stopped.append(True))
+    n = drain_to_trace(path, args.output, meta, duration_s=parse_duration(args.duration) / 1e9 if args.duration else None,
+                       stop=lambda: bool(stopped), profile=profile)
+    print(f"rmtrace record: wrote {args.output}: {n:,} records from {path}", file=sys.stderr)
+    return 0
