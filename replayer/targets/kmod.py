@@ -247,7 +247,7 @@ class KmodTarget(Target):
         start = int(info.meta.get("start_monotonic_ns") or 0) if self.clock == "virtual" else 0
         codes = [self.semantics.status_code(name) for name in STATUSES] + [0, 0]
         hello = ReplayHello.build({"clock": CLOCKS[self.clock], "reserved": 0, "start_ns": start, "status": codes,
-                                   "target": b""})
+                                   "target": bytes(32)})
         sent = time.monotonic_ns()
         self._io.send(control("HELLO", hello))
         reply = self._until(lambda: self._hello is not None, HELLO_TIMEOUT_S, "the replay hello")
