@@ -1,13 +1,26 @@
 """Build glue that pyproject.toml cannot express declaratively.
 
 The repository's top-level folders map into one import namespace, ``rmtrace.*``
-(``decoders/`` is ``rmtrace.decoders`` and so on), and the C capture shim is
-built by the install itself.
+(``decoders/`` is ``rmtrace.decoders`` and so on), and the install builds the C
+capture shim: a plain shared library (``librmtrace_shim.so``, no Python in it)
+placed in ``rmtrace/kmod_shim/`` as package data.  Because no extension module is
+built, the wheel is tagged ``py3-none-<platform>``: one wheel for every Python.
 """
 
+import importlib.util
 import os
+from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1 keeps it in the wheel package, which pyproject's build requirements bring
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:
+        bdist_wheel = None  # no wheel can be built here anyway; a plain `setup.py build` still works
 
 TOP = {
     "rmtrace": "rmtrace",
@@ -17,6 +30,7 @@ TOP = {
     "rmtrace.kmod_shim": "kmod_shim",
     "rmtrace.captures": "captures",
 }
+HERE = Path(__file__).resolve().parent
 
 
 def _packages() -> tuple[list[str], dict[str, str]]:
@@ -33,20 +47,52 @@ def _packages() -> tuple[list[str], dict[str, str]]:
     return packages, package_dir
 
 
-packages, package_dir = _packages()
+def _shim_build():
+    """kmod_shim/shim_build.py, loaded by path: rmtrace is not importable while it is being built."""
+    spec = importlib.util.spec_from_file_location("shim_build", HERE / "kmod_shim" / "shim_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-# The capture shim: a plain shared library preloaded into traced programs
-# (LD_PRELOAD), built as an "extension" only so that the install compiles it.
-# It is never imported (no PyInit); rmtrace.kmod_shim.interposer_path() finds it.
-SHIM = "kmod_shim"
-interposer = Extension(
-    "rmtrace.kmod_shim._interposer",
-    sources=[f"{SHIM}/{name}.c" for name in ("interposer", "shim_state", "shim_mem", "shim_record", "shim_ioctl")],
-    depends=[f"{SHIM}/{name}.h" for name in ("shim", "rmtrace_ring", "rmtrace_record")],
-    include_dirs=[SHIM],
-    libraries=["dl", "pthread"],
-    extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-)
+
+class BuildPyWithShim(build_py):
+    """build_py, then the shim compiled beside the package's files (in place for an editable install)."""
+
+    def run(self):
+        super().run()
+        shim = _shim_build()
+        if getattr(self, "editable_mode", False):
+            target = HERE / "kmod_shim" / shim.LIBRARY
+        else:
+            target = Path(self.build_lib) / "rmtrace" / "kmod_shim" / shim.LIBRARY
+        shim.build(target)
+        self._shim = str(target)
+
+    def get_outputs(self, include_bytecode=True):
+        return [*super().get_outputs(include_bytecode), *([self._shim] if getattr(self, "_shim", None) else [])]
+
+
+class NativeDistribution(Distribution):
+    """The package holds native code (the shim), so it installs into platlib, as extensions do."""
+
+    def has_ext_modules(self):
+        return True
+
+
+commands = {"build_py": BuildPyWithShim}
+if bdist_wheel is not None:
+
+    class PlatformWheel(bdist_wheel):
+        """A wheel holding a native library but no Python extension: py3-none-<platform>."""
+
+        def get_tag(self):
+            _python, _abi, platform = super().get_tag()
+            return "py3", "none", platform
+
+    commands["bdist_wheel"] = PlatformWheel
+
+
+packages, package_dir = _packages()
 
 setup(
     packages=packages,
@@ -55,7 +101,9 @@ setup(
         "rmtrace.kmod_shim": ["*.h", "*.c"],
         "rmtrace.captures": ["*.trace", "*.md"],
         "rmtrace.decoders": ["profiles/data/*"],
+        "rmtrace.export": ["wireshark/*.lua"],
     },
     include_package_data=False,
-    ext_modules=[interposer],
+    distclass=NativeDistribution,
+    cmdclass=commands,
 )

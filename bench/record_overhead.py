@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.capture_support import build_programs, make_device_dir  # noqa: E402
+from tests.capture_support import build_programs, fakedrv_environment, make_device_dir  # noqa: E402
 
 NS = re.compile(r"traced_ns ([\d.]+) untraced_ns ([\d.]+)")
 ELAPSED = re.compile(r"elapsed_ms ([\d.]+)")
@@ -117,8 +117,7 @@ def main() -> int:
         env["RMPROG_DEVICE_DIR"] = "/dev"
         where = "real driver (/dev/nvidiactl; the control names an invalid client)"
     else:
-        env["RMTRACE_TEST_DEVICE_DIR"] = str(make_device_dir(tmp / "dev"))
-        env["LD_PRELOAD"] = str(progs["fakedrv"])
+        env = fakedrv_environment(progs, make_device_dir(tmp / "dev"), env)
         env["FAKEDRV_TRUSTING"] = "1"
         where = "test device dir + tests/c/fakedrv.c, trusting (an ioctl that costs almost nothing)"
     ways = wrappers(tmp, shlex.split(args.rmtrace))

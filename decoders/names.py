@@ -14,6 +14,8 @@ from __future__ import annotations
 import enum
 import weakref
 from collections import Counter, defaultdict
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rmtrace.decoders.base import Label
@@ -74,6 +76,16 @@ class Names:
                 self._category[key] = name
         for (cls, category), name in profile.categories.items():
             self._category[(cls, category & CATEGORY_MASK)] = name
+
+    @property
+    def prefixes(self) -> Mapping[int, str]:
+        """Interface class -> the prefix its commands are named with (``control`` uses it for unnamed commands)."""
+        return MappingProxyType(self._prefix)
+
+    @property
+    def category_names(self) -> Mapping[tuple[int, int], str]:
+        """(interface class, category & 0x3f) -> the category's name, as ``control`` names unnamed commands."""
+        return MappingProxyType(self._category)
 
     def status(self, code: int | None) -> str | None:
         if code is None:

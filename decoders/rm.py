@@ -144,6 +144,7 @@ class XferCall(IoctlOp):
             return outer
         out = op.decode(inner, level)
         out.op = self.op
+        out.extra["escape"] = inner[0].op  # what the call is, for rmtrace.semantics (op stays the record's)
         out.note(f"via {self.name}")
         if level >= Level.FULL:
             out.buffers[:0] = outer.buffers

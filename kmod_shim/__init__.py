@@ -2,15 +2,18 @@
 
 Only the headers are shared with Python (``rmtrace_record.h``, ``rmtrace_ring.h``,
 and ``rmtrace_sema.h``, the host sema-service messages), each with one construct mirror.
+The shim is a plain shared library the install builds here (``shim_build.py``).
 """
 
-import importlib.util
+import os
 from pathlib import Path
 
 from rmtrace.errors import RmtraceError
 
 HERE = Path(__file__).resolve().parent
-INTERPOSER_MODULE = "rmtrace.kmod_shim._interposer"
+SHIM_LIBRARY = "librmtrace_shim.so"
+SHIM_ENV = "RMTRACE_SHIM"
+"""Names another build of the shim to preload (the tests' build, with its test hooks)."""
 
 
 def record_header_path() -> Path:
@@ -29,9 +32,12 @@ def ring_header_path() -> Path:
 
 
 def interposer_path() -> Path:
-    """The built capture shim (an LD_PRELOAD library, built by the package install)."""
-    spec = importlib.util.find_spec(INTERPOSER_MODULE)
-    if spec is None or not spec.origin:
+    """The capture shim to preload: $RMTRACE_SHIM when set, else the one the package install built."""
+    chosen = os.environ.get(SHIM_ENV)
+    path = Path(chosen) if chosen else HERE / SHIM_LIBRARY
+    if not path.is_file():
+        if chosen:
+            raise RmtraceError(f"{SHIM_ENV}={chosen}: no such file")
         raise RmtraceError("the capture shim is not built: reinstall rmtrace with a C compiler present "
-                           "(pip install -e . builds kmod_shim/interposer.c)")
-    return Path(spec.origin)
+                           f"(pip install -e . builds kmod_shim/{SHIM_LIBRARY})")
+    return path.resolve()

@@ -489,8 +489,11 @@ SHIM_EXPORT pid_t vfork(void)
  * RMTRACE_SESSION_DIR (and the test device dir), and RMTRACE_EXEC_CALL
  * naming the exec's call id when there is one.  Heap-allocated; NULL when
  * not traced or out of memory (then envp is used as it is). */
-static const char *const OUR_VARS[] = { "LD_PRELOAD=", "RMTRACE_SESSION_DIR=", "RMTRACE_TEST_DEVICE_DIR=",
-					"RMTRACE_EXEC_CALL=" };
+static const char *const OUR_VARS[] = { "LD_PRELOAD=", "RMTRACE_SESSION_DIR=", "RMTRACE_EXEC_CALL=",
+#ifdef RMTRACE_TEST_HOOKS
+					"RMTRACE_TEST_DEVICE_DIR=",
+#endif
+};
 
 static int our_var(const char *entry)
 {
@@ -539,8 +542,10 @@ static char **child_env(char *const envp[], uint64_t call_id)
 			 preload ? preload : "");
 	k++;
 	asprintf(&env[k++], "RMTRACE_SESSION_DIR=%s", shim_proc.session_dir);
+#ifdef RMTRACE_TEST_HOOKS
 	if (shim_proc.test_dir[0])
 		asprintf(&env[k++], "RMTRACE_TEST_DEVICE_DIR=%s", shim_proc.test_dir);
+#endif
 	if (call_id)
 		asprintf(&env[k++], "RMTRACE_EXEC_CALL=%llu", (unsigned long long)call_id);
 	env[k] = NULL;

@@ -10,6 +10,10 @@
  *
  * Nothing here is exported: the library is built with -fvisibility=hidden
  * and only the hooks (SHIM_EXPORT) are visible to the dynamic linker.
+ *
+ * RMTRACE_TEST_HOOKS (the tests' build only, kmod_shim/shim_build.py) adds
+ * RMTRACE_TEST_DEVICE_DIR: files of that folder are taken for the NVIDIA
+ * device nodes.  The installed library has no such override.
  */
 #ifndef RMTRACE_SHIM_H
 #define RMTRACE_SHIM_H
@@ -116,8 +120,10 @@ struct shim_process {
 	int lossy;
 	char session_dir[PATH_MAX];
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
+#ifdef RMTRACE_TEST_HOOKS
 	char test_dir[PATH_MAX];          /* RMTRACE_TEST_DEVICE_DIR, or empty   */
-	char dev_prefix[PATH_MAX];        /* "/dev/" or "<test dir>/"            */
+#endif
+	char dev_prefix[PATH_MAX];        /* "/dev/", or "<test dir>/" in a test build */
 	size_t dev_prefix_len;
 };
 extern struct shim_process shim_proc;

@@ -245,9 +245,13 @@ static void init_once_body(void)
 
 	shim_resolve();
 	copy_env(shim_proc.session_dir, sizeof(shim_proc.session_dir), "RMTRACE_SESSION_DIR");
+#ifdef RMTRACE_TEST_HOOKS
 	copy_env(shim_proc.test_dir, sizeof(shim_proc.test_dir), "RMTRACE_TEST_DEVICE_DIR");
 	snprintf(shim_proc.dev_prefix, sizeof(shim_proc.dev_prefix), "%s/",
 		 shim_proc.test_dir[0] ? shim_proc.test_dir : "/dev");
+#else
+	strcpy(shim_proc.dev_prefix, "/dev/");
+#endif
 	shim_proc.dev_prefix_len = strlen(shim_proc.dev_prefix);
 	if (dladdr((void *)shim_init, &info) && info.dli_fname && strlen(info.dli_fname) < sizeof(shim_proc.self_path))
 		strcpy(shim_proc.self_path, info.dli_fname);

@@ -12,38 +12,34 @@ JSON says green, diverged or wedged, where and why; a MARK STOP closes it.
 from __future__ import annotations
 
 import json
-import struct
 from typing import Any
 
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError
 from rmtrace.record import (
+    RECORD,
     Buffer,
     MarkOp,
     Phase,
     Record,
     RecordFlag,
-    RecordHeader,
     Role,
     Source,
     SysOp,
     When,
-    field_offset,
 )
 from rmtrace.trace import TraceWriter
 
-_TIME = field_offset(RecordHeader, "time_ns")
-_PID = field_offset(RecordHeader, "pid")
-_FLAGS = field_offset(RecordHeader, "flags")
-_TIME_PID_TID = struct.Struct("<QII")
-assert _PID == _TIME + 8, "time_ns, pid and tid are adjacent in struct rmt_record"
+_TIME, _PID, _TID, _FLAGS = RECORD["time_ns"], RECORD["pid"], RECORD["tid"], RECORD["flags"]
 
 
 def stamp(data: bytes, time_ns: int, pid: int, tid: int, flags: int = int(RecordFlag.REPLAY)) -> bytes:
     """The same record with a new time, pid and tid, flagged as produced by a replay (and ``flags``)."""
     out = bytearray(data)
-    _TIME_PID_TID.pack_into(out, _TIME, time_ns, pid, tid)
-    out[_FLAGS] |= flags
+    _TIME.put(out, time_ns)
+    _PID.put(out, pid)
+    _TID.put(out, tid)
+    _FLAGS.put(out, _FLAGS.get(out) | flags)
     return bytes(out)
 
 

@@ -6,10 +6,10 @@ import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 
-from rmtrace.replayer.runner import ReplayResult, Verdict
+from rmtrace.replayer.runner import EXIT_STATUS, ReplayResult, Verdict
 
 COUNTERS_SHOWN = ("pub_calls", "gr_rel", "faked", "drain_held", "hint_errors", "sessions")
-EXIT_MEANING = {0: "all green", 1: "diverged", 2: "wedged"}
+EXIT_MEANING = {status: "all green" if v is Verdict.GREEN else v.value for v, status in EXIT_STATUS.items()}
 WIDTH = 100
 """Chains wrap to this many columns, so they read in a terminal or a CI log, not only a wide window."""
 INDENT = "    "

@@ -29,6 +29,7 @@ from rmtrace.replayer.plan import Plan, PlanClient
 from rmtrace.replayer.schedules import Schedule, policy_for
 from rmtrace.replayer.targets.base import Reply, RunInfo, Target, Ticket
 
+from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp
 
 DEFAULT_TIMEOUT_NS = 10_000_000_000
@@ -40,7 +41,8 @@ class Verdict(enum.Enum):
     WEDGED = "wedged"
 
 
-EXIT_STATUS = {Verdict.GREEN: 0, Verdict.DIVERGED: 1, Verdict.WEDGED: 2}
+EXIT_STATUS = {Verdict.GREEN: ExitCode.OK, Verdict.DIVERGED: ExitCode.FOUND, Verdict.WEDGED: ExitCode.WEDGED}
+"""A run's exit status is its worst client's (docs/exit-codes.md: the numbers rise with severity)."""
 
 
 @dataclass(eq=False)

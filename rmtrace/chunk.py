@@ -21,7 +21,7 @@ import zstandard
 from construct import Const, Int16ul, Int32ul, Int64ul, Struct
 
 from rmtrace.errors import CorruptTraceError
-from rmtrace.record import struct_codec
+from rmtrace.flat import FlatStruct
 
 CHUNK_MAGIC = 0x434D5452  # "RTMC"
 
@@ -42,8 +42,9 @@ ChunkHeader = Struct(
 )
 """Chunk header, 64 bytes; header_crc covers the 60 bytes before it."""
 
-CHUNK_HEADER = struct_codec(ChunkHeader)
+CHUNK_HEADER = FlatStruct(ChunkHeader, "ChunkHeader")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size
+_CRC_AT = CHUNK_HEADER.offset("header_crc")  # header_crc covers the bytes before it
 MAX_CHUNK_RAW = 1 << 30
 assert array("I").itemsize == 4  # a sanity bound for corrupt headers, far above the writer's chunks
 
@@ -67,27 +68,29 @@ class ChunkInfo:
         return self.offset + CHUNK_HEADER_SIZE + self.comp_len
 
 
+_pack_header = CHUNK_HEADER.packer("header_size", "flags", "header_crc",
+                                   attrs=("comp_len", "raw_len", "count", "first_seq", "last_seq", "t_min", "t_max",
+                                          "payload_crc"))
+
+
 def encode_chunk_header(info: ChunkInfo) -> bytes:
-    body = CHUNK_HEADER.pack(
-        CHUNK_MAGIC, CHUNK_HEADER_SIZE, 0, info.comp_len, info.raw_len, info.count, 0,
-        info.first_seq, info.last_seq, info.t_min, info.t_max, info.payload_crc, 0,
-    )
-    return body[:-4] + zlib.crc32(body[:-4]).to_bytes(4, "little")
+    body = _pack_header(info, CHUNK_HEADER_SIZE, 0, 0)
+    return CHUNK_HEADER["header_crc"].replaced(body, zlib.crc32(body[:_CRC_AT]))
 
 
 def decode_chunk_header(data: bytes, offset: int) -> ChunkInfo:
     """Parse and check a chunk header read from file ``offset``; CorruptTraceError if it fails."""
     if len(data) < CHUNK_HEADER_SIZE:
         raise CorruptTraceError(f"chunk header at byte {offset} is cut short ({len(data)} of {CHUNK_HEADER_SIZE} bytes)")
-    (magic, header_size, _flags, comp_len, raw_len, count, _res, first_seq, last_seq, t_min, t_max,
-     payload_crc, header_crc) = CHUNK_HEADER.unpack_from(data)
-    if magic != CHUNK_MAGIC:
-        raise CorruptTraceError(f"no chunk at byte {offset} (magic {magic:#010x})")
-    if zlib.crc32(data[:CHUNK_HEADER_SIZE - 4]) != header_crc:
+    h = CHUNK_HEADER.unpack(data)
+    if h.magic != CHUNK_MAGIC:
+        raise CorruptTraceError(f"no chunk at byte {offset} (magic {h.magic:#010x})")
+    if zlib.crc32(data[:_CRC_AT]) != h.header_crc:
         raise CorruptTraceError(f"chunk header at byte {offset} fails its checksum")
-    if header_size != CHUNK_HEADER_SIZE or raw_len > MAX_CHUNK_RAW or count * 4 > raw_len or last_seq < first_seq:
+    if h.header_size != CHUNK_HEADER_SIZE or h.raw_len > MAX_CHUNK_RAW or h.count * 4 > h.raw_len \
+            or h.last_seq < h.first_seq:
         raise CorruptTraceError(f"chunk header at byte {offset} has impossible sizes")
-    return ChunkInfo(offset, comp_len, raw_len, count, first_seq, last_seq, t_min, t_max, payload_crc)
+    return ChunkInfo(offset, h.comp_len, h.raw_len, h.count, h.first_seq, h.last_seq, h.t_min, h.t_max, h.payload_crc)
 
 
 class ChunkEncoder:

@@ -376,6 +376,23 @@ def compile_probe(source: str, names: Iterable[str], include_dirs: Iterable[str 
     return _probe(source, names, include_dirs, cc, read_layouts, "layout")
 
 
+PROBE_CONSTANTS = "rmtrace_probe_constants"
+
+
+def compile_probe_constants(header: str, macros: Iterable[str], include_dirs: Iterable[str | os.PathLike] = (),
+                            cc: str = "gcc") -> dict[str, int]:
+    """The values of integer macros of ``header``, as the compiler evaluates them, read back from DWARF.
+
+    Each macro becomes an enumerator of a probe enum (``enum rmtrace_probe_constants``), so the
+    value is the compiler's own (suffixes, arithmetic, other macros), not a reading of the text.
+    """
+    macros = list(macros)
+    body = ",\n".join(f"    {PROBE_CONSTANTS}_{m} = ({m})" for m in macros)
+    source = f'#include "{header}"\nenum {PROBE_CONSTANTS} {{\n{body}\n}} {PROBE_CONSTANTS}_v;\n'
+    values = _probe(source, [PROBE_CONSTANTS], include_dirs, cc, read_enums, "enum")[PROBE_CONSTANTS]
+    return {m: values[f"{PROBE_CONSTANTS}_{m}"] for m in macros}
+
+
 def _probe(source: str, names: Iterable[str], include_dirs: Iterable[str | os.PathLike], cc: str,
            read: Callable[[Path, list[str]], dict[str, Any]], what: str) -> dict[str, Any]:
     """Compile the snippet in a scratch folder and ``read`` every one of ``names`` off its object file."""

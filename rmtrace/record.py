@@ -10,13 +10,13 @@ is still one Python definition of the layout.
 from __future__ import annotations
 
 import enum
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from construct import Const, FormatField, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Struct
+from construct import Const, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Struct
 
 from rmtrace.errors import RecordError
+from rmtrace.flat import FlatStruct, field_offset  # noqa: F401  (field_offset: the replayer takes it from here)
 
 RECORD_MAGIC = 0x52544D52
 RECORD_VERSION = 1
@@ -148,31 +148,21 @@ SysMmap = Struct(
 """struct rmt_sys_mmap, payload of SYS MMAP/MUNMAP records."""
 
 
-def struct_codec(definition: Struct) -> struct.Struct:
-    """A ``struct.Struct`` with exactly the layout of a flat construct ``Struct``.
-
-    Only fixed-size little-endian scalar fields (``FormatField``, possibly
-    wrapped in ``Const``) are allowed; anything else is a programming error.
-    """
-    codes = []
-    for sub in definition.subcons:
-        leaf = sub.subcon
-        while not isinstance(leaf, FormatField):
-            leaf = getattr(leaf, "subcon", None)
-            if leaf is None:
-                raise TypeError(f"field {sub.name} is not a plain scalar")
-        if leaf.fmtstr[0] != "<":
-            raise TypeError(f"field {sub.name} is not little-endian")
-        codes.append(leaf.fmtstr[1:])
-    codec = struct.Struct("<" + "".join(codes))
-    assert codec.size == definition.sizeof()
-    return codec
-
-
-HEADER = struct_codec(RecordHeader)
-BUFFER = struct_codec(BufferHeader)
+RECORD = FlatStruct(RecordHeader, "rmt_record")
+BUFFER_LAYOUT = FlatStruct(BufferHeader, "rmt_buffer")
+HEADER = RECORD.codec
+"""struct.Struct of struct rmt_record; its tuples are in ``RECORD.index`` order."""
+BUFFER = BUFFER_LAYOUT.codec
 HEADER_SIZE = HEADER.size
 BUFFER_HEADER_SIZE = BUFFER.size
+H = RECORD.index
+"""Positions of the header fields in ``HEADER``'s tuples: ``h[H.source]``."""
+SEQ = RECORD["seq"]
+TIME = RECORD["time_ns"]
+SEQ_OFFSET = SEQ.offset
+TIME_OFFSET = TIME.offset
+_START = RECORD.prefix("total_len")  # magic, version, header_size, total_len: enough to frame a record
+BUFFER_LEN = BUFFER_LAYOUT["len"]
 
 
 def _pad(n: int) -> int:
@@ -229,23 +219,31 @@ class Record:
         return encode_record(self)
 
 
+# Which header fields a Record carries (by name), and the order Record and Buffer take them in.
+_pack_header = RECORD.packer("version", "header_size", "total_len", "nbufs",
+                             attrs=tuple(n for n in RECORD.names if n in Record.__dataclass_fields__))
+_record_args = RECORD.getter(*(n for n in Record.__dataclass_fields__ if n != "buffers"))
+_pack_buffer = BUFFER_LAYOUT.packer("len", attrs=tuple(n for n in BUFFER_LAYOUT.names if n != "len"))
+_buffer_args = BUFFER_LAYOUT.getter(*(n for n in Buffer.__dataclass_fields__ if n != "data"))
+_BUF_DATA_AT = list(Buffer.__dataclass_fields__).index("data")
+_MAGIC, _VERSION, _HEADER_SIZE, _TOTAL, _NBUFS = (RECORD.names.index(n) for n in
+                                                  ("magic", "version", "header_size", "total_len", "nbufs"))
+_LEN = BUFFER_LAYOUT.names.index("len")
+
+
 def encode_record(rec: Record) -> bytes:
     """The record's bytes in the one record format."""
     parts = [b""]
     total = HEADER_SIZE
     for buf in rec.buffers:
         n = len(buf.data)
-        parts.append(BUFFER.pack(buf.role, buf.when, buf.flags, n, buf.addr, buf.orig_len, buf.slot))
+        parts.append(_pack_buffer(buf, n))
         parts.append(buf.data)
         pad = _pad(n) - n
         if pad:
             parts.append(b"\0" * pad)
         total += BUFFER_HEADER_SIZE + n + pad
-    parts[0] = HEADER.pack(
-        RECORD_MAGIC, RECORD_VERSION, HEADER_SIZE, total, rec.source, rec.phase, rec.flags,
-        rec.seq, rec.time_ns, rec.pid, rec.tid, rec.call_id, rec.op, rec.fd, rec.ret, rec.err,
-        len(rec.buffers), 0,
-    )
+    parts[0] = _pack_header(rec, RECORD_VERSION, HEADER_SIZE, total, len(rec.buffers))
     return b"".join(parts)
 
 
@@ -253,7 +251,8 @@ def record_length(data: bytes | memoryview, offset: int = 0) -> int:
     """total_len of the record at ``offset``, validated only for magic and bounds."""
     if len(data) - offset < HEADER_SIZE:
         raise RecordError(f"record at {offset}: {len(data) - offset} bytes, a header needs {HEADER_SIZE}")
-    magic, _v, _hs, total = struct.unpack_from("<IHHI", data, offset)
+    start = _START.unpack_from(data, offset)
+    magic, total = start[_MAGIC], start[_TOTAL]
     if magic != RECORD_MAGIC:
         raise RecordError(f"record at {offset}: bad magic {magic:#010x}")
     if total < HEADER_SIZE or total % ALIGN or offset + total > len(data):
@@ -266,47 +265,35 @@ def decode_record(data: bytes | memoryview, offset: int = 0) -> Record:
     end = len(data)
     if end - offset < HEADER_SIZE:
         raise RecordError(f"record at {offset}: {end - offset} bytes, a header needs {HEADER_SIZE}")
-    (magic, version, header_size, total, source, phase, flags, seq, time_ns, pid, tid, call_id,
-     op, fd, ret, err, nbufs, _res) = HEADER.unpack_from(data, offset)
-    if magic != RECORD_MAGIC:
-        raise RecordError(f"record at {offset}: bad magic {magic:#010x}")
-    if version != RECORD_VERSION:
-        raise RecordError(f"record at {offset}: record version {version}, this rmtrace reads {RECORD_VERSION}")
+    h = HEADER.unpack_from(data, offset)
+    if h[_MAGIC] != RECORD_MAGIC:
+        raise RecordError(f"record at {offset}: bad magic {h[_MAGIC]:#010x}")
+    if h[_VERSION] != RECORD_VERSION:
+        raise RecordError(f"record at {offset}: record version {h[_VERSION]}, this rmtrace reads {RECORD_VERSION}")
+    header_size, total = h[_HEADER_SIZE], h[_TOTAL]
     if header_size < HEADER_SIZE or total < header_size or total % ALIGN or offset + total > end:
         raise RecordError(f"record at {offset}: bad sizes (header {header_size}, total {total})")
     limit = offset + total
     pos = offset + header_size
     bufs = []
-    for _ in range(nbufs):
+    for _ in range(h[_NBUFS]):
         if pos + BUFFER_HEADER_SIZE > limit:
             raise RecordError(f"record at {offset}: buffer header past the record's end")
-        role, when, bflags, n, addr, orig, slot = BUFFER.unpack_from(data, pos)
+        b = BUFFER.unpack_from(data, pos)
+        n = b[_LEN]
         pos += BUFFER_HEADER_SIZE
         if pos + n > limit:
             raise RecordError(f"record at {offset}: buffer of {n} bytes past the record's end")
-        bufs.append(Buffer(role, when, bytes(data[pos:pos + n]), bflags, addr, orig, slot))
+        args = list(_buffer_args(b))
+        args.insert(_BUF_DATA_AT, bytes(data[pos:pos + n]))
+        bufs.append(Buffer(*args))
         pos += _pad(n)
-    return Record(source, phase, op, seq, time_ns, pid, tid, call_id, fd, ret, err, flags, tuple(bufs))
-
-
-
-def field_offset(definition: Struct, name: str) -> int:
-    """Byte offset of a field in a flat, fixed-size construct Struct."""
-    offset = 0
-    for sub in definition.subcons:
-        if sub.name == name:
-            return offset
-        offset += sub.sizeof()
-    raise KeyError(name)
-
-
-SEQ_OFFSET = field_offset(RecordHeader, "seq")
-TIME_OFFSET = field_offset(RecordHeader, "time_ns")
+    return Record(*_record_args(h), tuple(bufs))  # type: ignore[call-arg]  # the getter yields Record's fields
 
 
 def restamp(encoded: bytes, seq: int) -> bytes:
     """The same record bytes with a new sequence number (the recorder's merge)."""
-    return encoded[:SEQ_OFFSET] + struct.pack("<Q", seq) + encoded[SEQ_OFFSET + 8:]
+    return SEQ.replaced(encoded, seq)
 
 
 def iter_records(data: bytes | memoryview) -> Iterable[Record]:

@@ -21,9 +21,9 @@ import json
 import os
 import queue
 import stat
-import struct
 import threading
 import zlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,14 +40,15 @@ from rmtrace.chunk import (
     decode_chunk_header,
 )
 from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
+from rmtrace.flat import FlatStruct
 from rmtrace.record import (
     HEADER,
-    TIME_OFFSET,
+    TIME,
+    H,
     Record,
     decode_record,
     encode_record,
     restamp,
-    struct_codec,
 )
 
 FILE_MAGIC = int.from_bytes(b"RMTRACE\0", "little")
@@ -94,10 +95,11 @@ Footer = Struct(
 )
 """Footer, the last 32 bytes of a finished trace; footer_crc covers its first 28 bytes."""
 
-FILE_HEADER = struct_codec(FileHeader)
-INDEX_HEADER = struct_codec(IndexHeader)
-INDEX_ENTRY = struct_codec(IndexEntry)
-FOOTER = struct_codec(Footer)
+FILE_HEADER = FlatStruct(FileHeader, "FileHeader")
+INDEX_HEADER = FlatStruct(IndexHeader, "IndexHeader")
+INDEX_ENTRY = FlatStruct(IndexEntry, "IndexEntry")
+FOOTER = FlatStruct(Footer, "Footer")
+_FOOTER_CRC_AT = FOOTER.offset("footer_crc")  # footer_crc covers the bytes before it
 MAX_META = 16 << 20
 
 DEFAULT_CHUNK_BYTES = 512 << 10
@@ -109,7 +111,8 @@ def _pad8(n: int) -> int:
 
 def encode_file_header(meta: dict[str, Any]) -> bytes:
     blob = json.dumps(meta, sort_keys=True, default=str).encode()
-    head = FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, FILE_HEADER.size, len(blob), zlib.crc32(blob), 0, 0)
+    head = FILE_HEADER.pack(format_version=FORMAT_VERSION, header_size=FILE_HEADER.size, meta_len=len(blob),
+                            meta_crc=zlib.crc32(blob), flags=0)
     return head + blob + b"\0" * (_pad8(len(blob)) - len(blob))
 
 
@@ -138,7 +141,8 @@ class TraceWriter:
         self._first_seq = 0
         self._t_min = self._t_max = 0
         self.next_seq = 0
-        self._index: list[tuple[int, int, int, int, int, int, int]] = []
+        self._index: list[bytes] = []
+        """IndexEntry bytes, one per chunk written."""
         self._error: BaseException | None = None
         self._closed = False
         self._queue: queue.Queue | None = None
@@ -159,7 +163,7 @@ class TraceWriter:
         seq = self.next_seq
         self.next_seq += 1
         data = restamp(data, seq)
-        t = int.from_bytes(data[TIME_OFFSET:TIME_OFFSET + 8], "little")
+        t = TIME.get(data)
         if not self._pending:
             self._first_seq = seq
             self._t_min = self._t_max = t
@@ -232,7 +236,8 @@ class TraceWriter:
 
     def _write_chunk(self, records: list[bytes], first: int, last: int, t_min: int, t_max: int) -> None:
         header, payload = self._encoder.encode(records, first, last, t_min, t_max)
-        self._index.append((self._pos, first, last, t_min, t_max, len(records), len(payload)))
+        self._index.append(INDEX_ENTRY.pack(offset=self._pos, first_seq=first, last_seq=last, t_min=t_min, t_max=t_max,
+                                            count=len(records), comp_len=len(payload)))
         self._append(header + payload)
 
     def _drain(self) -> None:
@@ -255,10 +260,10 @@ class TraceWriter:
 
     def _write_index(self) -> None:
         index_offset = self._pos
-        body = INDEX_HEADER.pack(INDEX_MAGIC, INDEX_ENTRY.size, len(self._index))
-        body += b"".join(INDEX_ENTRY.pack(*entry) for entry in self._index)
-        footer = FOOTER.pack(FOOTER_MAGIC, FORMAT_VERSION, index_offset, self.next_seq, zlib.crc32(body), 0)
-        footer = footer[:-4] + zlib.crc32(footer[:-4]).to_bytes(4, "little")
+        body = INDEX_HEADER.pack(entry_size=INDEX_ENTRY.size, count=len(self._index)) + b"".join(self._index)
+        footer = FOOTER.pack(version=FORMAT_VERSION, index_offset=index_offset, record_count=self.next_seq,
+                             index_crc=zlib.crc32(body), footer_crc=0)
+        footer = FOOTER["footer_crc"].replaced(footer, zlib.crc32(footer[:_FOOTER_CRC_AT]))
         self._append(body + footer)
 
 
@@ -306,14 +311,16 @@ class RecordFilter:
     predicate: Callable[[Record], bool] | None = field(default=None, compare=False)
 
     def header_matches(self, h: tuple) -> bool:
-        # h is the raw header tuple: (magic, version, header_size, total_len, source, phase,
-        # flags, seq, time_ns, pid, tid, call_id, op, ...); see RecordHeader.
-        return ((self.source is None or h[4] in self.source)
-                and (self.phase is None or h[5] in self.phase)
-                and (self.pid is None or h[9] in self.pid)
-                and (self.op is None or h[12] in self.op)
-                and (self.t0 is None or h[8] >= self.t0)
-                and (self.t1 is None or h[8] <= self.t1))
+        """Whether a raw header tuple (``rmtrace.record.HEADER``, indexed by ``H``) passes."""
+        return ((self.source is None or h[_SOURCE] in self.source)
+                and (self.phase is None or h[_PHASE] in self.phase)
+                and (self.pid is None or h[_PID] in self.pid)
+                and (self.op is None or h[_OP] in self.op)
+                and (self.t0 is None or h[_TIME] >= self.t0)
+                and (self.t1 is None or h[_TIME] <= self.t1))
+
+
+_SOURCE, _PHASE, _PID, _OP, _TIME = H.source, H.phase, H.pid, H.op, H.time_ns
 
 
 def _as_set(value: Any) -> frozenset[int] | None:
@@ -364,7 +371,8 @@ class TraceReader:
             raise NotATraceError(f"{self.path}: {what}")
         if len(head) < FILE_HEADER.size:
             raise TraceError(f"{self.path}: truncated inside the file header ({len(head)} bytes)")
-        _magic, version, header_size, meta_len, meta_crc, _flags, _res = FILE_HEADER.unpack(head)
+        fh = FILE_HEADER.unpack(head)
+        version, header_size, meta_len = fh.format_version, fh.header_size, fh.meta_len
         if version != FORMAT_VERSION:
             raise TraceVersionError(
                 f"{self.path}: trace format version {version}; this rmtrace reads version {FORMAT_VERSION}")
@@ -373,7 +381,7 @@ class TraceReader:
         blob = self._pread(meta_len, header_size)
         if len(blob) < meta_len:
             raise TraceError(f"{self.path}: truncated inside the metadata ({len(blob)} of {meta_len} bytes)")
-        if zlib.crc32(blob) != meta_crc:
+        if zlib.crc32(blob) != fh.meta_crc:
             raise CorruptTraceError(f"{self.path}: metadata fails its checksum")
         try:
             meta = json.loads(blob)
@@ -388,21 +396,23 @@ class TraceReader:
         if size < self.data_offset + FOOTER.size:
             return None
         raw = self._pread(FOOTER.size, size - FOOTER.size)
-        magic, _version, index_offset, record_count, index_crc, footer_crc = FOOTER.unpack(raw)
-        if magic != FOOTER_MAGIC or zlib.crc32(raw[:-4]) != footer_crc:
+        footer = FOOTER.unpack(raw)
+        index_offset, record_count = footer.index_offset, footer.record_count
+        if footer.magic != FOOTER_MAGIC or zlib.crc32(raw[:_FOOTER_CRC_AT]) != footer.footer_crc:
             return None
         if not self.data_offset <= index_offset <= size - FOOTER.size - INDEX_HEADER.size:
             return None
         body = self._pread(size - FOOTER.size - index_offset, index_offset)
-        if zlib.crc32(body) != index_crc:
+        if zlib.crc32(body) != footer.index_crc:
             return None
-        magic, entry_size, count = INDEX_HEADER.unpack_from(body)
-        if magic != INDEX_MAGIC or entry_size != INDEX_ENTRY.size or len(body) != INDEX_HEADER.size + count * entry_size:
+        ih = INDEX_HEADER.unpack(body)
+        if ih.magic != INDEX_MAGIC or ih.entry_size != INDEX_ENTRY.size \
+                or len(body) != INDEX_HEADER.size + ih.count * ih.entry_size:
             return None
         chunks = []
-        for i in range(count):
-            off, first, last, t_min, t_max, n, comp = INDEX_ENTRY.unpack_from(body, INDEX_HEADER.size + i * entry_size)
-            chunks.append(ChunkInfo(off, comp, 0, n, first, last, t_min, t_max, 0))
+        for i in range(ih.count):
+            e = INDEX_ENTRY.unpack(body, INDEX_HEADER.size + i * ih.entry_size)
+            chunks.append(ChunkInfo(e.offset, e.comp_len, 0, e.count, e.first_seq, e.last_seq, e.t_min, e.t_max, 0))
         if sum(c.count for c in chunks) != record_count:
             return None
         self.chunks = chunks
@@ -517,6 +527,10 @@ class TraceReader:
             return None
         return min(c.t_min for c in self.chunks), max(c.t_max for c in self.chunks)
 
+    def chunk_records(self, index: int) -> tuple[array, memoryview]:
+        """Chunk ``index``, checked and decompressed: its record offsets and its record bytes (for column readers)."""
+        return self._chunk(index)
+
     def raw_records(self, start_chunk: int = 0, start_index: int = 0) -> Iterator[memoryview]:
         """Record bytes in file order, without decoding."""
         for ci in range(start_chunk, len(self.chunks)):
@@ -542,7 +556,7 @@ class TraceReader:
         stop_after = flt.t1 if flt.t1 is not None and self._time_ordered else None
         for raw in self.raw_records(ci, k):
             h = unpack(raw)
-            if stop_after is not None and h[8] > stop_after:
+            if stop_after is not None and h[_TIME] > stop_after:
                 return
             if not flt.header_matches(h):
                 continue
@@ -577,7 +591,7 @@ class TraceReader:
             return len(self.chunks), 0
         offsets, view = self._chunk(ci)
         for k, off in enumerate(offsets):
-            if struct.unpack_from("<Q", view, off + TIME_OFFSET)[0] >= t:
+            if TIME.get(view, off) >= t:
                 return ci, k
         return ci + 1, 0
 

@@ -2,18 +2,20 @@
 
 The test programs (tests/c/) are built with gcc into a temporary directory:
 ``fakedrv.so`` stands in for the NVIDIA driver beneath the shim, ``rmprog``
-talks to it as libcuda would.  ``python tests/capture_support.py -o FILE
+talks to it as libcuda would, and the shim's test build (RMTRACE_TEST_HOOKS:
+it takes the files of RMTRACE_TEST_DEVICE_DIR for the device nodes) is what
+the recorder preloads (RMTRACE_SHIM).  ``python tests/capture_support.py -o FILE
 [--lossy] [--ring-size N] [--duration S] -- CMD...`` records CMD with the
-profile double below, in a process of its own (the recorder becomes a child
-subreaper and reaps every child, which must not happen inside pytest).
+real profile TEST_PROFILE, in a process of its own (the recorder becomes a
+child subreaper and reaps every child, which must not happen inside pytest).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -22,67 +24,45 @@ DEVICE_NODES = ("nvidiactl", "nvidia0", "nvidia-uvm", "nvidia-uvm-tools")
 CTRL_GET_CLASSLIST = 0x00800201
 
 
-# Doubles of the profile's UvmCommand/ClassInfo/Layout/PointerField: bench/record_overhead.py imports
-# this module on the GPU machine from the source tree, where rmtrace.decoders is not importable.
-@dataclass(frozen=True)
-class UvmCommand:
-    nr: int
-    name: str
-    params: str | None
-    size: int | None
+TEST_PROFILE = "580.142"
+"""The driver profile the capture tests record with: the shim's tables come from real facts."""
 
 
-@dataclass(frozen=True)
-class ClassInfo:
-    id: int
-    name: str
-    alloc_params: str | None
+def recording_profile(**narrowed):
+    """The real profile ``TEST_PROFILE``, with any of its tables narrowed (``controls=(cmd, ...)``):
+    a DriverProfile, so a test sees exactly what the recorder sees."""
+    from dataclasses import replace
 
-
-@dataclass(frozen=True)
-class Layout:
-    name: str
-    size: int
-
-
-@dataclass(frozen=True)
-class PointerField:
-    offset: int
-    count_offset: int | None
-    count_size: int
-    elem_size: int
-    fixed_count: int | None
-    name: str
-
-
-class ProfileDouble:
-    """The slice of a DriverProfile the recorder uses, with 580's facts for what the tests send."""
-
-    version = "test-double"
-    uvm = {0x30000001: UvmCommand(0x30000001, "UVM_INITIALIZE", "UVM_INITIALIZE_PARAMS", 16),
-           37: UvmCommand(37, "UVM_REGISTER_GPU", "UVM_REGISTER_GPU_PARAMS", 40),
-           39: UvmCommand(39, "UVM_PAGEABLE_MEM_ACCESS", "UVM_PAGEABLE_MEM_ACCESS_PARAMS", 8),
-           75: UvmCommand(75, "UVM_MM_INITIALIZE", "UVM_MM_INITIALIZE_PARAMS", 8)}
-    controls = {CTRL_GET_CLASSLIST: None, 0x20800101: None, 0x20800102: None}
-    classes = {0x41: ClassInfo(0x41, "NV01_ROOT_CLIENT", "NV0000_ALLOC_PARAMETERS"),  # RM copies an NvHandle
-               0x80: ClassInfo(0x80, "NV01_DEVICE_0", "NV0080_ALLOC_PARAMETERS")}
-    layouts: dict = {"NV0000_ALLOC_PARAMETERS": Layout("NV0000_ALLOC_PARAMETERS", 120),
-                     "NV0080_ALLOC_PARAMETERS": Layout("NV0080_ALLOC_PARAMETERS", 56)}
-
-    def embedded_pointers(self, cmd: int) -> tuple[PointerField, ...]:
-        if cmd == CTRL_GET_CLASSLIST:  # {NvU32 numClasses; NvP64 classList}
-            return (PointerField(8, 0, 4, 4, None, "classList"),)
-        return ()
+    from rmtrace.decoders.profiles import load_profile
+    profile = load_profile(TEST_PROFILE)
+    return replace(profile, **{table: {k: getattr(profile, table)[k] for k in keys} for table, keys in narrowed.items()})
 
 
 def build_programs(out: Path) -> dict[str, Path]:
-    """Compile fakedrv.so and rmprog into out; their paths."""
+    """Compile fakedrv.so, rmprog and the shim's test build into out; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     fakedrv, rmprog = out / "fakedrv.so", out / "rmprog"
     subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", str(fakedrv), str(C_DIR / "fakedrv.c"), "-ldl"],
                    check=True)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", str(rmprog), str(C_DIR / "rmprog.c"), "-lpthread"], check=True)
-    return {"fakedrv": fakedrv, "rmprog": rmprog}
+    shim = _shim_build().build(out / "librmtrace_shim-test.so", test_hooks=True)
+    return {"fakedrv": fakedrv, "rmprog": rmprog, "shim": shim}
+
+
+def _shim_build():
+    """kmod_shim/shim_build.py by path: the bench runs this module where only the source tree is."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("shim_build", HERE.parent / "kmod_shim" / "shim_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fakedrv_environment(programs: dict[str, Path], devdir: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that records against fakedrv: the shim's test build, the test device dir."""
+    env = dict(os.environ if base is None else base)
+    env.update(RMTRACE_TEST_DEVICE_DIR=str(devdir), LD_PRELOAD=str(programs["fakedrv"]), RMTRACE_SHIM=str(programs["shim"]))
+    return env
 
 
 def make_device_dir(path: Path) -> Path:
@@ -111,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     result = record_command(RecordOptions(command=command, output=args.output, lossy=args.lossy,
                                           ring_size=check_ring_size(args.ring_size), duration_s=args.duration,
                                           grace_s=args.grace, progress=False),
-                            profile=ProfileDouble())
+                            profile=recording_profile())
     for warning in result.warnings:
         print(f"rmtrace record: {warning}", file=sys.stderr)
     print(f"result stop={result.stop_reason} records={result.records} in_flight={result.in_flight} "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,9 +21,10 @@ from rmtrace.analysis.wedges import find_wedges
 from rmtrace.record import BufferFlag, MarkOp, Phase, RecordFlag, Role, Source, SysOp, When
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
-from tests.capture_support import CTRL_GET_CLASSLIST, build_programs, make_device_dir
+from tests.capture_support import CTRL_GET_CLASSLIST, build_programs, fakedrv_environment, make_device_dir
+from tests.toolchain import needs_gcc
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the test programs")
+pytestmark = needs_gcc
 
 SUPPORT = Path(__file__).resolve().parent / "capture_support.py"
 RM_CONTROL, RM_ALLOC, RM_FREE, CARD_INFO, XFER = 0x2A, 0x2B, 0x29, 200, 211
@@ -43,7 +43,7 @@ def devdir(tmp_path_factory):
 
 
 def env_for(programs, devdir, **extra):
-    env = dict(os.environ, RMTRACE_TEST_DEVICE_DIR=str(devdir), LD_PRELOAD=str(programs["fakedrv"]))
+    env = fakedrv_environment(programs, devdir)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -320,3 +320,17 @@ def test_exit_status_passes_through(programs, devdir, tmp_path, scenario, status
     records = checked(out)
     exits = [r for r in records if r.source == Source.SYS and r.op == SysOp.EXIT]
     assert [r.ret for r in exits] == ([7] if status == 7 else [-signal.SIGTERM])
+
+
+def test_the_installed_shim_has_no_test_hooks(programs, devdir, tmp_path):
+    from rmtrace.kmod_shim import HERE, SHIM_LIBRARY
+    assert b"RMTRACE_TEST_DEVICE_DIR" not in (HERE / SHIM_LIBRARY).read_bytes()
+    assert b"RMTRACE_TEST_DEVICE_DIR" in programs["shim"].read_bytes()
+    env = env_for(programs, devdir)
+    del env["RMTRACE_SHIM"]  # the library pip installed: files of a test folder are no NVIDIA devices to it
+    out = tmp_path / "prod.trace"
+    proc = subprocess.run([sys.executable, str(SUPPORT), "-o", str(out), "--", str(programs["rmprog"]), "basic"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "basic ok" in proc.stdout, proc.stderr
+    assert "nothing was captured: no traced process opened a /dev/nvidia* device" in proc.stderr
+    assert not [r for r in checked(out) if r.source in (Source.RM, Source.UVM)]

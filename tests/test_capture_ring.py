@@ -5,15 +5,13 @@ kmod_shim/shim_record.c, whose real output tests/test_capture.py drains)."""
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from rmtrace.capture.merge import CallTracker, TimeMerger
 from rmtrace.capture.ring import Ring, RingNotReady, well_formed
 from rmtrace.capture.session import Session
-from rmtrace.capture.shm import RING_CTL_SIZE, RING_MAGIC, RING_OFFSETS, RING_VERSION, RingControl, RingState
-from rmtrace.record import HEADER, Buffer, Phase, Record, Role, Source, When
+from rmtrace.capture.shm import RING, RING_CTL_SIZE, RING_MAGIC, RING_VERSION, RingControl, RingState
+from rmtrace.record import BUFFER_LEN, HEADER, Buffer, Phase, Record, Role, Source, When
 
 DATA = 4096
 
@@ -37,7 +35,7 @@ def put(path, pos, data):
 
 def set_u64(path, name, value):
     blob = bytearray(path.read_bytes())
-    struct.pack_into("<Q", blob, RING_OFFSETS[name], value)
+    RING[name].put(blob, value)
     path.write_bytes(bytes(blob))
 
 
@@ -58,7 +56,7 @@ def test_drain_reads_records_across_the_end_and_moves_tail(tmp_path):
     assert ring.drain() == []  # head not yet moved: nothing published
     set_u64(path, "head", pos)
     assert ring.drain() == records
-    assert struct.unpack_from("<Q", path.read_bytes(), RING_OFFSETS["tail"])[0] == pos
+    assert RING["tail"].get(path.read_bytes()) == pos
     assert ring.counters() == dict(lost_full=1, lost_nested=2, lost_stopped=3, trunc_big=4, waits=5, wait_ns=6)
     assert (ring.pid, ring.tid, ring.image_id, ring.closed, ring.broken) == (11, 12, 3, False, None)
     ring.close()
@@ -91,7 +89,7 @@ def test_well_formed_checks_the_buffers():
     good = rec(1)
     assert well_formed(good) == HEADER.unpack_from(good)
     bad = bytearray(good)
-    struct.pack_into("<I", bad, HEADER.size + 4, 10_000)  # a buffer longer than its record
+    BUFFER_LEN.put(bad, 10_000, HEADER.size)  # a buffer longer than its record
     assert well_formed(bytes(bad)) is None
     assert well_formed(good[:-8]) is None
 

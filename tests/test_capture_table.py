@@ -1,35 +1,44 @@
 """The capture table the recorder writes for the shim, built from a driver profile."""
 
 import pytest
+from rmtrace.decoders.profiles.model import PointerField
 
 from rmtrace.capture import ctab
 from rmtrace.errors import RmtraceError
-from tests.capture_support import CTRL_GET_CLASSLIST, PointerField, ProfileDouble
+from tests.capture_support import CTRL_GET_CLASSLIST, recording_profile
+
+UVM_INITIALIZE, UVM_PAGEABLE_MEM_ACCESS = 0x30000001, 39
+
+
+def small_profile():
+    """The test profile with the tables of what rmprog sends."""
+    return recording_profile(uvm=(UVM_INITIALIZE, 37, UVM_PAGEABLE_MEM_ACCESS, 75),
+                        controls=(CTRL_GET_CLASSLIST, 0x20800101, 0x20800102), classes=(0x41, 0x80))
 
 
 def test_table_from_profile_round_trips():
-    table = ctab.table_from_profile(ProfileDouble(), ring_size=1 << 16, lossy=True)
+    table = ctab.table_from_profile(small_profile(), ring_size=1 << 16, lossy=True)
     back = ctab.decode(ctab.encode(table))
     assert back == table
-    assert back.uvm[0x30000001] == (16, ())
-    assert back.controls == {CTRL_GET_CLASSLIST: (ctab.TablePointer(8, 0, 4, 4, 0),)}
+    assert back.uvm[UVM_INITIALIZE] == (16, ())
+    assert back.classes == {0x41: 4, 0x80: 56}  # a root client's NvHandle; NV0080_ALLOC_PARAMETERS
+    # GET_CLASSLIST {numClasses; classList}, GPU_GET_INFO {gpuInfoListSize; gpuInfoList of 8-byte entries}
+    assert back.controls == {CTRL_GET_CLASSLIST: (ctab.TablePointer(8, 0, 4, 4, 0),),
+                             0x20800101: (ctab.TablePointer(8, 0, 4, 8, 0),)}
     assert back.lossy and back.ring_size == 1 << 16 and back.rights_size == ctab.DEFAULT_RIGHTS_SIZE
 
 
-class _Profile(ProfileDouble):
-    """Pointers the rules could only partly resolve, a UVM command without a size, a rights layout."""
-
-    uvm = dict(ProfileDouble.uvm, **{"99": None})
-    controls = {1: None, 2: None}
-
-    class _Rights:
-        size = 8
-
-    layouts = {"RS_ACCESS_MASK": _Rights()}
+class _Profile:
+    """A unit-test double of DriverProfile's slice the table reads: pointers the rules could only
+    partly resolve, a UVM command without a size, a rights layout."""
 
     def __init__(self):
-        self.uvm = {k: v for k, v in ProfileDouble.uvm.items()}
-        self.uvm[99] = type(ProfileDouble.uvm[39])(99, "NO_SIZE", None, None)
+        real = small_profile()
+        self.uvm = dict(real.uvm)
+        self.uvm[99] = type(real.uvm[UVM_PAGEABLE_MEM_ACCESS])(99, "NO_SIZE", None, None)
+        self.controls = {1: None, 2: None}
+        self.classes = real.classes
+        self.layouts = {"RS_ACCESS_MASK": real.layouts["NV0080_ALLOC_PARAMETERS"].__class__("RS_ACCESS_MASK", 8, ())}
 
     def embedded_pointers(self, cmd):
         return {1: (PointerField(16, None, 0, 4, None, "noCount"), PointerField(24, 8, 4, 8, None, "list")),
@@ -46,7 +55,7 @@ def test_pointer_slots_stay_stable_and_sizeless_uvm_is_left_out():
 
 
 def test_uvm_pointers_are_carried():
-    table = ctab.table_from_profile(ProfileDouble(), uvm_pointers={39: (PointerField(0, None, 0, 1, 4, "x"),)})
+    table = ctab.table_from_profile(small_profile(), uvm_pointers={39: (PointerField(0, None, 0, 1, 4, "x"),)})
     assert ctab.decode(ctab.encode(table)).uvm[39] == (8, (ctab.TablePointer(0, 0, 0, 1, 4),))
 
 
@@ -59,6 +68,6 @@ def test_bad_ring_sizes_are_refused(size):
 def test_decode_refuses_garbage():
     with pytest.raises(RmtraceError):
         ctab.decode(b"\0" * 10)
-    data = bytearray(ctab.encode(ctab.table_from_profile(ProfileDouble())))
+    data = bytearray(ctab.encode(ctab.table_from_profile(small_profile())))
     with pytest.raises(RmtraceError):
         ctab.decode(bytes(data[:-4]))

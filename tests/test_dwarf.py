@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pickle
-import shutil
 import subprocess
 
 import pytest
 
-from rmtrace.dwarf import ObjectFacts, compile_probe, compile_probe_enums, read_enums, read_layouts
+from rmtrace.dwarf import ObjectFacts, compile_probe, compile_probe_constants, compile_probe_enums, read_enums, read_layouts
 from rmtrace.errors import RmtraceError
 from rmtrace.layout import Field
+from tests.toolchain import needs_gcc
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to produce DWARF")
+pytestmark = needs_gcc
 
 BITFIELDS_C = """
 struct plain { unsigned int a : 3; unsigned int b : 5; unsigned int : 0; unsigned short c : 9; unsigned char d; };
@@ -101,3 +101,23 @@ def test_probes_and_their_errors(tmp_path):
     subprocess.run(["gcc", "-c", str(src), "-o", str(tmp_path / "plain.o")], check=True)
     with pytest.raises(RmtraceError, match="no DWARF debug info"):
         ObjectFacts(tmp_path / "plain.o")
+
+
+def test_constants_are_the_compilers_values(tmp_path):
+    (tmp_path / "k.h").write_text("#define BASE 0x10u\n#define SHIFTED (BASE << 4)\n#define NEG (-3)\n#define TEXT 7 /* 9 */\n")
+    assert compile_probe_constants("k.h", ["BASE", "SHIFTED", "NEG", "TEXT"], [tmp_path]) == {
+        "BASE": 16, "SHIFTED": 256, "NEG": -3, "TEXT": 7}
+    with pytest.raises(RmtraceError, match="compiling the probe failed"):
+        compile_probe_constants("k.h", ["UNDEFINED"], [tmp_path])
+
+
+def test_compare_checks_kinds_and_array_elements():
+    from construct import Array, Bytes, Float32l, Int16ul, Int32sl, Int32ul, Struct
+
+    from rmtrace.abi_check import compare
+    layout = compile_probe("struct k { int a; float f; unsigned short w[3]; unsigned char pad[2]; } k;", ["k"])["k"]
+    good = Struct("a" / Int32sl, "f" / Float32l, "w" / Array(3, Int16ul), "pad" / Bytes(2))
+    assert compare(layout, good) == []
+    bad = Struct("a" / Int32ul, "f" / Int32ul, "w" / Bytes(6), "pad" / Bytes(2))
+    assert compare(layout, bad) == ["k.a: C int is int, mirror is uint", "k.f: C float is float, mirror is uint",
+                                    "k.w: C short unsigned int[3] is not bytes, mirror is Bytes"]

@@ -59,3 +59,24 @@ def test_malformed(mutate, message):
     data = encode_record(Record(Source.UVM, Phase.EXIT, buffers=(Buffer(Role.ARG, When.AFTER, b"x" * 20),)))
     with pytest.raises(RecordError, match=message):
         decode_record(mutate(data))
+
+
+def test_offsets_and_positions_come_from_the_mirror():
+    from rmtrace.record import BUFFER_LAYOUT, RECORD, H, RecordHeader
+    # docs/trace-format.md's table, read back from the construct mirror
+    assert [(n, RECORD.offset(n)) for n in ("seq", "time_ns", "pid", "call_id", "fd", "nbufs")] == [
+        ("seq", 16), ("time_ns", 24), ("pid", 32), ("call_id", 40), ("fd", 52), ("nbufs", 68)]
+    assert [sub.name for sub in RecordHeader.subcons].index("op") == H.op
+    data = encode_record(Record(Source.UVM, Phase.EXIT, op=37, pid=9, fd=-1, ret=-5))
+    assert RECORD.unpack(data).op == 37 and RECORD["ret"].get(data) == -5 and RECORD["fd"].get(data) == -1
+    assert BUFFER_LAYOUT.size == 24
+
+
+def test_packers_refuse_a_field_left_out():
+    from rmtrace.record import RECORD
+    with pytest.raises(TypeError, match="missing field"):
+        RECORD.pack(version=1)
+    with pytest.raises(TypeError, match="missing"):
+        RECORD.packer("version")
+    with pytest.raises(TypeError, match="no field"):
+        RECORD.pack(bogus=1)

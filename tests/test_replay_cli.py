@@ -8,6 +8,7 @@ import pytest
 from rmtrace.replayer.plan import build_plan
 
 from rmtrace.cli.main import main
+from rmtrace.exitcodes import ExitCode
 from rmtrace.record import SysOp
 from rmtrace.trace import TraceReader
 from tests.cuda_traffic import Process, cuda_client, write_trace
@@ -25,11 +26,11 @@ def rmtrace(capsys, *argv):
     return status, out, err
 
 
-def test_legacy_sequential_prints_the_wedge_chain_and_exits_2(trace, tmp_path, capsys):
+def test_legacy_sequential_prints_the_wedge_chain_and_exits_3(trace, tmp_path, capsys):
     out_trace, report = tmp_path / "r.trace", tmp_path / "r.xml"
     status, out, _ = rmtrace(capsys, "replay", trace, "--repeat", 3, "--schedule", "sequential",
                              "--against", "model:legacy", "-o", out_trace, "--junit", report)
-    assert status == 2
+    assert status == ExitCode.WEDGED
     lines = out.splitlines()
     assert lines[0] == "replay run1.trace: 3 clients, 123 messages, sequential against model:legacy"
     assert any(line.startswith("c1 pid 1447 (victory_mail)") and line.endswith("green (41 messages)") for line in lines)
@@ -38,7 +39,7 @@ def test_legacy_sequential_prints_the_wedge_chain_and_exits_2(trace, tmp_path, c
     assert out.count("drain-held") == 1  # the holder's chain once, not again under the client waiting for it
     assert f"rmtrace wedges {out_trace}" in out
     assert max(len(line) for line in lines if str(out_trace) not in line) <= 100
-    assert "host counters: pub_calls=" in out and out.rstrip().endswith("exit 2: wedged")
+    assert "host counters: pub_calls=" in out and out.rstrip().endswith("exit 3: wedged")
     assert TraceReader(str(out_trace)).meta["replay"]["schedule"] == "sequential"
     suite = ET.parse(report).getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("3", "2", "0")
@@ -66,7 +67,7 @@ def test_chaos_runs_list_the_failing_seeds_and_write_their_traces(trace, tmp_pat
     monkeypatch.chdir(tmp_path)
     status, out, _ = rmtrace(capsys, "replay", trace, "--repeat", 3, "--schedule", "chaos", "--runs", 6,
                              "--against", "model:legacy")
-    assert status == 2
+    assert status == ExitCode.WEDGED
     assert "runs failed: seeds " in out and "(rerun one with --schedule chaos:" in out
     summary = next(line for line in out.splitlines() if " runs failed: seeds " in line)
     failing = summary.split("seeds ")[1].split(" (")[0].split(", ")
@@ -113,7 +114,7 @@ def test_reduce_shrinks_a_legacy_wedge_to_two_clients_and_a_handful_of_messages(
     assert [[m.name for m in c.messages] for c in plan.clients] == [session + ["exit"], session]
     status, out, _ = rmtrace(capsys, "replay", small, "--schedule", "sequential", "--against", "model:legacy",
                              "-o", tmp_path / "again.trace")
-    assert status == 2 and "c2" in out and "registration exchange" in out
+    assert status == ExitCode.WEDGED and "c2" in out and "registration exchange" in out
 
 
 def test_reduce_refuses_a_replay_that_does_not_wedge(trace, tmp_path, capsys):

@@ -14,6 +14,7 @@ from rmtrace.replayer.targets import make_target
 from rmtrace.replayer.targets.recorded import RecordedTarget
 
 from rmtrace import captures
+from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, SysOp
 from rmtrace.trace import TraceReader
 from tests.cuda_traffic import Process, cuda_client, write_trace
@@ -48,7 +49,7 @@ def assert_seed_story(result):
     # c3 names the holder and points at its chain rather than repeating it
     assert c3.chain == [c3.chain[0]] and "waiting for the UVM global lock, held by c2" in c3.chain[0]
     assert c3.chain[0].endswith("which is blocked itself: see its own chain")
-    assert result.exit_status == 2
+    assert result.exit_status == ExitCode.WEDGED
     assert result.counters["faked"] == 0 and result.counters["drain_held"] > 0
 
 
@@ -78,7 +79,7 @@ def test_the_reverted_rearm_only_experiment_still_wedges(synthetic):
 
 def test_legacy_concurrent_clients_collide_on_their_publications(synthetic):
     result = run(synthetic.repeat(2), "concurrent", "model:legacy")
-    assert result.exit_status == 2
+    assert result.exit_status == ExitCode.WEDGED
     wedged = [c for c in result.clients if c.verdict is Verdict.WEDGED]
     assert wedged and "channel bring-up" in wedged[0].chain[0]
 

@@ -90,6 +90,13 @@ def test_sequential_capture_has_three_green_clients():
     assert names[0] == names[1] == names[2]
 
 
+def test_clients_keep_the_gpu_they_registered_with_uvm(model):
+    """Every CUDA client registers the H200 with UVM and exits without unregistering it."""
+    for client in model.clients:
+        if any(call.name == "UVM_REGISTER_GPU" for call in model.calls_of(client.id)):
+            assert client.uvm_gpus == {bytes.fromhex("253c0f5c4d3525dad24c627fd03bd6ad")}, client
+
+
 def test_concurrent_capture_has_two_overlapping_clients():
     m = load_session(CAPTURES / "cuda-streams-2-together.trace")
     assert len(m.clients) == 2

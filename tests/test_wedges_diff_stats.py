@@ -11,6 +11,7 @@ from rmtrace.decoders.profiles import load_profile
 from rmtrace.analysis.diff import first_divergence, traffic_table
 from rmtrace.analysis.stats import session_stats
 from rmtrace.analysis.wedges import find_wedges
+from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp, Phase, Record, SysOp
 from rmtrace.session import load_session
 from rmtrace.trace import TraceWriter
@@ -41,7 +42,7 @@ def test_wedges_prints_the_chain(paths):
     kinds = {w.kind for w in wedges}
     assert {"latch_not_rearmed", "no_completion", "quiet"} <= kinds
     proc = rmtrace("wedges", wedged)
-    assert proc.returncode == 1 and "#1 [in_flight] c2 pid 1002" in proc.stdout
+    assert proc.returncode == ExitCode.WEDGED and "#1 [in_flight] c2 pid 1002" in proc.stdout
     data = json.loads(rmtrace("wedges", "--json", wedged).stdout)
     assert data[0]["client"] == "c2" and data[0]["rank"] == 1
 

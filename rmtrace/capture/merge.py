@@ -19,7 +19,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from rmtrace.record import Phase, Source
+from rmtrace.record import RECORD, Phase, Source
 
 
 class TimeMerger:
@@ -66,6 +66,7 @@ class OpenCall:
 
 
 PAIRED_SOURCES = frozenset((Source.RM, Source.UVM, Source.SYS))
+_CALL_FIELDS = RECORD.getter("source", "phase", "time_ns", "pid", "tid", "call_id", "op", "fd")
 
 
 class CallTracker:
@@ -74,9 +75,8 @@ class CallTracker:
         self.unmatched_exits = 0
 
     def saw(self, seq: int, header: tuple) -> None:
-        """A record written at seq, given as its raw header tuple (rmtrace.record.HEADER order)."""
-        source, phase, time_ns, pid, tid, call_id, op, fd = (header[4], header[5], header[8], header[9], header[10],
-                                                             header[11], header[12], header[13])
+        """A record written at seq, given as its raw header tuple (rmtrace.record.HEADER)."""
+        source, phase, time_ns, pid, tid, call_id, op, fd = _CALL_FIELDS(header)
         if source not in PAIRED_SOURCES:
             return
         key = (pid, call_id)

@@ -13,7 +13,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from rmtrace.errors import RmtraceError
+from rmtrace.errors import ProgramNotFoundError, ProgramNotRunnableError
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -42,11 +42,11 @@ def launch(command: list[str], env: dict[str, str]) -> int:
     try:
         return os.posix_spawnp(command[0], command, env)
     except FileNotFoundError:
-        raise RmtraceError(f"cannot run {command[0]!r}: no such program") from None
+        raise ProgramNotFoundError(f"cannot run {command[0]!r}: no such program") from None
     except PermissionError:
-        raise RmtraceError(f"cannot run {command[0]!r}: permission denied") from None
+        raise ProgramNotRunnableError(f"cannot run {command[0]!r}: permission denied") from None
     except OSError as exc:
-        raise RmtraceError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+        raise ProgramNotRunnableError(f"cannot run {command[0]!r}: {exc.strerror}") from None
 
 
 @dataclass

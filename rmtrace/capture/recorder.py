@@ -38,6 +38,7 @@ from rmtrace.kmod_shim import interposer_path
 from rmtrace.record import (
     HEADER,
     Buffer,
+    H,
     MarkOp,
     Phase,
     Record,
@@ -167,7 +168,7 @@ class Recorder:
             if header is None:
                 self._malformed += 1
                 continue
-            self._merger.push(header[8], (raw, header))
+            self._merger.push(header[H.time_ns], (raw, header))
             got += 1
         return got
 
@@ -195,10 +196,11 @@ class Recorder:
         for raw, h in records:
             seq = writer.write_encoded(raw)
             self._calls.saw(seq, h)
-            self._pids.add(h[9])
+            self._pids.add(h[H.pid])
             res.records += 1
             res.bytes += len(raw)
-            if h[4] in (Source.RM, Source.UVM) or (h[4] == Source.SYS and h[12] in NVIDIA_SYS_OPS):
+            source = h[H.source]
+            if source in (Source.RM, Source.UVM) or (source == Source.SYS and h[H.op] in NVIDIA_SYS_OPS):
                 res.nvidia_seen = True
 
     def _synthetic_exits(self, reaped: list) -> None:

@@ -13,23 +13,14 @@ from __future__ import annotations
 import mmap
 import os
 import platform
-import struct
 
-from rmtrace.capture.shm import (
-    RING_COUNTERS,
-    RING_CTL_SIZE,
-    RING_MAGIC,
-    RING_MIN_SIZE,
-    RING_OFFSETS,
-    RING_VERSION,
-    RingState,
-)
+from rmtrace.capture.shm import RING, RING_COUNTERS, RING_CTL_SIZE, RING_MAGIC, RING_MIN_SIZE, RING_VERSION, RingState
 from rmtrace.errors import RmtraceError
-from rmtrace.record import BUFFER, HEADER, HEADER_SIZE, RECORD_MAGIC, RECORD_VERSION
+from rmtrace.record import BUFFER_HEADER_SIZE, BUFFER_LEN, HEADER, HEADER_SIZE, RECORD, RECORD_MAGIC, RECORD_VERSION, H
 
-_U64 = struct.Struct("<Q")
-_U32 = struct.Struct("<I")
-_RECORD_START = struct.Struct("<IHHI")  # magic, version, header_size, total_len
+_RECORD_START = RECORD.prefix("total_len")  # enough of a header to frame the record
+_MAGIC, _HEADER_SIZE, _TOTAL = H.magic, H.header_size, H.total_len
+_HEAD, _TAIL, _STATE = RING["head"], RING["tail"], RING["state"]
 ORDERED_MACHINES = ("x86_64", "AMD64", "amd64")
 
 
@@ -40,22 +31,18 @@ def check_machine() -> None:
                            f"ordering); this machine is {platform.machine()}")
 
 
-_BUF_LEN = struct.Struct("<I")
-_BUF_LEN_AT = 4  # rmt_buffer.len
-assert BUFFER.size == 24
-
-
 def well_formed(raw: bytes) -> tuple | None:
-    """The header tuple (rmtrace.record.HEADER order) of a record whose buffers all lie
-    inside it, else None: the checks decode_record makes, without building the record."""
+    """The header tuple (rmtrace.record.HEADER, indexed by ``H``) of a record whose buffers all
+    lie inside it, else None: the checks decode_record makes, without building the record."""
     h = HEADER.unpack_from(raw)
-    if h[0] != RECORD_MAGIC or h[1] != RECORD_VERSION or h[2] < HEADER_SIZE or h[3] != len(raw):
+    if h[_MAGIC] != RECORD_MAGIC or h[H.version] != RECORD_VERSION or h[_HEADER_SIZE] < HEADER_SIZE \
+            or h[_TOTAL] != len(raw):
         return None
-    pos, end = h[2], h[3]
-    for _ in range(h[16]):
-        if pos + BUFFER.size > end:
+    pos, end = h[_HEADER_SIZE], h[_TOTAL]
+    for _ in range(h[H.nbufs]):
+        if pos + BUFFER_HEADER_SIZE > end:
             return None
-        pos += BUFFER.size + ((_BUF_LEN.unpack_from(raw, pos + _BUF_LEN_AT)[0] + 7) & ~7)
+        pos += BUFFER_HEADER_SIZE + ((BUFFER_LEN.get(raw, pos) + 7) & ~7)
     return h if pos <= end else None
 
 
@@ -76,28 +63,22 @@ class Ring:
             self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
-        if self._u32("magic") != RING_MAGIC:
+        if RING["magic"].get(self._mm) != RING_MAGIC:
             self._mm.close()
             raise RingNotReady(path)
-        version, ctl_size = struct.unpack_from("<HH", self._mm, 4)
-        data_size = self._u64("data_size")
-        self.pid = self._u32("pid")
-        self.tid = self._u32("tid")
-        self.image_id = self._u64("image_id")
+        ctl = RING.unpack(self._mm)
+        version, ctl_size, data_size = ctl.version, ctl.ctl_size, ctl.data_size
+        self.pid = ctl.pid
+        self.tid = ctl.tid
+        self.image_id = ctl.image_id
         self.broken: str | None = None
         if version != RING_VERSION or ctl_size != RING_CTL_SIZE or data_size & (data_size - 1) \
                 or data_size != size - RING_CTL_SIZE:
             self.broken = f"bad ring header (version {version}, control {ctl_size}, data {data_size}, file {size})"
         self.size = data_size
         self._mask = data_size - 1
-        self._tail = self._u64("tail")
+        self._tail = ctl.tail
         self._data = memoryview(self._mm)[RING_CTL_SIZE:]
-
-    def _u64(self, name: str) -> int:
-        return _U64.unpack_from(self._mm, RING_OFFSETS[name])[0]
-
-    def _u32(self, name: str) -> int:
-        return _U32.unpack_from(self._mm, RING_OFFSETS[name])[0]
 
     def _bytes(self, pos: int, n: int) -> bytes:
         """n bytes at never-wrapped position pos; a record across the end is bounce-copied."""
@@ -111,14 +92,15 @@ class Ring:
         """Every complete record the producer has published since the last call."""
         if self.broken:
             return []
-        head = self._u64("head")  # load-acquire on x86-64
+        head = _HEAD.get(self._mm)  # load-acquire on x86-64
         pos = self._tail
         if head < pos or head - pos > self.size:
             self.broken = f"head {head} impossible for tail {pos} and size {self.size}"
             return []
         out = []
         while head - pos >= HEADER_SIZE:
-            magic, _version, header_size, total = _RECORD_START.unpack(self._bytes(pos, _RECORD_START.size))
+            start = _RECORD_START.unpack(self._bytes(pos, _RECORD_START.size))
+            magic, header_size, total = start[_MAGIC], start[_HEADER_SIZE], start[_TOTAL]
             if magic != RECORD_MAGIC or total % 8 or total < header_size or header_size < HEADER_SIZE \
                     or total > head - pos:
                 self.broken = f"bad record at ring position {pos} (magic {magic:#x}, length {total})"
@@ -128,16 +110,16 @@ class Ring:
         if pos != head and not self.broken:
             self.broken = f"{head - pos} stray bytes at ring position {pos}"
         self._tail = pos
-        struct.pack_into("<Q", self._mm, RING_OFFSETS["tail"], pos)  # store-release on x86-64
+        _TAIL.put(self._mm, pos)  # store-release on x86-64
         return out
 
     @property
     def closed(self) -> bool:
         """The producer thread exited: after one more drain nothing new can come."""
-        return self._u32("state") == RingState.CLOSED
+        return _STATE.get(self._mm) == RingState.CLOSED
 
     def counters(self) -> dict[str, int]:
-        return {name: self._u64(name) for name in RING_COUNTERS}
+        return {name: RING[name].get(self._mm) for name in RING_COUNTERS}
 
     def close(self) -> None:
         self._data.release()

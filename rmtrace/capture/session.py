@@ -13,12 +13,11 @@ import mmap
 import os
 import re
 import shutil
-import struct
 import tempfile
 from collections.abc import Iterator
 
 from rmtrace.capture.ring import Ring, RingNotReady
-from rmtrace.capture.shm import SESSION_OFFSETS, SESSION_VERSION, SessionControl, SessionState
+from rmtrace.capture.shm import SESSION, SESSION_VERSION, SessionState
 
 SHM_DIR = "/dev/shm"
 RING_NAME = re.compile(r"^ring-(\d+)-(\d+)-(\d+)\.rb$")
@@ -38,9 +37,8 @@ class Session:
         self.dir = tempfile.mkdtemp(prefix=f"rmtrace-{pid}-", dir=_base_dir())
         with open(os.path.join(self.dir, TABLE_FILE), "wb") as f:
             f.write(table)
-        ctl = SessionControl.build(dict(version=SESSION_VERSION, size=SessionControl.sizeof(), recorder_pid=pid,
-                                        state=SessionState.RECORDING, next_image=0, lost_noring=0,
-                                        reserved=bytes(32)))
+        ctl = SESSION.pack(version=SESSION_VERSION, size=SESSION.size, recorder_pid=pid, state=SessionState.RECORDING,
+                           next_image=0, lost_noring=0)
         path = os.path.join(self.dir, SESSION_FILE)
         with open(path, "wb") as f:
             f.write(ctl)
@@ -53,16 +51,16 @@ class Session:
 
     def stop(self) -> None:
         """Tell every shim to stop writing (and never wait on a full ring)."""
-        struct.pack_into("<I", self._ctl, SESSION_OFFSETS["state"], SessionState.STOPPED)
+        SESSION["state"].put(self._ctl, SessionState.STOPPED)
 
     @property
     def lost_noring(self) -> int:
-        return struct.unpack_from("<Q", self._ctl, SESSION_OFFSETS["lost_noring"])[0]
+        return SESSION["lost_noring"].get(self._ctl)
 
     @property
     def images(self) -> int:
         """Process images that started under the shim."""
-        return struct.unpack_from("<Q", self._ctl, SESSION_OFFSETS["next_image"])[0]
+        return SESSION["next_image"].get(self._ctl)
 
     def new_rings(self) -> Iterator[Ring]:
         """Rings that appeared since the last call and are ready to read."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import enum
 
-from construct import Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
+from construct import Array, Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
 
-from rmtrace.record import field_offset
+from rmtrace.flat import FlatStruct
 
 RING_MAGIC = 0x474E5252
 RING_VERSION = 1
@@ -79,7 +79,7 @@ SessionControl = Struct(
     "state" / Int32ul,
     "next_image" / Int64ul,
     "lost_noring" / Int64ul,
-    "reserved" / Bytes(32),
+    "reserved" / Array(4, Int64ul),
 )
 """struct rmt_session_ctl, the file session.ctl."""
 
@@ -132,6 +132,6 @@ MIRRORS = {
 RING_COUNTERS = ("lost_full", "lost_nested", "lost_stopped", "trunc_big", "waits", "wait_ns")
 """The ring's named counters, reported in the recording's MARK LOST record."""
 
-RING_OFFSETS = {name: field_offset(RingControl, name)
-                for name in ("magic", "data_size", "pid", "tid", "image_id", "state", "head", "tail") + RING_COUNTERS}
-SESSION_OFFSETS = {name: field_offset(SessionControl, name) for name in ("state", "lost_noring", "next_image")}
+RING = FlatStruct(RingControl, "rmt_ring_ctl")
+"""The ring control page's fields, each read or written in place (``RING["head"].get(mm)``)."""
+SESSION = FlatStruct(SessionControl, "rmt_session_ctl")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -17,9 +18,13 @@ from rmtrace.trace import RecordFilter, TraceReader
 def add_trace_argument(parser: argparse.ArgumentParser) -> None:
     """FILE, optional: without one, the shipped H200 capture (three CUDA clients in a row)."""
     parser.add_argument("trace", metavar="FILE", nargs="?", type=_trace_path,
-                        help="a trace written by 'rmtrace record' (or a replay), or the name of a shipped capture "
+                        help="a trace written by 'rmtrace record' (or a replay), - for stdin, or the name of a shipped capture "
                              "(default: the shipped capture of three CUDA clients one after another on an H200)")
     parser.set_defaults(trace=None)
+
+
+STDIN = "-"
+"""FILE given as '-': the trace comes on standard input."""
 
 
 def _trace_path(text: str) -> str:
@@ -27,13 +32,35 @@ def _trace_path(text: str) -> str:
     from pathlib import Path
 
     from rmtrace import captures
-    if Path(text).exists() or "/" in text or text.removesuffix(".trace") not in captures.shipped():
+    if text == STDIN or Path(text).exists() or "/" in text or text.removesuffix(".trace") not in captures.shipped():
         return text
     return str(captures.path(text))
 
 
+def stdin_trace() -> str:
+    """A path for the trace on stdin: stdin itself when it is a file, else the pipe's bytes in a temporary
+    file (a reader seeks; a pipe cannot), removed when rmtrace exits."""
+    import atexit
+    import shutil
+    import stat
+    import tempfile
+
+    fd = sys.stdin.fileno()
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return f"/dev/fd/{fd}"
+    if os.isatty(fd):
+        raise RmtraceError("FILE '-' reads the trace from stdin, which is a terminal: pipe or redirect a trace to it")
+    with tempfile.NamedTemporaryFile(prefix="rmtrace-stdin-", suffix=".trace", delete=False) as spool:
+        atexit.register(os.unlink, spool.name)
+        shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+    return spool.name
+
+
 def trace_or_default(args: argparse.Namespace) -> str:
-    """The FILE argument, or the shipped default capture (saying so on stderr)."""
+    """The FILE argument ('-' for stdin), or the shipped default capture (saying so on stderr)."""
+    if args.trace == STDIN:
+        return stdin_trace()
     if args.trace is not None:
         return args.trace
     from rmtrace import captures

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from rmtrace.analysis.diff import describe_position, first_divergence, traffic_table
+from rmtrace.exitcodes import ExitCode
 from rmtrace.session import load_session
 
 NAME = "diff"
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     table = traffic_table(a, b)
     if args.json:
         print(json.dumps({"first_divergence": div.to_dict() if div else None, "traffic": table}, indent=2))
-        return 1 if div else 0
+        return ExitCode.FOUND if div else ExitCode.OK
     if div is None:
         print("no divergence: every client made the same calls with the same results")
     else:
@@ -49,4 +50,4 @@ def run(args: argparse.Namespace) -> int:
         cells = "  ".join(f"{row['sources'].get(s, [0, 0])[0]:>6} {row['sources'].get(s, [0, 0])[1]:>6}"
                           for s in sources)
         print(f"{row['client']:<8}{cells}")
-    return 1 if div else 0
+    return ExitCode.FOUND if div else ExitCode.OK

@@ -1,4 +1,4 @@
-"""Entry point: builds the parser from the command modules and turns user errors into exit 2.
+"""Entry point: builds the parser from the command modules and turns user errors into their exit status.
 
 Each command is a module in this package with ``NAME``, ``HELP``, ``DESCRIPTION``,
 ``add_arguments(parser)`` and ``run(args) -> int``; a module with those is a
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from rmtrace import __version__
 from rmtrace.errors import RmtraceError
+from rmtrace.exitcodes import ExitCode
 
 COMMAND_ORDER = ("record", "info", "show", "stats", "wedges", "diff", "replay", "reduce", "tui", "model",
                  "profiles", "decoders")
@@ -62,23 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports every command: a Ctrl-C can arrive here on a slow machine
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
-        return 2
+        return ExitCode.ERROR
     try:
         return int(args._run(args) or 0)
     except RmtraceError as exc:
         print(f"rmtrace {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except BrokenPipeError:
         # The reader of our output went away (e.g. `rmtrace show ... | head`).
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return ExitCode.OK
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 if __name__ == "__main__":

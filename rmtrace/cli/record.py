@@ -9,6 +9,7 @@ import sys
 from rmtrace.capture import RecordOptions, record_command
 from rmtrace.capture.ctab import DEFAULT_RING_SIZE, check_ring_size
 from rmtrace.errors import RmtraceError
+from rmtrace.exitcodes import ExitCode
 from rmtrace.timefmt import parse_duration
 
 NAME = "record"
@@ -24,7 +25,9 @@ driver, or is killed there, still shows the call it was in.
 Recording stops when the command and all its descendants have exited, on
 Ctrl-C, or after --duration; calls still in flight are marked.  A command
 still running then is ended (SIGTERM, then SIGKILL) only after the trace is
-closed.  rmtrace exits with the command's status (128 + N for signal N).
+closed.  rmtrace exits with the command's status (128 + N for signal N), or as
+timeout(1) and env(1) do: 124 when --duration stopped it, 130 on Ctrl-C, 126
+for a program that cannot be run, 127 for one that does not exist.
 
 By default nothing is lost: a thread whose ring is full waits for the
 recorder.  --lossy drops instead and counts what it dropped.
@@ -84,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
               f"process{'es' if result.processes != 1 else ''}, stopped: {result.stop_reason}"
               + (f", {result.in_flight} call{'s' if result.in_flight != 1 else ''} in flight" if result.in_flight else ""),
               file=sys.stderr)
+    if result.stop_reason == "duration":
+        return ExitCode.TIMEOUT
+    if result.stop_reason == "interrupted":
+        return ExitCode.INTERRUPTED
     return result.exit_status
 
 

@@ -7,6 +7,7 @@ import os
 
 from rmtrace.cli.replay import add_plan_arguments, plan_from_args, schedule_from_args, timeout_from_args
 from rmtrace.errors import RmtraceError
+from rmtrace.exitcodes import ExitCode
 from rmtrace.replayer.plan import Plan
 from rmtrace.replayer.reduce import check, reduce_plan, write_plan
 from rmtrace.replayer.targets import make_target
@@ -53,4 +54,4 @@ def run(args: argparse.Namespace) -> int:
     same = check(output, schedule, target, timeout, reduction.signature)
     print(f"wrote {output}; replayed alone it {'wedges the same way' if same else 'does NOT wedge the same way'}:")
     print(f"  rmtrace replay {output} --schedule {schedule} --against {args.against}")
-    return 0 if same else 1
+    return ExitCode.OK if same else ExitCode.FOUND

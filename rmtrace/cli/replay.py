@@ -24,7 +24,7 @@ send their messages to a target in a schedule, and say per client: green,
 diverged at message N (with the difference), or wedged at message N (with the
 chain of why).  The replay is written as a trace of its own (-o), which show,
 wedges, diff and the TUI read like a recording.  Exit status: 0 all green,
-1 something diverged, 2 something wedged.
+1 something diverged, 3 something wedged (docs/exit-codes.md).
 
 Targets (--against):
 {describe_targets()}

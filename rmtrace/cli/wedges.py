@@ -7,19 +7,24 @@ import json
 
 from rmtrace.analysis.wedges import find_wedges
 from rmtrace.cli.common import add_trace_argument, trace_or_default
+from rmtrace.exitcodes import ExitCode
 from rmtrace.session import load_session
 from rmtrace.timefmt import parse_duration
 
 NAME = "wedges"
-HELP = "calls that never returned, and what they wait on (exit 1 when something is wedged)"
+HELP = "calls that never returned, and what they wait on (exit 3 when something is wedged)"
 DESCRIPTION = """\
 Rank what never finished: calls in flight at the end of the trace (or slower than
 --slow), GSP requests without a response, channels with work but no completion,
 ranks whose one-shot latch fired and never re-armed, clients that went quiet.
 Each comes with its chain in plain words: which client, blocked in what, since
 when, waiting on what (another client's call holding a lock, a missing
-completion on a rank).  Exit status 0 when nothing is wedged, 1 when something is.
+completion on a rank).  Exit status 0 when nothing is found, 3 when something
+is wedged, 1 when the only findings are calls that returned late (--slow).
 """
+
+FINDINGS = frozenset({"slow"})
+"""Wedge kinds that finished, only late: found (exit 1), not wedged (exit 3)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,4 +46,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"#{w.rank} [{w.kind}] {w.summary}")
             for line in w.chain:
                 print(f"    {line}")
-    return 1 if wedges else 0
+    if any(w.kind not in FINDINGS for w in wedges):
+        return ExitCode.WEDGED
+    return ExitCode.FOUND if wedges else ExitCode.OK

@@ -407,10 +407,9 @@ CONTROL_HANDLERS: dict[str, Callable[[Folder, Decoded, Call, Any], None]] = {
 
 
 def _uuid(d: Decoded) -> bytes:
-    """The GPU UUID a UVM call names (its NvUuid member, whatever the member is called)."""
-    value = d.args.get("gpu_uuid", d.args.get("gpuUuid"))
-    raw = _get(value, "uuid") if value is not None and not isinstance(value, (bytes, list)) else value
-    return bytes(raw or b"")
+    """The GPU UUID a UVM call names: its NvProcessorUuid's bytes, which the summary flattens to ``uuid``."""
+    value = d.args.get("uuid")
+    return bytes(value) if isinstance(value, (bytes, bytearray, list)) else b""
 
 
 def _uvm_register_gpu(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:

@@ -1,0 +1,282 @@
+"""Decompressed chunks into record columns, vectorised: headers, buffer walk, argument members.
+
+``scan_chunks`` gathers every record header of a batch of chunks as whole
+words into the header's numpy dtype (derived from the construct mirror,
+``rmtrace.columns.dtypes``), walks the buffers of all records in step (one
+pass per buffer index, over the records that have that many), and reads the
+argument members the call table needs at the offsets
+``rmtrace.columns.argspec`` worked out.  It checks what
+``rmtrace.record.decode_record`` checks; a record that fails raises the same
+``RecordError``.
+
+Records are columns (``Records``: name -> array, one row per record), not a
+structured array: every later step reads a few columns at a time, and
+contiguous columns are what numpy is fast on.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from rmtrace.columns.argspec import MAX_HANDLES, ArgLayout, Kind, Plan
+from rmtrace.columns.dtypes import BUFFER_DTYPE, HEADER_DTYPE
+from rmtrace.errors import RecordError
+from rmtrace.record import ALIGN, RECORD_MAGIC, RECORD_VERSION, BufferFlag, Role, Source, When
+
+Records = dict[str, np.ndarray]
+"""Record columns: ``pos`` (position in the file), the header fields, ``time``, ``chunk`` and ``offset``
+(where the record is), ``bytes`` (of its buffers), and per argument side ``b`` (read before the
+call) and ``a`` (after): ``{side}_arg`` (layout id, or ABSENT / RAW), ``{side}_key``,
+``{side}_status`` and ``{side}_h`` (one column per handle slot)."""
+
+ABSENT, RAW = -2, -1
+"""``b_arg``/``a_arg`` when a record has no such argument buffer, or has one the decode leaves raw."""
+
+SIDES = ("b", "a")
+_COPIED = ("seq", "pid", "tid", "call_id", "op", "fd", "ret", "err", "source", "phase", "flags")
+_UNREADABLE = int(BufferFlag.UNREADABLE)
+_IOCTL_SOURCES = (int(Source.RM), int(Source.UVM))
+_LEN_BITS = 28
+_SLOTS = 2 + MAX_HANDLES  # key, status, then the handles
+_DTYPES = [np.dtype(f"<{kind}{size}") for size in (1, 2, 4, 8) for kind in ("u", "i")]
+_CODE_OF = {(dtype.itemsize, dtype.kind == "i"): code for code, dtype in enumerate(_DTYPES, 1)}
+
+
+class KeyCache:
+    """Values of packed uint64 keys, each computed once by ``lookup`` and then found by binary search."""
+
+    def __init__(self, lookup: Callable[[int], int]) -> None:
+        self._lookup = lookup
+        self._known: dict[int, int] = {}
+        self._keys = np.zeros(0, dtype=np.uint64)
+        self._values = np.zeros(0, dtype=np.int32)
+
+    def __call__(self, keys: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(self._keys, keys), max(len(self._keys) - 1, 0))
+        if len(self._keys) and (self._keys[at] == keys).all():
+            return self._values[at]
+        for key in np.unique(keys):
+            key = int(key)
+            if key not in self._known:
+                self._known[key] = self._lookup(key)
+        self._keys = np.array(sorted(self._known), dtype=np.uint64)
+        self._values = np.array([self._known[int(k)] for k in self._keys], dtype=np.int32)
+        return self._values[np.searchsorted(self._keys, keys)]
+
+
+class ArgRegistry:
+    """Argument layouts by id, and where each one's members are, as arrays indexed by id."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.layouts: list[ArgLayout] = []
+        self._ids: dict[ArgLayout, int] = {}
+        self.handle_sets: list[tuple[str, ...]] = []
+        """Distinct tuples of handle names, in order of first use."""
+        self.handle_set: list[int] = []
+        """Per layout id: the index of its handle names in ``handle_sets``."""
+        self.has_status: list[bool] = []
+        self._offsets = np.zeros((0, _SLOTS), dtype=np.int64)
+        self._codes = np.zeros((0, _SLOTS), dtype=np.int64)
+        self.ids = KeyCache(self._id)
+        """Layout ids (or RAW) of packed (source, unreadable, op, length) keys."""
+
+    def slot(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per layout id: the offset of member slot ``k`` (0 key, 1 status, then the handles) and its dtype
+        code (0: the layout has no such member)."""
+        return self._offsets[:, k], self._codes[:, k]
+
+    def codes(self, k: int) -> list[int]:
+        """The dtype codes member slot ``k`` has in any layout."""
+        return sorted(set(self._codes[:, k].tolist()) - {0})
+
+    def _id(self, key: int) -> int:
+        source, unreadable = key >> 61, (key >> 60) & 1
+        op, length = (key >> _LEN_BITS) & 0xFFFFFFFF, key & ((1 << _LEN_BITS) - 1)
+        plan = self.plan.op(source, op)
+        layout = plan.arg(length) if plan.kind == Kind.IOCTL and not unreadable else None
+        return RAW if layout is None else self._add(layout)
+
+    def _add(self, layout: ArgLayout) -> int:
+        found = self._ids.get(layout)
+        if found is not None:
+            return found
+        found = self._ids[layout] = len(self.layouts)
+        self.layouts.append(layout)
+        names = tuple(name for name, _ in layout.handles)
+        if names not in self.handle_sets:
+            self.handle_sets.append(names)
+        self.handle_set.append(self.handle_sets.index(names))
+        self.has_status.append(layout.status is not None)
+        slots = [layout.key, layout.status] + [s for _, s in layout.handles]
+        offsets = np.zeros((1, _SLOTS), dtype=np.int64)
+        codes = np.zeros((1, _SLOTS), dtype=np.int64)
+        for k, s in enumerate(slots):
+            if s is not None:
+                offsets[0, k], codes[0, k] = s.offset, _CODE_OF[(s.size, s.signed)]
+        self._offsets = np.ascontiguousarray(np.vstack([self._offsets, offsets]).T).T  # columns contiguous
+        self._codes = np.ascontiguousarray(np.vstack([self._codes, codes]).T).T
+        return found
+
+
+class _Bytes:
+    """Typed views of a batch's record bytes, for gathers at byte positions."""
+
+    def __init__(self, u1: np.ndarray) -> None:
+        self.u1 = u1  # a whole number of 8-byte words
+        self.typed = {1: u1, 2: u1.view("<u2"), 4: u1.view("<u4"), 8: u1.view("<u8")}
+        self._windows: dict[int, np.ndarray] = {}
+
+    def rows(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """The structs of ``dtype`` (a whole number of words) at 8-aligned positions.  A window view of
+        the words makes it one gather of whole rows (numpy's fast path), not one per word."""
+        words = dtype.itemsize // ALIGN
+        window = self._windows.get(words)
+        if window is None:
+            window = self._windows[words] = sliding_window_view(self.typed[ALIGN], words)
+        return window[pos // ALIGN].view(dtype).ravel()
+
+    def starts_with(self, start: np.ndarray, length: np.ndarray, prefix: bytes) -> np.ndarray:
+        """Whether the data at ``start`` (-1: none) of ``length`` bytes begins with ``prefix``."""
+        out = np.zeros(len(start), dtype=bool)
+        rows = np.flatnonzero((start >= 0) & (length >= len(prefix)))
+        if rows.size:
+            window = sliding_window_view(self.u1, len(prefix))
+            out[rows] = (window[start[rows]] == np.frombuffer(prefix, dtype=np.uint8)).all(axis=1)
+        return out
+
+    def read(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        size = dtype.itemsize
+        if size == 1 or not (pos % size).any():
+            return self.typed[size][pos // size].view(dtype)
+        out = np.zeros(len(pos), dtype=np.uint64)  # unaligned: put the bytes together, little-endian
+        for i in range(size):
+            out |= self.u1[pos + i].astype(np.uint64) << np.uint64(8 * i)
+        return out.astype(f"<u{size}").view(dtype)
+
+
+def scan_chunks(chunks: Sequence[tuple[int, array, memoryview]], args: ArgRegistry, first_pos: int,
+                path_prefix: bytes = b"") -> Records:
+    """The record columns of consecutive chunks, given as (chunk index, offsets, record bytes), in file
+    order.  Several chunks at once: numpy's cost per call is paid per batch, not per chunk.  With
+    ``path_prefix``, the column ``path_match`` says whether a record's first PATH buffer starts with it."""
+    counts = np.array([len(offsets) for _, offsets, _ in chunks], dtype=np.int64)
+    n = int(counts.sum())
+    lengths = np.array([len(view) for _, _, view in chunks], dtype=np.int64)
+    sizes = lengths - lengths % ALIGN
+    bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    data = _Bytes(np.concatenate([np.frombuffer(view, dtype=np.uint8, count=int(size))
+                                  for (_, _, view), size in zip(chunks, sizes)]))
+    local = np.concatenate([np.frombuffer(offsets, dtype=np.uint32) for _, offsets, _ in chunks]).astype(np.int64)
+    chunk_of = np.repeat(np.arange(len(chunks)), counts)
+    off = local + bases[chunk_of]
+    end = np.empty(n, dtype=np.int64)
+    end[:-1] = off[1:]
+    end[np.cumsum(counts)[counts > 0] - 1] = (bases + lengths)[counts > 0]
+    where = _Where(local, np.array([index for index, _, _ in chunks], dtype=np.uint32)[chunk_of])
+    where.check((end < off) | (local % ALIGN != 0), "record offset table out of order or unaligned")
+    room = end - off
+    where.check(room < HEADER_DTYPE.itemsize, f"fewer bytes than a {HEADER_DTYPE.itemsize}-byte header")
+    head = data.rows(off, HEADER_DTYPE)
+    where.check(head["magic"] != RECORD_MAGIC, "bad magic")
+    where.check(head["version"] != RECORD_VERSION, f"record version is not {RECORD_VERSION}")
+    header_size, total = head["header_size"].astype(np.int64), head["total_len"].astype(np.int64)
+    where.check((header_size < HEADER_DTYPE.itemsize) | (header_size % ALIGN != 0) | (total < header_size)
+                | (total % ALIGN != 0) | (total > room), "bad sizes")
+    out: Records = {name: head[name].copy() for name in _COPIED}
+    out["time"] = head["time_ns"].astype(np.int64)
+    out["pos"] = np.arange(first_pos, first_pos + n, dtype=np.int64)
+    out["chunk"] = where.chunk
+    out["offset"] = local.astype(np.uint32)
+    found = _walk_buffers(data, where, off + header_size, off + total, head["nbufs"].astype(np.int64), out)
+    ioctl = np.isin(out["source"], _IOCTL_SOURCES)
+    for side in SIDES:
+        start, length, flags = found[side]
+        _arg_members(data, args, out, ioctl, side, start, length, (flags & _UNREADABLE) != 0)
+    if path_prefix:
+        start, length, _ = found["path"]
+        out["path_match"] = data.starts_with(start, length, path_prefix)
+    return out
+
+
+class _Where:
+    """Which record is where, to name the first bad one."""
+
+    def __init__(self, local: np.ndarray, chunk: np.ndarray) -> None:
+        self.local, self.chunk = local, chunk
+
+    def check(self, bad: np.ndarray, what: str, rows: np.ndarray | None = None) -> None:
+        if bad.any():
+            k = int(np.argmax(bad)) if rows is None else int(rows[np.argmax(bad)])
+            raise RecordError(f"record at byte {self.local[k]} of chunk {self.chunk[k]}: {what}")
+
+
+def _walk_buffers(data: _Bytes, where: _Where, pos: np.ndarray, limit: np.ndarray, nbufs: np.ndarray,
+                  out: Records) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every record's buffers in step: the bytes they hold (``out["bytes"]``), and where the first ARG
+    buffer before the call ("b") and after it ("a"), and the first PATH buffer ("path") are: the
+    data's start (-1: none), its length and its flags."""
+    n = len(pos)
+    hsize = BUFFER_DTYPE.itemsize
+    total = np.zeros(n, dtype=np.int64)
+    found = {side: (np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64))
+             for side in (*SIDES, "path")}
+    live = np.flatnonzero(nbufs > 0)
+    step = 0
+    while live.size:
+        p = pos[live]
+        where.check(p + hsize > limit[live], "a buffer header runs past the record's end", live)
+        buf = data.rows(p, BUFFER_DTYPE)
+        length = buf["len"].astype(np.int64)
+        start = p + hsize
+        where.check(start + length > limit[live], "a buffer runs past the record's end", live)
+        total[live] += length
+        is_arg = buf["role"] == Role.ARG
+        for side, first in (("b", is_arg & (buf["when"] == When.BEFORE)), ("a", is_arg & (buf["when"] == When.AFTER)),
+                            ("path", buf["role"] == Role.PATH)):
+            at, size, flags = found[side]
+            if first.any():
+                first &= at[live] < 0
+                rows = live[first]
+                at[rows], size[rows], flags[rows] = start[first], length[first], buf["flags"][first]
+        pos[live] = start + ((length + ALIGN - 1) & ~(ALIGN - 1))
+        step += 1
+        live = live[nbufs[live] > step]
+    out["bytes"] = total
+    return found
+
+
+def _arg_members(data: _Bytes, args: ArgRegistry, out: Records, ioctl: np.ndarray, side: str, start: np.ndarray,
+                 length: np.ndarray, unreadable: np.ndarray) -> None:
+    """Which layout each ioctl record's argument decodes as, and the members read from it."""
+    n = len(start)
+    layout = np.where(start >= 0, RAW, ABSENT).astype(np.int32)
+    values = np.zeros((_SLOTS, n), dtype=np.int64)
+    rows = np.flatnonzero(ioctl & (start >= 0))
+    if rows.size:
+        keys = ((out["source"][rows].astype(np.uint64) << np.uint64(61))
+                | (unreadable[rows].astype(np.uint64) << np.uint64(60))
+                | (out["op"][rows].astype(np.uint64) << np.uint64(_LEN_BITS))
+                | np.minimum(length[rows], (1 << _LEN_BITS) - 1).astype(np.uint64))
+        ids = args.ids(keys)
+        layout[rows] = ids
+        known = ids >= 0
+        rows, ids = rows[known], ids[known]
+        base = start[rows]
+        for k in range(_SLOTS):
+            offsets, codes = args.slot(k)
+            code = codes[ids]
+            for c in args.codes(k):
+                sel = code == c
+                if sel.all():
+                    values[k, rows] = data.read(base + offsets[ids], _DTYPES[c - 1])
+                elif sel.any():
+                    values[k, rows[sel]] = data.read(base[sel] + offsets[ids[sel]], _DTYPES[c - 1])
+    out[f"{side}_arg"] = layout
+    out[f"{side}_key"] = values[0]
+    out[f"{side}_status"] = values[1]
+    out[f"{side}_h"] = values[2:].T.astype(np.uint32)

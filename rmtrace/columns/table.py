@@ -1,0 +1,644 @@
+"""The call table: every call of a trace as one row of columns, built batch by batch from the chunks.
+
+A row is what ``rmtrace.session.CallInfo`` holds: who (pid, tid, client),
+what (source, op, name, detail), when (enter and exit seq and time), how it
+went (status, its name, ok), the handles it names and the bytes of its
+buffers.  ``CallTableBuilder`` makes the rows:
+
+* the records of a batch of chunks become columns (``rmtrace.columns.scan``);
+* enters and exits are paired by one sort on (pid, call_id, position), as
+  ``rmtrace.calls.pair_calls`` pairs them with the default keyer, except that
+  no call is cut short by a window: a call whose exit comes a million records
+  later is still one call;
+* a call's status, handles and name come from the columns for every
+  operation the plan reads at fixed offsets (``rmtrace.columns.argspec``);
+  the rest (GSP exchanges, sema messages, marks, users' decoders) are
+  decoded by the decoders, one call at a time;
+* GSP records are paired by the decoders' own GSP keyer, one record at a time
+  (requests, answers and the parts of a long message; a few per call);
+* each row gets its client as the session fold assigns them.
+
+A call still open at the end of a batch gets its row at once, marked in
+flight, and the row is rewritten when its exit comes; so ``update`` can be
+called again as a live trace grows, and the table stays in order of each
+call's first record, the order ``pair_calls`` yields calls in.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from rmtrace.decoders import DecoderSet, Level
+from rmtrace.decoders.context import context
+from rmtrace.decoders.gsp import GspPairing, codec_for
+from rmtrace.decoders.ioctl import errno_name
+
+from rmtrace.calls import Call, CallState, Pairing
+from rmtrace.columns.argspec import MAX_HANDLES, Kind, OpPlan, Plan
+from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
+from rmtrace.columns.strings import NONE, Strings
+from rmtrace.record import Phase, Record, Source, SysOp, decode_record
+from rmtrace.session.entities import CallInfo
+from rmtrace.trace import TraceReader
+
+CALL_DTYPES: dict[str, str] = {
+    "enter_seq": "<u8", "exit_seq": "<i8", "t_enter": "<i8", "t_exit": "<i8",
+    "pid": "<u4", "tid": "<u4", "call_id": "<u8", "source": "u1", "op": "<u4", "state": "u1",
+    "name": "<i4", "detail": "<i4", "status": "<i8", "has_status": "u1", "status_name": "<i4", "ok": "i1",
+    "bytes": "<u8", "client": "<i4", "handles": "<i4",
+    **{f"h{k}": "<u4" for k in range(MAX_HANDLES)},
+}
+"""The call table's columns.  ``exit_seq`` is -1 when the call has no closing record (then ``t_exit``
+means nothing); ``detail``, ``status_name``, ``client`` and ``handles`` are -1 for None, ``ok`` too;
+``handles`` indexes the table's tuples of handle names, whose values are ``h0``, ``h1``, ..."""
+
+STATES = tuple(CallState)
+"""``state`` holds the index of the call's CallState here."""
+_STATE = {state: np.uint8(i) for i, state in enumerate(STATES)}
+
+GPU_DEVICE_PREFIX = b"/dev/nvidia"
+"""An open of a path starting so is the moment a process becomes a GPU client."""
+GSP_SESSION_START = "GSP_INIT_DONE"
+"""The GSP RPC whose call opens a new GSP session (a client of the host, when no process is known)."""
+
+_ENTER, _EXIT = int(Phase.ENTER), int(Phase.EXIT)
+_OPEN_SOURCES = (int(Source.SYS), int(Source.MARK))  # join their process's client, or open one (a GPU device)
+BATCH_RECORDS = 16_384
+"""Records decoded per batch: numpy's cost per call is paid per batch, not per record."""
+
+
+class _Status(enum.IntEnum):
+    """How a status name is spelt from its number."""
+
+    NV = 1      # an NV_STATUS: the profile's name
+    TEXT = 2    # the number itself
+    ERRNO = 3   # an errno: its symbol
+    RET = 4     # "ret N"
+    SYSERR = 5  # a failed system call: "-1 ESYMBOL"
+
+
+@dataclass
+class ClientRow:
+    """A client as the call table found it: the row that created it, and what it is keyed by."""
+
+    index: int
+    key: Hashable
+    pid: int
+    row: int
+    first_seq: int
+    first_ns: int
+    gsp_session: int | None
+
+    @property
+    def id(self) -> str:
+        return f"c{self.index + 1}"
+
+
+class Columns:
+    """Growable columns of one length: append rows, rewrite rows, view the rows so far."""
+
+    def __init__(self, dtypes: dict[str, str], capacity: int = 4096) -> None:
+        self.n = 0
+        self._data = {name: np.zeros(capacity, dtype=dtype) for name, dtype in dtypes.items()}
+
+    def append(self, values: dict[str, np.ndarray]) -> None:
+        count = len(next(iter(values.values())))
+        need = self.n + count
+        capacity = len(next(iter(self._data.values())))
+        if need > capacity:
+            grown = max(need, capacity * 2)
+            for name, column in self._data.items():
+                bigger = np.zeros(grown, dtype=column.dtype)
+                bigger[:self.n] = column[:self.n]
+                self._data[name] = bigger
+        for name, column in self._data.items():
+            column[self.n:need] = values[name]
+        self.n = need
+
+    def patch(self, rows: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        for name, value in values.items():
+            self._data[name][rows] = value
+
+    def view(self) -> dict[str, np.ndarray]:
+        return {name: column[:self.n] for name, column in self._data.items()}
+
+
+@dataclass(eq=False)
+class _Open:
+    """A GSP exchange whose answer has not come yet."""
+
+    records: list[Record]
+    resumed: bool = False
+    row: int = -1
+    closed: bool = False
+
+    def call(self) -> Call:
+        if not self.closed:
+            return Call(tuple(self.records), CallState.IN_FLIGHT)
+        return Call(tuple(self.records), CallState.RESUMED if self.resumed else CallState.COMPLETE)
+
+
+Extras = dict[int, tuple[dict[str, int] | None, tuple[int, int] | None]]
+"""Of calls decoded one by one, what does not fit the columns, by their index among the calls: handles
+(more than the handle columns, or not 32-bit numbers) and (time, seq) of a last record that is neither
+the call's first nor its exit."""
+
+
+@dataclass
+class CallTable:
+    """The rows so far, their string tables and their clients."""
+
+    columns: dict[str, np.ndarray]
+    names: Strings[str]
+    details: Strings[str]
+    status_names: Strings[str]
+    handle_sets: Strings[tuple[str, ...]]
+    clients: list[ClientRow]
+    extra_handles: dict[int, dict[str, int]] = field(default_factory=dict)
+    """Rows whose handles do not fit the handle columns (more of them, or not 32-bit numbers)."""
+    last_records: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """(time, seq) of the last record of rows whose last record is neither their first nor their exit
+    (a GSP request in several parts, still unanswered)."""
+
+    def __len__(self) -> int:
+        return len(self.columns["enter_seq"])
+
+    def client_id(self, index: int) -> str | None:
+        return None if index < 0 else self.clients[index].id
+
+    def handles(self, row: int) -> dict[str, int]:
+        extra = self.extra_handles.get(row)
+        if extra is not None:
+            return dict(extra)
+        names = self.handle_sets.get(int(self.columns["handles"][row]))
+        return {name: int(self.columns[f"h{k}"][row]) for k, name in enumerate(names or ())}
+
+    def info(self, row: int) -> CallInfo:
+        """Row ``row`` as the session model's CallInfo."""
+        c = self.columns
+        exit_seq = int(c["exit_seq"][row])
+        ok = int(c["ok"][row])
+        state = STATES[c["state"][row]]
+        return CallInfo(
+            pid=int(c["pid"][row]), tid=int(c["tid"][row]), call_id=int(c["call_id"][row]),
+            client_id=self.client_id(int(c["client"][row])), source=int(c["source"][row]), op=int(c["op"][row]),
+            name=self.names.values[c["name"][row]], detail=self.details.get(int(c["detail"][row])),
+            status=int(c["status"][row]) if c["has_status"][row] else None,
+            status_name=self.status_names.get(int(c["status_name"][row])), ok=None if ok < 0 else bool(ok),
+            enter_seq=int(c["enter_seq"][row]), exit_seq=None if exit_seq < 0 else exit_seq,
+            t_enter=int(c["t_enter"][row]), t_exit=None if exit_seq < 0 else int(c["t_exit"][row]),
+            in_flight=state in (CallState.IN_FLIGHT, CallState.UNFINISHED), handles=self.handles(row),
+            bytes=int(c["bytes"][row]))
+
+    def infos(self) -> Iterator[CallInfo]:
+        return (self.info(i) for i in range(len(self)))
+
+
+class CallTableBuilder:
+    """Builds a trace's call table from its chunks; ``update`` picks up chunks added since."""
+
+    def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS) -> None:
+        self.reader = reader
+        self.decoders = decoders
+        self.batch_records = batch_records
+        self.plan = Plan(decoders)
+        self.args = ArgRegistry(self.plan)
+        self.status_namer = context(decoders.profile).names  # the names every built-in ioctl decoder uses
+        self.names: Strings[str] = Strings()
+        self.details: Strings[str] = Strings()
+        self.status_names: Strings[str] = Strings()
+        self.handle_sets: Strings[tuple[str, ...]] = Strings()
+        self.rows = Columns(CALL_DTYPES)
+        self.clients: list[ClientRow] = []
+        self._client_of: dict[Hashable, int] = {}
+        self.extra_handles: dict[int, dict[str, int]] = {}
+        self.last_records: dict[int, tuple[int, int]] = {}
+        self.gsp_session = 0
+        self.next_chunk = 0
+        self.next_pos = 0
+        self._pending: Records | None = None  # enters whose exit has not come, with their rows
+        self._pending_rows = np.zeros(0, dtype=np.int64)
+        self._kept: dict[int, Record] = {}  # of those, the records the decoders will decode, by position
+        codec = codec_for(decoders.profile)
+        self._gsp = GspPairing(codec) if codec is not None else None
+        self._open: dict[Hashable, _Open] = {}
+        self._settled: list[_Open] = []  # exchanges that ended (answered or superseded) in this batch
+        self._kinds = KeyCache(lambda key: int(self._op(key).kind))
+        self._op_names = KeyCache(lambda key: self.names.id(self._op(key).name))
+        self._results = KeyCache(lambda key: _RESULTS.index(self._op(key).result))
+        self._status_ids = KeyCache(self._status_name)
+        self._status_ok = KeyCache(self._nv_ok)
+        self._keyed: list[int] = []  # (source, op) of operations named by a member of their argument
+        self._keyed_ops = KeyCache(self._keyed_op)
+        self._detail_of = KeyCache(self._detail)
+
+    def _op(self, key: int) -> OpPlan:
+        return self.plan.op(key >> 32, key & 0xFFFFFFFF)
+
+    # -- driving ------------------------------------------------------------------------
+
+    def update(self) -> int:
+        """Fold the chunks not seen yet; returns how many rows were added."""
+        before = self.rows.n
+        chunks = self.reader.chunks
+        while self.next_chunk < len(chunks):
+            start, count = self.next_chunk, 0
+            while self.next_chunk < len(chunks) and (count == 0 or count + chunks[self.next_chunk].count
+                                                     <= self.batch_records):
+                count += chunks[self.next_chunk].count
+                self.next_chunk += 1
+            self._batch(range(start, self.next_chunk))
+        return self.rows.n - before
+
+    def table(self) -> CallTable:
+        """The rows so far.  A later ``update`` may rewrite the rows of calls that were still open."""
+        return CallTable(self.rows.view(), self.names, self.details, self.status_names, self.handle_sets,
+                         self.clients, self.extra_handles, self.last_records)
+
+    # -- one batch ----------------------------------------------------------------------
+
+    def _batch(self, indices: range) -> None:
+        chunks = [(i, *self.reader.chunk_records(i)) for i in indices]
+        views = {i: view for i, _, view in chunks}
+        batch = scan_chunks(chunks, self.args, self.next_pos, GPU_DEVICE_PREFIX)
+        self.next_pos += len(batch["pos"])
+        pending = self._pending
+        npend = 0 if pending is None else len(pending["pos"])
+        recs = batch if pending is None else {k: np.concatenate([pending[k], batch[k]]) for k in batch}
+
+        def record(i: int) -> Record:
+            if i < npend:
+                return self._kept[int(recs["pos"][i])]
+            return decode_record(views[int(recs["chunk"][i])], int(recs["offset"][i]))
+
+        n = len(recs["pos"])
+        gsp = (recs["source"] == Source.GSP) if self._gsp is not None else np.zeros(n, dtype=bool)
+        pairable = ((recs["phase"] == _ENTER) | (recs["phase"] == _EXIT)) & ~gsp
+        partner, last_of_key = _pair(recs, np.flatnonzero(pairable))
+        is_enter = pairable & (recs["phase"] == _ENTER)
+        closing = np.zeros(n, dtype=bool)
+        closing[partner[partner >= 0]] = True
+
+        fresh = np.zeros(n, dtype=bool)  # the first records of calls starting in this batch
+        fresh[npend:] = ~gsp[npend:] & ~closing[npend:]
+        first = np.flatnonzero(fresh)
+        second = partner[first]
+        state = np.full(len(first), _STATE[CallState.SINGLE])
+        state[is_enter[first]] = _STATE[CallState.IN_FLIGHT]
+        state[is_enter[first] & (second >= 0)] = _STATE[CallState.COMPLETE]
+        state[pairable[first] & ~is_enter[first]] = _STATE[CallState.RESUMED]
+        vector, extras = self._rows(recs, first, second, state, record)
+        vector["opens_gpu"] = recs["path_match"][first] & (vector["source"] == Source.SYS) & (vector["op"] == SysOp.OPEN)
+        exchanges = self._exchanges(recs, np.flatnonzero(gsp[npend:]) + npend, record)
+        first_rows = self._append(recs["pos"][first], vector, extras, exchanges)
+
+        done = np.flatnonzero(is_enter[:npend] & (partner[:npend] >= 0))  # calls that started before, ended now
+        if done.size:
+            values, extras = self._rows(recs, done, partner[done], np.full(done.size, _STATE[CallState.COMPLETE]),
+                                        record)
+            del values["client"]
+            self._patch(self._pending_rows[done], values, extras)
+        self._patch_exchanges()
+
+        still = is_enter & (partner < 0) & last_of_key  # what stays open: the newest enter of a key, unanswered
+        rows = np.empty(n, dtype=np.int64)
+        rows[:npend] = self._pending_rows
+        rows[first] = first_rows
+        for i in np.flatnonzero(~still[:npend]).tolist():
+            self._kept.pop(int(recs["pos"][i]), None)
+        keep = np.flatnonzero(still)
+        python = self._kinds(_op_keys(recs, keep)) == Kind.PYTHON
+        for i in keep[python & (keep >= npend)].tolist():
+            self._kept[int(recs["pos"][i])] = record(i)
+        self._pending = {k: v[keep] for k, v in recs.items()}
+        self._pending_rows = rows[keep]
+
+    def _append(self, positions: np.ndarray, vector: dict[str, np.ndarray], extras: Extras,
+                exchanges: list[tuple[int, _Open | Call]]) -> np.ndarray:
+        """Add the rows of calls starting in this batch, merged in order of their first record with the
+        GSP exchanges starting in it; returns the rows the ``vector`` calls got."""
+        base = self.rows.n
+        n = len(positions)
+        if exchanges:
+            calls = [item.call() if isinstance(item, _Open) else item for _, item in exchanges]
+            decoded, gsp_extras = self._decoded_rows(calls)
+            decoded["opens_gpu"] = np.zeros(len(calls), dtype=bool)
+            order = np.argsort(np.concatenate([positions, [pos for pos, _ in exchanges]]), kind="stable")
+            merged = {k: np.concatenate([vector[k], decoded[k]])[order] for k in vector}
+            row_of = np.empty(len(order), dtype=np.int64)
+            row_of[order] = base + np.arange(len(order))
+            for k, (_, item) in enumerate(exchanges):
+                if isinstance(item, _Open):
+                    item.row = int(row_of[n + k])
+            self._settled = [item for item in self._settled if item.row < base]  # new ones were just written
+            self._keep_extras(row_of[n:], gsp_extras)
+        else:
+            merged = vector
+            row_of = base + np.arange(n)
+        self._keep_extras(row_of[:n], extras)
+        merged["client"] = self._assign_clients(merged, base)
+        del merged["opens_gpu"]
+        self.rows.append(merged)
+        return row_of[:n]
+
+    def _patch(self, rows: np.ndarray, values: dict[str, np.ndarray], extras: Extras) -> None:
+        for row in rows.tolist():
+            self.extra_handles.pop(row, None)
+            self.last_records.pop(row, None)
+        self._keep_extras(rows, extras)
+        self.rows.patch(rows, values)
+
+    def _keep_extras(self, rows: np.ndarray, extras: Extras) -> None:
+        for i, (handles, last) in extras.items():
+            row = int(rows[i])
+            if handles is not None:
+                self.extra_handles[row] = handles
+            if last is not None:
+                self.last_records[row] = last
+
+    # -- columns of calls paired here ----------------------------------------------------
+
+    def _rows(self, recs: Records, first: np.ndarray, second: np.ndarray, state: np.ndarray,
+              record: Callable[[int], Record]) -> tuple[dict[str, np.ndarray], Extras]:
+        """The columns of calls made of record ``first`` and (where it is >= 0) record ``second``."""
+        n = len(first)
+        has2 = second >= 0
+        two = np.where(has2, second, first)
+        out = _empty(n)
+        for name in ("pid", "tid", "call_id", "source", "op"):
+            out[name] = recs[name][first]
+        out["enter_seq"] = recs["seq"][first]
+        out["t_enter"] = recs["time"][first]
+        out["state"] = state
+        closed = has2 & ((state == _STATE[CallState.COMPLETE]) | (state == _STATE[CallState.RESUMED]))
+        single = state == _STATE[CallState.SINGLE]
+        seq, time = recs["seq"].astype(np.int64), recs["time"]
+        out["exit_seq"] = np.where(closed, seq[two], np.where(single, seq[first], -1))
+        out["t_exit"] = np.where(closed, time[two], np.where(single, time[first], 0))
+        out["bytes"] = recs["bytes"][first] + np.where(has2, recs["bytes"][two], 0)
+        keys = _op_keys(recs, first)
+        kinds = self._kinds(keys)
+        out["name"] = self._op_names(keys)
+        ioctl = np.flatnonzero(kinds == Kind.IOCTL)
+        if ioctl.size:
+            self._ioctl(recs, first[ioctl], second[ioctl], out, ioctl)
+        sys = np.flatnonzero(kinds == Kind.SYSCALL)
+        if sys.size:
+            self._syscall(recs, first[sys], second[sys], keys[sys], out, sys)
+        python = np.flatnonzero(kinds == Kind.PYTHON)
+        extras: Extras = {}
+        if python.size:
+            calls = [Call(tuple(record(i) for i in ((f,) if s < 0 else (f, s))), STATES[st])
+                     for f, s, st in zip(first[python].tolist(), second[python].tolist(), state[python].tolist())]
+            decoded, found = self._decoded_rows(calls)
+            for name in _DECODED:
+                out[name][python] = decoded[name]
+            extras = {int(python[i]): value for i, value in found.items()}
+        return out, extras
+
+    def _ioctl(self, recs: Records, first: np.ndarray, second: np.ndarray, out: dict[str, np.ndarray],
+               rows: np.ndarray) -> None:
+        """An ioctl's status, handles and detail as ``IoctlOp.decode`` works them out, from the columns."""
+        has2 = second >= 0
+        two = np.where(has2, second, first)
+        sides = {}
+        for side in ("b", "a"):
+            mine, theirs = recs[f"{side}_arg"][first], np.where(has2, recs[f"{side}_arg"][two], ABSENT)
+            use2 = (mine == ABSENT) & (theirs != ABSENT)  # the first record holding such a buffer
+            sides[side] = (np.where(use2, theirs, mine), np.where(use2, two, first))
+        (b_arg, b_rec), (a_arg, a_rec) = sides["b"], sides["a"]
+        exit_rec = np.where(recs["phase"][first] == _EXIT, first,
+                            np.where(has2 & (recs["phase"][two] == _EXIT), two, -1))
+        has_exit = exit_rec >= 0
+        ex = np.where(has_exit, exit_rec, first)
+        ret, err = recs["ret"][ex], recs["err"][ex].astype(np.int64)
+        returned = has_exit & (ret >= 0) & (err == 0)
+        after = (a_arg >= 0) & returned
+        use_a = after | ((b_arg < 0) & (a_arg >= 0))
+        main_rec = np.where(use_a, a_rec, b_rec)
+        none = len(self.args.layouts)  # the index of the "no layout" entry appended to each per-layout table
+        main = np.where(use_a, a_arg, b_arg)
+        main = np.where(main >= 0, main, none)
+        translate = np.array([self.handle_sets.id(self.args.handle_sets[i]) for i in self.args.handle_set] + [NONE],
+                             dtype=np.int32)
+        out["handles"][rows] = translate[main]
+        for k in range(MAX_HANDLES):
+            out[f"h{k}"][rows] = np.where(use_a, recs["a_h"][main_rec, k], recs["b_h"][main_rec, k])
+        keyed = np.array([layout.key is not None for layout in self.args.layouts] + [False])[main]
+        key = np.where(use_a, recs["a_key"][main_rec], recs["b_key"][main_rec])
+        out["detail"][rows] = self._detail_ids(out["source"][rows], out["op"][rows], key, keyed)
+        has_status = np.array(self.args.has_status + [False])[main] & after
+        status = np.where(has_status, recs["a_status"][a_rec], ret)
+        kind = np.select([has_exit & ~returned & (err != 0), has_exit & ~returned, has_status, after, has_exit],
+                         [_Status.ERRNO, _Status.RET, _Status.NV, _Status.TEXT, _Status.RET], 0)
+        names, ok = self._status_names(kind, np.select([kind == _Status.ERRNO, kind == _Status.NV], [err, status], ret))
+        out["status_name"][rows] = names
+        out["ok"][rows] = np.where(kind == _Status.NV, ok, np.where(returned, 1, np.where(has_exit, 0, -1)))
+        out["has_status"][rows] = after
+        out["status"][rows] = np.where(after, status, 0)
+
+    def _syscall(self, recs: Records, first: np.ndarray, second: np.ndarray, keys: np.ndarray,
+                 out: dict[str, np.ndarray], rows: np.ndarray) -> None:
+        """A system call's result as ``SysCall.decode`` works it out, from the header."""
+        has2 = second >= 0
+        rec = np.where(recs["phase"][first] == _EXIT, first, np.where(has2, second, first))
+        result = self._results(keys)
+        applies = (result != _RESULTS.index(None)) & (recs["phase"][rec] != _ENTER)
+        ret, err = recs["ret"][rec], recs["err"][rec].astype(np.int64)
+        value = np.where(result == _RESULTS.index("fd"), recs["fd"][rec].astype(np.int64), ret)
+        failed = (ret < 0) | (err != 0)
+        status = np.where(failed, -1, value)
+        kind = np.where(applies, np.where(failed & (err != 0), _Status.SYSERR, _Status.TEXT), 0)
+        names, _ = self._status_names(kind, np.where(kind == _Status.SYSERR, err, status))
+        out["status_name"][rows] = names
+        out["status"][rows] = np.where(applies, status, 0)
+        out["has_status"][rows] = applies
+        out["ok"][rows] = np.where(applies, ~failed, -1)
+
+    def _status_names(self, kind: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Status name ids (and, for NV_STATUS codes, whether they count as success) of (kind, value) pairs,
+        each distinct pair spelt once."""
+        keys = (value.astype(np.int64) * 8 + kind).view(np.uint64)  # values stay far below 2**60
+        return self._status_ids(keys), self._status_ok(keys)
+
+    def _status_name(self, key: int) -> int:
+        signed = key - (1 << 64) if key >> 63 else key
+        kind, value = signed & 7, signed >> 3
+        return self.status_names.id(_SPELL[kind](self.status_namer, value)) if kind else NONE
+
+    def _nv_ok(self, key: int) -> int:
+        return int(key & 7 == _Status.NV and bool(self.status_namer.status_ok(key >> 3)))
+
+    def _detail_ids(self, source: np.ndarray, op: np.ndarray, key: np.ndarray, keyed: np.ndarray) -> np.ndarray:
+        """The names an operation's key gives (a control's command, an allocation's class), each asked once."""
+        out = np.full(len(key), NONE, dtype=np.int32)
+        rows = np.flatnonzero(keyed)
+        if rows.size:
+            ops = self._keyed_ops((source[rows].astype(np.uint64) << np.uint64(32)) | op[rows].astype(np.uint64))
+            out[rows] = self._detail_of((ops.astype(np.uint64) << np.uint64(32)) | (key[rows].astype(np.uint64)
+                                                                                   & np.uint64(0xFFFFFFFF)))
+        return out
+
+    def _detail(self, key: int) -> int:
+        decoder = self._op(self._keyed[key >> 32]).op
+        return self.details.id(decoder.name_of(key & 0xFFFFFFFF).name)
+
+    def _keyed_op(self, key: int) -> int:
+        self._keyed.append(key)
+        return len(self._keyed) - 1
+
+    # -- calls the decoders decode --------------------------------------------------------
+
+    def _decoded_rows(self, calls: Sequence[Call]) -> tuple[dict[str, np.ndarray], Extras]:
+        """The columns of calls decoded one by one by the decoders (as the session fold decodes them)."""
+        out = _empty(len(calls))
+        extras: Extras = {}
+        for i, call in enumerate(calls):
+            first, last = call.first, call.last
+            d = self.decoders.decode(call, Level.CALL)
+            ends = (call.state in (CallState.COMPLETE, CallState.RESUMED) and len(call.records) > 1
+                    or call.state is CallState.SINGLE)
+            handles = tuple(d.handles.values())
+            fits = len(handles) <= MAX_HANDLES and all(isinstance(v, int) and 0 <= v < 1 << 32 for v in handles)
+            row = {"enter_seq": first.seq, "exit_seq": last.seq if ends else -1, "t_enter": first.time_ns,
+                   "t_exit": last.time_ns if ends else 0, "pid": first.pid, "tid": first.tid,
+                   "call_id": first.call_id, "source": first.source, "op": first.op, "state": _STATE[call.state],
+                   "bytes": sum(len(b.data) for r in call.records for b in r.buffers),
+                   "name": self.names.id(d.name), "detail": self.details.id(d.detail),
+                   "status": d.status if d.status is not None else 0, "has_status": d.status is not None,
+                   "status_name": self.status_names.id(d.status_name), "ok": -1 if d.ok is None else int(d.ok),
+                   "handles": self.handle_sets.id(tuple(d.handles)) if fits and handles else NONE}
+            for name, value in row.items():
+                out[name][i] = value
+            if fits:
+                for k, v in enumerate(handles):
+                    out[f"h{k}"][i] = v
+            extra = dict(d.handles) if handles and not fits else None
+            last_record = (last.time_ns, last.seq) if len(call.records) > 1 and not ends else None
+            if extra is not None or last_record is not None:
+                extras[i] = (extra, last_record)
+        return out, extras
+
+    def _exchanges(self, recs: Records, rows: np.ndarray, record: Callable[[int], Record]) -> list[tuple[int, _Open | Call]]:
+        """GSP records paired by the decoders' GSP keyer (as ``pair_calls`` does, without its window):
+        the calls they start, with the position of their first record."""
+        starts: list[tuple[int, _Open | Call]] = []
+        if self._gsp is None:
+            return starts
+        for i in rows.tolist():
+            rec = record(i)
+            pos = int(recs["pos"][i])
+            action = self._gsp(rec)
+            if action is None:
+                starts.append((pos, Call((rec,), CallState.SINGLE)))
+                continue
+            kind, key = action
+            pending = self._open.get(key)
+            if kind is Pairing.OPEN:
+                if pending is not None:
+                    self._settled.append(pending)  # superseded: it stays in flight with what it has
+                pending = self._open[key] = _Open([rec])
+                starts.append((pos, pending))
+            elif pending is not None:
+                pending.records.append(rec)
+                if kind is Pairing.PART:
+                    self._settled.append(pending)  # its row shows the parts so far
+            elif kind is Pairing.PART:
+                pending = self._open[key] = _Open([rec], resumed=True)
+                starts.append((pos, pending))
+            else:
+                starts.append((pos, Call((rec,), CallState.RESUMED)))
+            if kind is Pairing.CLOSE and pending is not None:
+                pending.closed = True
+                del self._open[key]
+                self._settled.append(pending)
+        return starts
+
+    def _patch_exchanges(self) -> None:
+        """Rewrite the rows of GSP exchanges that started in an earlier batch and changed in this one."""
+        changed = list({id(item): item for item in self._settled if item.row >= 0}.values())
+        self._settled = []
+        if changed:
+            values, extras = self._decoded_rows([item.call() for item in changed])
+            del values["client"]
+            self._patch(np.array([item.row for item in changed], dtype=np.int64), values, extras)
+
+    # -- clients ----------------------------------------------------------------------------
+
+    def _assign_clients(self, rows: dict[str, np.ndarray], base: int) -> np.ndarray:
+        """Each new row's client, as the session fold picks it (``Folder._client_for``), creating clients
+        in order of the first row that makes one."""
+        n = len(rows["pid"])
+        source, pid = rows["source"], rows["pid"].astype(np.int64)
+        joins = np.isin(source, _OPEN_SOURCES)
+        gsp_host = (source == Source.GSP) & (pid == 0)
+        by_pid = (~joins & (pid != 0)) | rows["opens_gpu"]
+        session = self.gsp_session + np.cumsum(rows["name"] == self.names.find(GSP_SESSION_START))
+        if n:
+            self.gsp_session = int(session[-1])
+        key = np.where(gsp_host, -1 - session, pid)  # one number per client key: pids, or -1 - session
+        creators = np.flatnonzero(by_pid | gsp_host)
+        _, at = np.unique(key[creators], return_index=True)
+        for i in np.sort(creators[at]).tolist():
+            name: Hashable = ("gsp", int(session[i])) if gsp_host[i] else int(pid[i])
+            if name not in self._client_of:
+                self._client_of[name] = len(self.clients)
+                self.clients.append(ClientRow(len(self.clients), name, int(pid[i]), base + i,
+                                              int(rows["enter_seq"][i]), int(rows["t_enter"][i]),
+                                              int(session[i]) if source[i] == Source.GSP else None))
+        uniq, inverse = np.unique(key, return_inverse=True)
+        index = np.full(len(uniq), NONE, dtype=np.int64)
+        since = np.zeros(len(uniq), dtype=np.int64)
+        for u, k in enumerate(uniq.tolist()):
+            found = self._client_of.get(("gsp", -1 - k) if k < 0 else k)
+            if found is not None:
+                index[u], since[u] = found, self.clients[found].row
+        inverse = inverse.ravel()
+        mine = (by_pid | joins | gsp_host) & (base + np.arange(n) >= since[inverse])
+        return np.where(mine, index[inverse], NONE).astype(np.int32)
+
+
+_SPELL: dict[int, Callable[[Any, int], str]] = {
+    _Status.NV: lambda names, v: names.status(v), _Status.TEXT: lambda names, v: str(v),
+    _Status.ERRNO: lambda names, v: errno_name(v), _Status.RET: lambda names, v: f"ret {v}",
+    _Status.SYSERR: lambda names, v: f"-1 {errno_name(v)}",
+}
+"""How a status of each kind is spelt (``IoctlOp.decode``, ``SysCall.decode``)."""
+_DECODED = ("name", "detail", "status", "has_status", "status_name", "ok", "handles",
+            *(f"h{k}" for k in range(MAX_HANDLES)))
+"""The columns the decoders fill in for a call they decode."""
+_RESULTS = (None, "fd", "ret")
+"""``SysCall.result`` values, by the code the plan cache holds."""
+
+
+def _empty(n: int) -> dict[str, np.ndarray]:
+    out = {name: np.zeros(n, dtype=dtype) for name, dtype in CALL_DTYPES.items()}
+    for name in ("detail", "status_name", "client", "handles", "ok"):
+        out[name][:] = NONE
+    return out
+
+
+def _op_keys(recs: Records, rows: np.ndarray) -> np.ndarray:
+    return (recs["source"][rows].astype(np.uint64) << np.uint64(32)) | recs["op"][rows].astype(np.uint64)
+
+
+def _pair(recs: Records, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Enter/exit pairs among records ``idx``: for each record its exit's index (-1: none) and whether
+    it is the last record of its (pid, call_id).  An exit closes the enter right before it in
+    position order of the same key, as ``pair_calls`` closes the newest open call of a key."""
+    n = len(recs["pos"])
+    partner = np.full(n, -1, dtype=np.int64)
+    last = np.zeros(n, dtype=bool)
+    if not idx.size:
+        return partner, last
+    order = idx[np.lexsort((recs["pos"][idx], recs["call_id"][idx], recs["pid"][idx]))]
+    pid, call, phase = recs["pid"][order], recs["call_id"][order], recs["phase"][order]
+    same = (pid[1:] == pid[:-1]) & (call[1:] == call[:-1])
+    close = same & (phase[:-1] == _ENTER) & (phase[1:] == _EXIT)
+    partner[order[:-1][close]] = order[1:][close]
+    last[order] = np.append(~same, True)
+    return partner, last

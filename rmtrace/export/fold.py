@@ -1,0 +1,76 @@
+"""The session model's fold, streaming: what an export needs of it, without keeping the trace in memory.
+
+``load_session`` keeps every call and every transition, so that any question
+can be asked later.  An export asks each question once, in order: which
+client made this call, what stable name its handles have, what a channel or
+a rank became, what the host counters read.  ``StreamingFold`` runs the same
+``Folder`` (one call at a time, the same handlers) and hands each call's
+``CallInfo`` and each transition out as soon as it is final, then forgets it.
+
+A call's effects carry the time of its exit, but calls are folded in order of
+their enter; every later call enters at or after the current one, so a
+transition earlier than the current call's first record is final
+(``TransitionStream.final``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Any
+
+from rmtrace.calls import Call
+from rmtrace.decoders import DecoderSet
+from rmtrace.session import CallInfo, Transition
+from rmtrace.session.fold import Folder
+from rmtrace.session.timeline import Timeline
+
+
+class TransitionStream(Timeline):
+    """A Timeline that keeps a transition only until it is final, then hands it out in time order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._heap: list[tuple[int, int, int, str, str, Any]] = []
+        self._n = 0
+
+    def set(self, t_ns: int, seq: int, entity: str, attr: str, value: Any) -> None:
+        heapq.heappush(self._heap, (t_ns, seq, self._n, entity, attr, value))  # _n keeps equal times in fold order
+        self._n += 1
+
+    def final(self, before_ns: int | None = None) -> Iterator[Transition]:
+        """Transitions earlier than ``before_ns`` (all of them when None), in time order, removed."""
+        heap = self._heap
+        while heap and (before_ns is None or heap[0][0] < before_ns):
+            t, seq, _n, entity, attr, value = heapq.heappop(heap)
+            yield Transition(t, seq, entity, attr, value)
+
+
+class StreamingFold:
+    """The session fold over calls given one at a time; per call, its CallInfo."""
+
+    def __init__(self, decoders: DecoderSet) -> None:
+        self.transitions = TransitionStream()
+        self.folder = Folder(decoders, self.transitions)
+
+    def fold(self, call: Call) -> CallInfo:
+        """Fold one call (in the decoders' order) and return what the model knows of it."""
+        folder = self.folder
+        folder.fold(call)
+        info = folder.calls.pop()  # the fold appends exactly this call's CallInfo
+        # what only a whole-trace model needs: record -> client and the GSP exchange list
+        folder.seq_client.clear()
+        folder.gsp.clear()
+        return info
+
+    def stable_names(self, info: CallInfo) -> dict[str, str]:
+        """The stable names (``NV01_ROOT_CLIENT#0/NV01_DEVICE_0#0/...``) of the objects a call's handles name."""
+        if info.client_id is None:
+            return {}
+        objects = self.folder.objects
+        out = {}
+        for name, handle in info.handles.items():
+            obj = objects.get((info.client_id, handle))
+            if obj is not None:
+                out[name] = obj.stable_name
+        return out
