@@ -42,12 +42,15 @@ from rmtrace.replayer.protocol import EVENT_CALL_ID, answer_key, request_key, wi
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
 
+from rmtrace.capture.kmod import IOC_READ, ioc
 from rmtrace.errors import RecordError, RmtraceError
 from rmtrace.record import (
-    BUFFER,
+    BUFFER_LAYOUT,
     HEADER,
     HEADER_SIZE,
+    RECORD,
     Buffer,
+    H,
     MarkOp,
     Phase,
     Record,
@@ -75,18 +78,28 @@ STATUS_KINDS = frozenset({Kind.RM_CLIENT, Kind.RM_ALLOC, Kind.RM_FREE, Kind.RM_C
 HELLO_TIMEOUT_S = 10.0
 ACK_TIMEOUT_S = 60.0
 FRAME = struct.Struct("<I")
-RMT_IOC_REPLAY_ERROR = 0x80A0B720  # _IOR(0xb7, 0x20, char[160])
+ERROR_MAX = 160
+IOC_REPLAY_ERROR = ioc(IOC_READ, 0x20, ERROR_MAX)
+TEXT_MAX = 256
+"""The longest name or label a MSG carries."""
+STATUS_COUNT = 8
+STATUS_AT = 4
+TARGET_NAME_MAX = 32
+SERVICE_NAME_MAX = 64
+SAMPLE_GSP_TEMPLATE = 1
+_TOTAL_LEN = RECORD["total_len"]
 
 ReplayCtl = Struct("magic" / Int32ul, "version" / Int16ul, "op" / Int16ul, "length" / Int32ul, "reserved" / Int32ul)
-ReplayHello = Struct("clock" / Int32ul, "reserved" / Int32ul, "start_ns" / Int64ul, "status" / Array(8, Int32ul),
-                     "target" / Bytes(32))
-ReplayHelloReply = Struct("clock" / Int32ul, "answers" / Int32ul, "now_ns" / Int64ul, "service" / Bytes(64))
+ReplayHello = Struct("clock" / Int32ul, "reserved" / Int32ul, "start_ns" / Int64ul,
+                     "status" / Array(STATUS_COUNT, Int32ul), "target" / Bytes(TARGET_NAME_MAX))
+ReplayHelloReply = Struct("clock" / Int32ul, "answers" / Int32ul, "now_ns" / Int64ul,
+                          "service" / Bytes(SERVICE_NAME_MAX))
 ReplayStatusAt = Struct("buffer" / Int16ul, "width" / Int16ul, "offset" / Int32ul)
 ReplayMsg = Struct(
     "kind" / Int32ul, "index" / Int32ul, "category" / Int32ul, "fd" / Int32sl, "h_client" / Int32ul,
     "h_parent" / Int32ul, "h_object" / Int32ul, "expect" / Int32sl, "has_status" / Int32ul, "status" / Int32ul,
     "ring_va" / Int64ul, "userd_va" / Int64ul, "ring_size" / Int64ul, "gpu" / Bytes(16), "nstatus" / Int32ul,
-    "reserved" / Int32ul, "status_at" / Array(4, ReplayStatusAt),
+    "reserved" / Int32ul, "status_at" / Array(STATUS_AT, ReplayStatusAt),
 )
 ReplayWhy = Struct("source" / Int32ul, "pid" / Int32ul, "call_id" / Int64ul)
 ReplayAdvance = Struct("to_ns" / Int64ul, "flags" / Int32ul, "reserved" / Int32ul)
@@ -95,10 +108,11 @@ ReplayAck = Struct("write_seq" / Int64ul, "now_ns" / Int64ul, "next_timer_ns" / 
 ReplayRefused = Struct("err" / Int32sl, "reserved" / Int32ul)
 SampleGspTemplate = Struct("kind" / Int32ul, "index" / Int32ul, "function" / Int32ul, "seq_off" / Int32ul,
                            "result_off" / Int32ul, "result_private_off" / Int32ul)
-"""The sample target's TARGET body (kmod_shim/sample_target/rmtrace_sample.c)."""
+"""The sample target's TARGET body (kmod_shim/sample_target/rmtrace_sample.h)."""
 MIRRORS = {"rmt_replay_ctl": ReplayCtl, "rmt_replay_hello": ReplayHello, "rmt_replay_hello_reply": ReplayHelloReply,
            "rmt_replay_status_at": ReplayStatusAt, "rmt_replay_msg": ReplayMsg, "rmt_replay_why": ReplayWhy,
-           "rmt_replay_advance": ReplayAdvance, "rmt_replay_ack": ReplayAck, "rmt_replay_refused": ReplayRefused}
+           "rmt_replay_advance": ReplayAdvance, "rmt_replay_ack": ReplayAck, "rmt_replay_refused": ReplayRefused,
+           "rmt_sample_gsp_template": SampleGspTemplate}
 
 
 def control(op: str, body: bytes = b"", texts: tuple[bytes, ...] = (), pid: int = 0, call_id: int = 0,
@@ -143,9 +157,9 @@ class _Device:
         try:
             os.write(self.fd, data)
         except OSError as exc:
-            why = bytearray(160)
+            why = bytearray(ERROR_MAX)
             try:
-                fcntl.ioctl(self.fd, RMT_IOC_REPLAY_ERROR, why)
+                fcntl.ioctl(self.fd, IOC_REPLAY_ERROR, why)
             except OSError:
                 pass
             reason = why.split(b"\0", 1)[0].decode(errors="replace") or exc.strerror
@@ -245,9 +259,9 @@ class KmodTarget(Target):
         self._io = _Relay(self.path) if stat.S_ISSOCK(mode) else _Device(self.path)
         self._sel.register(self._io, selectors.EVENT_READ)
         start = int(info.meta.get("start_monotonic_ns") or 0) if self.clock == "virtual" else 0
-        codes = [self.semantics.status_code(name) for name in STATUSES] + [0, 0]
+        codes = [self.semantics.status_code(name) for name in STATUSES] + [0] * (STATUS_COUNT - len(STATUSES))
         hello = ReplayHello.build({"clock": CLOCKS[self.clock], "reserved": 0, "start_ns": start, "status": codes,
-                                   "target": bytes(32)})
+                                   "target": bytes(TARGET_NAME_MAX)})
         sent = time.monotonic_ns()
         self._io.send(control("HELLO", hello))
         reply = self._until(lambda: self._hello is not None, HELLO_TIMEOUT_S, "the replay hello")
@@ -275,7 +289,7 @@ class KmodTarget(Target):
         offsets = {f.name: f.offset for f in header.fields}
         for index, data in enumerate(captured[0::2]):  # each exchange's request
             record = decode_record(data)
-            body = SampleGspTemplate.build({"kind": 1, "index": index, "function": record.op,
+            body = SampleGspTemplate.build({"kind": SAMPLE_GSP_TEMPLATE, "index": index, "function": record.op,
                                             "seq_off": offsets["sequence"], "result_off": offsets["rpc_result"],
                                             "result_private_off": offsets["rpc_result_private"]})
             yield control("TARGET", body, extra=(record.buffers[0],))
@@ -360,9 +374,9 @@ class KmodTarget(Target):
             "ring_va": msg.ring_va, "userd_va": msg.userd_va, "ring_size": msg.ring_size,
             "gpu": bytes(msg.gpu[:16]).ljust(16, b"\0"), "nstatus": len(where), "reserved": 0,
             "status_at": [{"buffer": b, "width": 4, "offset": o} for b, o in where]
-            + [{"buffer": 0, "width": 0, "offset": 0}] * (4 - len(where)),
+            + [{"buffer": 0, "width": 0, "offset": 0}] * (STATUS_AT - len(where)),
         })
-        return control("MSG", body, (msg.name.encode()[:256], client.label.encode()[:256]), pid=record.pid,
+        return control("MSG", body, (msg.name.encode()[:TEXT_MAX], client.label.encode()[:TEXT_MAX]), pid=record.pid,
                        call_id=record.call_id)
 
     def _status_places(self, msg: Message) -> list[tuple[int, int]]:
@@ -375,7 +389,7 @@ class KmodTarget(Target):
         if places is None:
             one, two = self.semantics.answer(base, 0x5A5A5A5A), self.semantics.answer(base, 0xA5A5A5A5)
             offsets = sorted({i & ~3 for i in range(min(len(one), len(two))) if one[i] != two[i]})
-            places = [p for p in (_buffer_offset(one, off) for off in offsets) if p is not None][:4]
+            places = [p for p in (_buffer_offset(one, off) for off in offsets) if p is not None][:STATUS_AT]
             self._status_at[shape] = places
         return places
 
@@ -400,7 +414,7 @@ class KmodTarget(Target):
         if self._io is not None and self._sel.select(max(timeout, 0.0)):
             self._buf += self._io.recv()
         while len(self._buf) >= HEADER_SIZE:
-            total = int.from_bytes(self._buf[8:12], "little")
+            total = _TOTAL_LEN.get(self._buf)
             if len(self._buf) < total:
                 return
             try:
@@ -470,10 +484,9 @@ class _Clock:
 def _buffer_offset(data: bytes, offset: int) -> tuple[int, int] | None:
     """(buffer index, offset in its data) of byte ``offset`` of an encoded record."""
     pos = HEADER_SIZE
-    nbufs = HEADER.unpack_from(data)[16]
-    for index in range(nbufs):
-        _role, _when, _flags, length, _addr, _orig, _slot = BUFFER.unpack_from(data, pos)
-        pos += BUFFER.size
+    for index in range(HEADER.unpack_from(data)[H.nbufs]):
+        length = BUFFER_LAYOUT.unpack(data, pos).len
+        pos += BUFFER_LAYOUT.size
         if pos <= offset < pos + length:
             return index, offset - pos
         pos += (length + 7) & ~7

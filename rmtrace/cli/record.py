@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
 from rmtrace.capture import RecordOptions, record_command
 from rmtrace.capture.ctab import DEFAULT_RING_SIZE, check_ring_size
@@ -61,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ring-size", metavar="BYTES", default=str(DEFAULT_RING_SIZE),
                         help=f"ring per traced thread, a power of two (default {DEFAULT_RING_SIZE >> 20}M)")
     parser.add_argument("--backend", default="preload", metavar="preload|kmod[:PATH]",
-                        help="kmod: drain the kernel shim's /dev/rmtrace (or PATH: a device or a guest's drained "
-                             "port); without CMD, until --duration or Ctrl-C (docs/kernel-shim.md)")
+                        help="kmod: also drain the kernel shim's /dev/rmtrace (or PATH: a device or a guest's "
+                             "drained port), merged with CMD's records in time order; without CMD, the kernel alone "
+                             "until --duration, Ctrl-C or the module detaches (docs/kernel-shim.md)")
     parser.add_argument("--driver", metavar="VERSION", help="the driver version the trace is decoded with (kmod)")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command to record")
 
@@ -71,15 +73,21 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.cmd)
     if command[:1] == ["--"]:
         command = command[1:]
-    if args.backend.split(":", 1)[0] == "kmod" and not command:
-        return _record_kmod(args)
+    backend, _, kmod_path = args.backend.partition(":")
+    if backend not in ("preload", "kmod") or (backend == "preload" and kmod_path):
+        raise RmtraceError(f"--backend {args.backend}: preload or kmod[:PATH]")
+    if backend == "kmod" and not command:
+        return _record_kmod(args, kmod_path)
     if not command:
         raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
     options = RecordOptions(
         command=command, output=args.output, lossy=args.lossy, ring_size=check_ring_size(parse_size(args.ring_size)),
         duration_s=parse_duration(args.duration) / 1e9 if args.duration else None,
     )
-    result = record_command(options)
+    if backend == "kmod":
+        result = _record_with_kmod(options, kmod_path, args.driver)
+    else:
+        result = record_command(options)
     for warning in result.warnings:
         print(f"rmtrace record: {warning}", file=sys.stderr)
     if sys.stderr.isatty():
@@ -94,7 +102,25 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_status
 
 
-def _record_kmod(args: argparse.Namespace) -> int:
+def _record_with_kmod(options: RecordOptions, path: str, driver: str | None) -> Any:
+    """CMD under the preload shim, with the kernel shim's records merged in (RecordOptions.feeds)."""
+    from dataclasses import replace
+
+    from rmtrace.capture.host import host_metadata
+    from rmtrace.capture.kmod import DEVICE, KmodFeed
+    from rmtrace.capture.recorder import select_capture_profile
+
+    profile, warning = select_capture_profile(driver or host_metadata()["driver_version"])
+    feed = KmodFeed(path or DEVICE, profile)
+    try:
+        result = record_command(replace(options, feeds=(feed,)), profile, warning)
+    finally:
+        feed.close()
+    result.warnings += [f"kmod: {w}" for w in feed.warnings]
+    return result
+
+
+def _record_kmod(args: argparse.Namespace, path: str) -> int:
     """The kernel shim alone: drain /dev/rmtrace (or a guest's port) into a trace."""
     import os
     import signal
@@ -103,7 +129,7 @@ def _record_kmod(args: argparse.Namespace) -> int:
     from rmtrace.capture.kmod import DEVICE, drain_to_trace
     from rmtrace.capture.recorder import select_capture_profile
 
-    path = args.backend.partition(":")[2] or DEVICE
+    path = path or DEVICE
     if os.path.exists(args.output):
         raise RmtraceError(f"{args.output} exists (rmtrace record never writes over a file)")
     meta = host_metadata()
@@ -112,7 +138,7 @@ def _record_kmod(args: argparse.Namespace) -> int:
     profile, _warning = select_capture_profile(meta.get("driver_version"))
     stopped = []
     signal.signal(signal.SIGINT, lambda *_: stopped.append(True))
-    n = drain_to_trace(path, args.output, meta, duration_s=parse_duration(args.duration) / 1e9 if args.duration else None,
-                       stop=lambda: bool(stopped), profile=profile)
-    print(f"rmtrace record: wrote {args.output}: {n:,} records from {path}", file=sys.stderr)
-    return 0
+    n, reason = drain_to_trace(path, args.output, meta, profile=profile, stop=lambda: bool(stopped),
+                               duration_s=parse_duration(args.duration) / 1e9 if args.duration else None)
+    print(f"rmtrace record: wrote {args.output}: {n:,} records from {path}, stopped: {reason}", file=sys.stderr)
+    return {"duration": ExitCode.TIMEOUT, "interrupted": ExitCode.INTERRUPTED}.get(reason, ExitCode.OK)
