@@ -8,7 +8,6 @@ and the TUI both use it.
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -17,7 +16,7 @@ from rmtrace.decoders.base import Decoded
 from rmtrace.decoders.parse import HANDLE_TYPES, STATUS_FIELDS
 
 from rmtrace.calls import Call, CallState
-from rmtrace.record import Phase, record_to_dict
+from rmtrace.record import Phase
 from rmtrace.timefmt import format_duration, format_offset
 
 HEX_TYPES = HANDLE_TYPES | {"NvP64", "NvV32"}
@@ -74,7 +73,14 @@ def _plain_array(f: Any, v: Any, layouts: Mapping[str, Any] | None) -> Any:
         return _text(v) if f.elem_kind == "char" else bytes(v).hex()
     if f.elem_kind in ("struct", "union"):
         inner = (layouts or {}).get(f.elem)
-        return _nested(v, lambda x: plain(x, inner, layouts))
+        done: dict[int, Any] = {}  # the decoders share one value among identical elements: convert it once
+
+        def element(x: Any) -> Any:
+            found = done.get(id(x))
+            if found is None:
+                found = done[id(x)] = plain(x, inner, layouts)
+            return found
+        return _nested(v, element)
     if f.elem_kind == "float":
         size = f.size // f.count if f.count else 4
         return _nested(v, lambda x: _float(x, size))
@@ -161,20 +167,6 @@ def line(d: Decoded, call: Call, start_ns: int, end_ns: int | None = None) -> st
         body = f"<… {d.name} resumed>"
     note = f"  # {d.notes[0]}" + (f" (+{len(d.notes) - 1} more)" if len(d.notes) > 1 else "") if d.notes else ""
     return head + direction(call) + body + result(d, call, start_ns, end_ns) + note
-
-
-def call_dict(d: Decoded, call: Call, start_ns: int) -> dict[str, Any]:
-    """A call as JSON: where and when, how it ended, every decoded field, the raw records (hex)."""
-    first = call.first
-    return {
-        "seq": first.seq, "t_ns": first.time_ns - start_ns, "time_ns": first.time_ns, "pid": first.pid,
-        "tid": first.tid, "call_id": first.call_id, "fd": first.fd, "state": call.state.value,
-        "duration_ns": call.duration_ns, **d.to_dict(), "records": [record_to_dict(r) for r in call.records],
-    }
-
-
-def json_line(d: Decoded, call: Call, start_ns: int) -> str:
-    return json.dumps(call_dict(d, call, start_ns), separators=(",", ":"), default=str)
 
 
 # -- the field tree ---------------------------------------------------------------------------
@@ -329,5 +321,5 @@ def hexdump(data: bytes, indent: int = 0) -> Iterator[str]:
         yield f"{pad}{off:04x}  {row.hex(' '):<{HEX_WIDTH * 3}} {text}"
 
 
-__all__ = ["plain", "members", "summary", "result", "line", "call_dict", "json_line", "tree", "hexdump",
+__all__ = ["plain", "members", "summary", "result", "line", "tree", "hexdump",
            "scalar_text", "format_arg"]

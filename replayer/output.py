@@ -12,6 +12,8 @@ JSON says green, diverged or wedged, where and why; a MARK STOP closes it.
 from __future__ import annotations
 
 import json
+import platform
+from datetime import datetime, timezone
 from typing import Any
 
 from rmtrace import __version__
@@ -49,6 +51,21 @@ def exec_record(time_ns: int, pid: int, argv: tuple[str, ...]) -> bytes:
             Buffer(Role.TEXT, When.ONCE, b"\0".join(a.encode() for a in argv) + b"\0"))
     return Record(Source.SYS, Phase.EVENT, op=SysOp.EXEC, time_ns=time_ns, pid=pid, tid=pid,
                   flags=RecordFlag.REPLAY | RecordFlag.SYNTHETIC, buffers=bufs).encode()
+
+
+RECORDING_FACTS = ("host", "kernel", "start_time", "backend", "command")
+"""What a recording's metadata says about where and how it was recorded."""
+
+
+def provenance(source_meta: dict[str, Any], source_path: str, made_by: str) -> dict[str, Any]:
+    """A derived trace's ``made`` metadata: by what, on which host, when, from which file, and the
+    recording it goes back to (a replay copies its source's metadata, which says the recording's host
+    and kernel, not its own)."""
+    earlier = source_meta.get("made")
+    recording = earlier["recording"] if earlier else {k: source_meta.get(k) for k in RECORDING_FACTS}
+    return {"by": made_by, "rmtrace_version": __version__, "host": platform.node(), "kernel": platform.release(),
+            "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "from": source_path,
+            "recording": recording}
 
 
 class ReplayWriter:

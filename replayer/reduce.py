@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rmtrace.replayer.output import exec_record, stamp
+from rmtrace.replayer.output import exec_record, provenance, stamp
 from rmtrace.replayer.plan import Plan, build_plan, dependency_closure, link
 from rmtrace.replayer.runner import ReplayResult, Verdict, replay
 from rmtrace.replayer.schedules import Schedule
@@ -188,7 +188,7 @@ def write_plan(plan: Plan, path: str, extra_meta: dict[str, Any]) -> str:
                 t = decode_record(data).time_ns + shift
                 records.append((t, len(records), stamp(data, t, c.pid, c.tid(m), 0)))
     records.sort()
-    meta = {**plan.meta, **extra_meta, "backend": "reduce"}
+    meta = {**plan.meta, **extra_meta, "backend": "reduce", "made": provenance(plan.meta, plan.source, "rmtrace reduce")}
     with TraceWriter(path, meta) as writer:
         for _t, _n, data in records:
             writer.write_encoded(data)

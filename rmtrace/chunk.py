@@ -8,6 +8,15 @@ any record of a chunk is reachable without walking its predecessors.
 The header carries the CRC-32 of the compressed payload and a CRC-32 of its own
 first 60 bytes: a reader can skip a chunk by its header alone and checks the
 payload before decompressing it (compiled construct parses only checked bytes).
+
+Two choices make damage cost little (docs/trace-format.md, *Recovery*):
+
+* The frame carries zstd's content checksum, so a chunk whose header was hit
+  can still be proven intact by its payload alone (``decode_frame``).
+* The encoder ends a zstd block every ``BLOCK_BYTES`` of input.  A frame cut
+  short (a torn tail) still decompresses up to its last whole block, and the
+  records in those bytes are exactly the ones written (``salvage``): a cut
+  loses what follows it, not its whole chunk.
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ from dataclasses import dataclass
 import zstandard
 from construct import Const, Int16ul, Int32ul, Int64ul, Struct
 
-from rmtrace.errors import CorruptTraceError
+from rmtrace.errors import CorruptTraceError, RecordError
 from rmtrace.flat import FlatStruct
+from rmtrace.record import RECORD_MAGIC, SEQ, TIME, record_length
 
 CHUNK_MAGIC = 0x434D5452  # "RTMC"
 
@@ -46,7 +56,11 @@ CHUNK_HEADER = FlatStruct(ChunkHeader, "ChunkHeader")
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size
 _CRC_AT = CHUNK_HEADER.offset("header_crc")  # header_crc covers the bytes before it
 MAX_CHUNK_RAW = 1 << 30
-assert array("I").itemsize == 4  # a sanity bound for corrupt headers, far above the writer's chunks
+"""A sanity bound for damaged headers, far above any chunk a writer makes."""
+BLOCK_BYTES = 16 << 10
+"""Input bytes per zstd block: the most a cut through a chunk loses beyond the cut (about 7 % in size)."""
+_RECORD_START = RECORD_MAGIC.to_bytes(4, "little")
+assert array("I").itemsize == 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +107,20 @@ def decode_chunk_header(data: bytes, offset: int) -> ChunkInfo:
     return ChunkInfo(offset, h.comp_len, h.raw_len, h.count, h.first_seq, h.last_seq, h.t_min, h.t_max, h.payload_crc)
 
 
+def _offset_table(raw: bytes | memoryview, count: int) -> array:
+    offsets = array("I")
+    offsets.frombytes(raw[:4 * count])
+    if sys.byteorder == "big":
+        offsets.byteswap()
+    return offsets
+
+
 class ChunkEncoder:
     """Compresses one chunk's records into header + payload bytes."""
 
-    def __init__(self, level: int = 3) -> None:
-        self._zstd = zstandard.ZstdCompressor(level=level)
+    def __init__(self, level: int = 3, block_bytes: int = BLOCK_BYTES) -> None:
+        self._zstd = zstandard.ZstdCompressor(level=level, write_checksum=True)
+        self._block = block_bytes
 
     def encode(self, records: list[bytes], first_seq: int, last_seq: int, t_min: int, t_max: int) -> tuple[bytes, bytes]:
         offsets = array("I")
@@ -108,7 +131,13 @@ class ChunkEncoder:
         if sys.byteorder == "big":
             offsets.byteswap()
         raw = offsets.tobytes() + b"".join(records)
-        payload = self._zstd.compress(raw)
+        stream = self._zstd.compressobj(size=len(raw))
+        parts = []
+        for start in range(0, len(raw), self._block):
+            parts.append(stream.compress(raw[start:start + self._block]))
+            parts.append(stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+        parts.append(stream.flush())
+        payload = b"".join(parts)
         info = ChunkInfo(0, len(payload), len(raw), len(records), first_seq, last_seq, t_min, t_max, zlib.crc32(payload))
         return encode_chunk_header(info), payload
 
@@ -130,9 +159,83 @@ class ChunkDecoder:
             raise CorruptTraceError(f"chunk at byte {info.offset} does not decompress: {exc}") from None
         if len(raw) != info.raw_len:
             raise CorruptTraceError(f"chunk at byte {info.offset} decompresses to {len(raw)} bytes, not {info.raw_len}")
+        return _offset_table(raw, info.count), memoryview(raw)[4 * info.count:]
+
+    def salvage(self, info: ChunkInfo, prefix: bytes) -> tuple[array, memoryview]:
+        """The whole records in the first bytes of a chunk's payload that was cut short.
+
+        What a cut frame decompresses to is exactly the start of what was written
+        (zstd emits a block only once all of it is there), so every record that
+        lies wholly inside it is the one written; each is still checked for its
+        framing (magic, length) and its sequence number.
+        """
+        try:
+            raw = self._zstd.decompressobj().decompress(prefix)
+        except zstandard.ZstdError:
+            raw = b""
         table = 4 * info.count
-        offsets = array("I")
-        offsets.frombytes(raw[:table])
-        if sys.byteorder == "big":
-            offsets.byteswap()
-        return offsets, memoryview(raw)[table:]
+        if len(raw) < table:
+            return array("I"), memoryview(b"")
+        offsets = _offset_table(raw, info.count)
+        records = memoryview(raw)[table:]
+        kept = pos = 0
+        for k, off in enumerate(offsets):
+            try:
+                total = record_length(records, pos)
+            except RecordError:  # the cut runs through it
+                break
+            if off != pos or SEQ.get(records, pos) != info.first_seq + k:
+                break
+            pos += total
+            kept = k + 1
+        return offsets[:kept], records[:pos]
+
+    def decode_frame(self, data: bytes | memoryview) -> tuple[ChunkInfo, array, memoryview, int] | None:
+        """A chunk payload proven intact without its header: a whole zstd frame whose content
+        checksum holds, holding an offset table and the records it indexes.  Returns the chunk
+        as a header would have described it (offset 0, payload_crc of the frame), its offsets,
+        its records and the frame's length; None when the bytes are not such a frame."""
+        try:
+            if not zstandard.get_frame_parameters(data).has_checksum:
+                return None  # nothing would prove the bytes are the ones written
+            stream = self._zstd.decompressobj()
+            raw = stream.decompress(data)
+        except zstandard.ZstdError:
+            return None
+        if not stream.eof:
+            return None
+        frame_len = len(data) - len(stream.unused_data)
+        found = _split(raw)
+        if found is None:
+            return None
+        offsets, records = found
+        times = [TIME.get(records, off) for off in offsets]
+        first = SEQ.get(records, offsets[0])
+        if any(SEQ.get(records, off) != first + k for k, off in enumerate(offsets)):
+            return None
+        info = ChunkInfo(0, frame_len, len(raw), len(offsets), first, first + len(offsets) - 1, min(times), max(times),
+                         zlib.crc32(data[:frame_len]))
+        return info, offsets, records, frame_len
+
+
+def _split(raw: bytes) -> tuple[array, memoryview] | None:
+    """A decompressed payload's offset table and records, its count found from the bytes alone:
+    the one count k for which the table's k offsets are exactly where walking the records finds them."""
+    for count in range(1, len(raw) // 4):
+        start = 4 * count
+        if raw[start:start + 4] != _RECORD_START:
+            continue
+        offsets = _offset_table(raw, count)
+        records = memoryview(raw)[start:]
+        pos = 0
+        try:
+            for off in offsets:
+                if off != pos:
+                    break
+                pos += record_length(records, pos)
+            else:
+                if pos == len(records):
+                    return offsets, records
+        except RecordError:
+            continue
+    return None

@@ -22,6 +22,7 @@ import os
 import queue
 import stat
 import threading
+import time
 import zlib
 from array import array
 from collections import OrderedDict
@@ -31,14 +32,7 @@ from typing import Any
 
 from construct import Const, Int16ul, Int32ul, Int64ul, Struct
 
-from rmtrace.chunk import (
-    CHUNK_HEADER_SIZE,
-    CHUNK_MAGIC,
-    ChunkDecoder,
-    ChunkEncoder,
-    ChunkInfo,
-    decode_chunk_header,
-)
+from rmtrace.chunk import CHUNK_HEADER_SIZE, ChunkDecoder, ChunkEncoder, ChunkInfo, decode_chunk_header
 from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
 from rmtrace.flat import FlatStruct
 from rmtrace.record import (
@@ -50,6 +44,7 @@ from rmtrace.record import (
     encode_record,
     restamp,
 )
+from rmtrace.recovery import ChunkFinder, Found, Held, IndexRow, Recovery
 
 FILE_MAGIC = int.from_bytes(b"RMTRACE\0", "little")
 FORMAT_VERSION = 1
@@ -100,6 +95,9 @@ INDEX_HEADER = FlatStruct(IndexHeader, "IndexHeader")
 INDEX_ENTRY = FlatStruct(IndexEntry, "IndexEntry")
 FOOTER = FlatStruct(Footer, "Footer")
 _FOOTER_CRC_AT = FOOTER.offset("footer_crc")  # footer_crc covers the bytes before it
+_ENTRY_COUNT = INDEX_ENTRY.index.count
+_entry = INDEX_ENTRY.getter("offset", "first_seq", "last_seq", "t_min", "t_max", "count", "comp_len")
+"""An index entry's tuple in the order rmtrace.recovery.IndexRow names its fields."""
 MAX_META = 16 << 20
 
 DEFAULT_CHUNK_BYTES = 512 << 10
@@ -129,15 +127,20 @@ class TraceWriter:
     """
 
     def __init__(self, path: str | os.PathLike, meta: dict[str, Any] | None = None, *,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, level: int = 3, threaded: bool = True) -> None:
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, level: int = 3, threaded: bool = True,
+                 durable: bool = False) -> None:
+        """``durable``: each chunk is on the disk (fdatasync) once written, so a machine that
+        is reset, not only a writer that is killed, keeps every chunk finished before it."""
         self.path = os.fspath(path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._pos = 0
+        self._durable = durable
         self._append(encode_file_header(dict(meta or {})))
         self._chunk_bytes = chunk_bytes
         self._encoder = ChunkEncoder(level)
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        self._pending_since = 0.0
         self._first_seq = 0
         self._t_min = self._t_max = 0
         self.next_seq = 0
@@ -148,7 +151,7 @@ class TraceWriter:
         self._queue: queue.Queue | None = None
         self._worker: threading.Thread | None = None
         if threaded:
-            self._queue = queue.Queue(maxsize=2)
+            self._queue = queue.Queue(maxsize=8)  # bounded: a slow disk holds the caller back, not memory
             self._worker = threading.Thread(target=self._drain, name="rmtrace-compress", daemon=True)
             self._worker.start()
 
@@ -167,6 +170,7 @@ class TraceWriter:
         if not self._pending:
             self._first_seq = seq
             self._t_min = self._t_max = t
+            self._pending_since = time.monotonic()
         elif t < self._t_min:
             self._t_min = t
         elif t > self._t_max:
@@ -189,6 +193,10 @@ class TraceWriter:
         else:
             self._queue.put(job)
 
+    def pending_age(self) -> float:
+        """Seconds since the oldest record not yet in a finished chunk was written (0 when none is)."""
+        return time.monotonic() - self._pending_since if self._pending else 0.0
+
     def sync(self) -> None:
         """Wait until every finished chunk is in the file (for live readers)."""
         self.flush()
@@ -203,21 +211,24 @@ class TraceWriter:
         self._closed = True
         try:
             self.flush()
-            if self._queue is not None:
-                self._queue.put(None)
-                self._worker.join()
+            self._stop_worker()
             self._raise_worker_error()
             self._write_index()
+            if self._durable:
+                os.fsync(self._fd)
         finally:
             os.close(self._fd)
 
     def abandon(self) -> None:
         """Stop without index or footer (what a crash leaves; used by tests)."""
         self._closed = True
-        if self._queue is not None:
+        self._stop_worker()
+        os.close(self._fd)
+
+    def _stop_worker(self) -> None:
+        if self._queue is not None and self._worker is not None:
             self._queue.put(None)
             self._worker.join()
-        os.close(self._fd)
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -239,6 +250,8 @@ class TraceWriter:
         self._index.append(INDEX_ENTRY.pack(offset=self._pos, first_seq=first, last_seq=last, t_min=t_min, t_max=t_max,
                                             count=len(records), comp_len=len(payload)))
         self._append(header + payload)
+        if self._durable:
+            os.fdatasync(self._fd)
 
     def _drain(self) -> None:
         assert self._queue is not None
@@ -268,34 +281,6 @@ class TraceWriter:
 
 
 # --------------------------------------------------------------------------- reading
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """How the reader found the file: complete, or what a scan recovered."""
-
-    complete: bool
-    """True when footer and index checked out."""
-    records: int
-    chunks: int
-    torn_offset: int | None = None
-    """Where the scan stopped at a torn or unreadable tail (None: clean end)."""
-    torn_bytes: int = 0
-    skipped: tuple[tuple[int, int], ...] = ()
-    """(offset, length) of damaged stretches the scan resynchronised past."""
-    reason: str = ""
-
-    def describe(self) -> str:
-        if self.complete:
-            return "complete (footer and index intact)"
-        parts = [f"recovered by scanning: {self.records} records in {self.chunks} chunks"]
-        if self.skipped:
-            parts.append(f"{sum(n for _, n in self.skipped)} damaged bytes skipped in {len(self.skipped)} places")
-        if self.torn_offset is not None:
-            parts.append(f"torn tail of {self.torn_bytes} bytes at byte {self.torn_offset}")
-        if self.reason:
-            parts.append(self.reason)
-        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -332,7 +317,12 @@ def _as_set(value: Any) -> frozenset[int] | None:
 
 
 class TraceReader:
-    """Reads a trace: metadata, chunk index, records by iteration, sequence or time."""
+    """Reads a trace: metadata, chunk index, records by iteration, sequence or time.
+
+    Opening checks every chunk (rmtrace.recovery): a damaged one is skipped and
+    reported in ``recovery``, with or without a valid footer, and every intact
+    record is read.
+    """
 
     def __init__(self, path: str | os.PathLike, *, cache_chunks: int = 8) -> None:
         self.path = os.fspath(path)
@@ -351,9 +341,9 @@ class TraceReader:
             self._decoder = ChunkDecoder()
             self._cache: OrderedDict[int, tuple] = OrderedDict()
             self._cache_size = cache_chunks
-            self.meta, self.data_offset = self._read_header()
-            self.chunks: list[ChunkInfo] = []
-            self.recovery = self._read_index() or self._scan()
+            self._size = os.fstat(self._fd).st_size
+            self.meta, self.data_offset, notes = self._read_header()
+            self._found = self._find(notes)
             self._index_chunks()
         except BaseException:
             self.close()
@@ -364,156 +354,171 @@ class TraceReader:
     def _pread(self, n: int, offset: int) -> bytes:
         return os.pread(self._fd, n, offset)
 
-    def _read_header(self) -> tuple[dict[str, Any], int]:
+    def _read_header(self) -> tuple[dict[str, Any], int, list[str]]:
+        """(metadata, where the chunks start, notes on damage that cost nothing).
+
+        The file header has no checksum of its own, so a field that is wrong is told
+        from a foreign or newer file by the other checks agreeing: a header size of
+        32, metadata whose CRC holds, a version-1 chunk where the chunks start."""
         head = self._pread(FILE_HEADER.size, 0)
-        if len(head) < 8 or int.from_bytes(head[:8], "little") != FILE_MAGIC:
-            what = "an empty file" if not head else "not an rmtrace trace (no RMTRACE magic)"
-            raise NotATraceError(f"{self.path}: {what}")
+        if not head:
+            raise NotATraceError(f"{self.path}: an empty file")
         if len(head) < FILE_HEADER.size:
+            if head[:8] != FILE_MAGIC.to_bytes(8, "little")[:len(head)]:
+                raise NotATraceError(f"{self.path}: not an rmtrace trace (no RMTRACE magic)")
             raise TraceError(f"{self.path}: truncated inside the file header ({len(head)} bytes)")
         fh = FILE_HEADER.unpack(head)
-        version, header_size, meta_len = fh.format_version, fh.header_size, fh.meta_len
-        if version != FORMAT_VERSION:
-            raise TraceVersionError(
-                f"{self.path}: trace format version {version}; this rmtrace reads version {FORMAT_VERSION}")
-        if header_size != FILE_HEADER.size or meta_len > MAX_META:
-            raise CorruptTraceError(f"{self.path}: file header is damaged (header size {header_size}, metadata {meta_len} bytes)")
-        blob = self._pread(meta_len, header_size)
-        if len(blob) < meta_len:
-            raise TraceError(f"{self.path}: truncated inside the metadata ({len(blob)} of {meta_len} bytes)")
-        if zlib.crc32(blob) != fh.meta_crc:
-            raise CorruptTraceError(f"{self.path}: metadata fails its checksum")
+        notes = []
+        if fh.magic != FILE_MAGIC and (fh.format_version, fh.header_size) != (FORMAT_VERSION, FILE_HEADER.size):
+            raise NotATraceError(f"{self.path}: not an rmtrace trace (no RMTRACE magic)")
+        meta, data_offset, meta_note = self._read_metadata(fh)
+        if meta_note:
+            notes.append(meta_note)
+        looks_whole = fh.header_size == FILE_HEADER.size and meta_note is None
+        first_chunk = self._chunk_at(data_offset) is not None or data_offset >= self._size
+        if fh.magic != FILE_MAGIC:
+            if not (looks_whole and fh.format_version == FORMAT_VERSION and first_chunk):
+                raise NotATraceError(f"{self.path}: not an rmtrace trace (no RMTRACE magic)")
+            notes.append(f"the file's magic is damaged ({fh.magic.to_bytes(8, 'little')!r}); the rest is a trace")
+        if fh.format_version != FORMAT_VERSION:
+            # a newer format changes the header size (docs/trace-format.md, Evolution): this is damage
+            if not (fh.header_size == FILE_HEADER.size and first_chunk and self._size > data_offset):
+                raise TraceVersionError(f"{self.path}: trace format version {fh.format_version}; "
+                                        f"this rmtrace reads version {FORMAT_VERSION}")
+            notes.append(f"the format version field reads {fh.format_version}: damaged (header size and chunks are "
+                         f"version {FORMAT_VERSION}'s)")
+        if fh.header_size != FILE_HEADER.size:
+            notes.append(f"the header size field reads {fh.header_size}: damaged (version {FORMAT_VERSION} has "
+                         f"{FILE_HEADER.size})")
+        return meta, data_offset, notes
+
+    def _chunk_at(self, offset: int) -> ChunkInfo | None:
+        try:
+            return decode_chunk_header(self._pread(CHUNK_HEADER_SIZE, offset), offset)
+        except CorruptTraceError:
+            return None
+
+    def _read_metadata(self, fh: Any) -> tuple[dict[str, Any], int, str | None]:
+        """(metadata, data offset, what is wrong with them or None)."""
+        start = FILE_HEADER.size
+        meta_len = fh.meta_len
+        end = start + _pad8(meta_len)
+        if meta_len > MAX_META or start + meta_len > self._size or (end < self._size and self._chunk_at(end) is None):
+            # the length is damaged, or the first chunk is, or the file is cut: the chunks start at
+            # the first chunk header whose checksum holds, if there is one
+            found = ChunkFinder(self._pread, self._size, start, self._decoder, INDEX_MAGIC).find_chunk(start)
+            if found is not None and found - start <= MAX_META + 7:
+                end = found
+                meta_len = len(self._pread(found - start, start).rstrip(b"\0"))
+            elif meta_len > MAX_META:
+                raise CorruptTraceError(f"{self.path}: file header is damaged (metadata of {meta_len} bytes)")
+            elif start + meta_len > self._size:
+                raise TraceError(f"{self.path}: truncated inside the metadata "
+                                 f"({max(self._size - start, 0)} of {meta_len} bytes)")
+        blob = self._pread(meta_len, start)
+        whole = zlib.crc32(blob) == fh.meta_crc
         try:
             meta = json.loads(blob)
-        except ValueError as exc:
-            raise CorruptTraceError(f"{self.path}: metadata is not JSON: {exc}") from None
+        except ValueError:
+            meta = None
         if not isinstance(meta, dict):
-            raise CorruptTraceError(f"{self.path}: metadata is not a JSON object")
-        return meta, header_size + _pad8(meta_len)
+            return {}, end, "the metadata is damaged and unreadable (no host, driver or command known)"
+        if not whole:
+            return meta, end, "the metadata (or its checksum) is damaged: it is shown as read"
+        if meta_len != fh.meta_len:
+            return meta, end, f"the metadata length field is damaged (reads {fh.meta_len}, the metadata is {meta_len})"
+        return meta, end, None
 
-    def _read_index(self) -> Recovery | None:
-        size = os.fstat(self._fd).st_size
+    def _read_index(self) -> tuple[list[IndexRow] | None, str]:
+        """The index's entries when footer and index check out, else (None, why not)."""
+        size = self._size
         if size < self.data_offset + FOOTER.size:
-            return None
+            return None, "no footer"
         raw = self._pread(FOOTER.size, size - FOOTER.size)
         footer = FOOTER.unpack(raw)
         index_offset, record_count = footer.index_offset, footer.record_count
         if footer.magic != FOOTER_MAGIC or zlib.crc32(raw[:_FOOTER_CRC_AT]) != footer.footer_crc:
-            return None
+            return None, "no valid footer"
         if not self.data_offset <= index_offset <= size - FOOTER.size - INDEX_HEADER.size:
-            return None
+            return None, "the footer points outside the file"
         body = self._pread(size - FOOTER.size - index_offset, index_offset)
         if zlib.crc32(body) != footer.index_crc:
-            return None
+            return None, "the index fails its checksum"
         ih = INDEX_HEADER.unpack(body)
         if ih.magic != INDEX_MAGIC or ih.entry_size != INDEX_ENTRY.size \
                 or len(body) != INDEX_HEADER.size + ih.count * ih.entry_size:
-            return None
-        chunks = []
-        for i in range(ih.count):
-            e = INDEX_ENTRY.unpack(body, INDEX_HEADER.size + i * ih.entry_size)
-            chunks.append(ChunkInfo(e.offset, e.comp_len, 0, e.count, e.first_seq, e.last_seq, e.t_min, e.t_max, 0))
-        if sum(c.count for c in chunks) != record_count:
-            return None
-        self.chunks = chunks
-        return Recovery(True, record_count, len(chunks))
+            return None, "the index is malformed"
+        entries = [INDEX_ENTRY.codec.unpack_from(body, INDEX_HEADER.size + i * ih.entry_size)
+                   for i in range(ih.count)]
+        if sum(e[_ENTRY_COUNT] for e in entries) != record_count:
+            return None, "the index's counts do not add up to the footer's"
+        return [_entry(e) for e in entries], ""
 
-    def _scan(self) -> Recovery:
-        """Walk chunk headers from the front; resync past damage; stop at a torn tail."""
-        size = os.fstat(self._fd).st_size
-        pos = self.data_offset
-        skipped: list[tuple[int, int]] = []
-        chunks: list[ChunkInfo] = []
-        torn_at, reason = None, ""
-        while pos < size:
-            if size - pos < CHUNK_HEADER_SIZE:
-                torn_at, reason = pos, "last chunk header cut short"
-                break
-            head = self._pread(CHUNK_HEADER_SIZE, pos)
-            if int.from_bytes(head[:4], "little") == INDEX_MAGIC and chunks:
-                reason = "index present but damaged or without footer"
-                break
-            try:
-                info = decode_chunk_header(head, pos)
-                if info.end > size:
-                    torn_at, reason = pos, "last chunk cut short"
-                    break
-                payload = self._pread(info.comp_len, pos + CHUNK_HEADER_SIZE)
-                if zlib.crc32(payload) != info.payload_crc:
-                    raise CorruptTraceError("payload checksum")
-            except CorruptTraceError:
-                nxt = self._find_chunk_magic(pos + 1, size)
-                if nxt is None:
-                    torn_at, reason = pos, "unreadable bytes up to the end"
-                    break
-                skipped.append((pos, nxt - pos))
-                pos = nxt
-                continue
-            chunks.append(info)
-            pos = info.end
-        self.chunks = chunks
-        records = sum(c.count for c in chunks)
-        return Recovery(False, records, len(chunks), torn_at, (size - torn_at) if torn_at is not None else 0,
-                        tuple(skipped), reason)
-
-    def _find_chunk_magic(self, start: int, size: int) -> int | None:
-        """Offset of the next chunk header whose own checksum holds, or None."""
-        needle = CHUNK_MAGIC.to_bytes(4, "little")
-        pos = start
-        step = 1 << 20
-        while pos < size:
-            block = self._pread(step + CHUNK_HEADER_SIZE, pos)
-            i = block.find(needle)
-            while i != -1:
-                try:
-                    decode_chunk_header(self._pread(CHUNK_HEADER_SIZE, pos + i), pos + i)
-                    return pos + i
-                except CorruptTraceError:
-                    i = block.find(needle, i + 1)
-            pos += step
-        return None
+    def _find(self, notes: list[str]) -> Found:
+        finder = ChunkFinder(self._pread, self._size, self.data_offset, self._decoder, INDEX_MAGIC)
+        entries, _why_not = self._read_index()
+        found = finder.from_index(entries) if entries is not None else None
+        if entries is not None and found is None:
+            notes.append("the index does not match the chunks (moved or swapped): the file was scanned")
+        if found is None:
+            found = finder.scan()
+        found.notes[:0] = notes
+        self.chunks: list[ChunkInfo] = found.chunks
+        self._held: Held = found.held
+        self.recovery = found.recovery(index_valid=entries is not None)
+        return found
 
     # -- chunks
 
     def _chunk(self, index: int) -> tuple:
         """(offsets, records view) of chunk ``index``, through a small LRU cache."""
+        entry = self.chunks[index]
+        held = self._held.get(entry.offset)
+        if held is not None:
+            return held
         hit = self._cache.get(index)
         if hit is not None:
             self._cache.move_to_end(index)
             return hit
-        entry = self.chunks[index]
         blob = self._pread(CHUNK_HEADER_SIZE + entry.comp_len, entry.offset)
-        info = decode_chunk_header(blob[:CHUNK_HEADER_SIZE], entry.offset)
-        if (info.first_seq, info.count, info.comp_len) != (entry.first_seq, entry.count, entry.comp_len):
-            raise CorruptTraceError(f"{self.path}: chunk at byte {entry.offset} does not match the index")
-        decoded = self._decoder.decode(info, blob[CHUNK_HEADER_SIZE:])
+        try:
+            info = decode_chunk_header(blob[:CHUNK_HEADER_SIZE], entry.offset)
+            if (info.first_seq, info.count, info.comp_len) != (entry.first_seq, entry.count, entry.comp_len):
+                raise CorruptTraceError(f"chunk at byte {entry.offset} changed since the file was opened")
+            decoded = self._decoder.decode(info, blob[CHUNK_HEADER_SIZE:])
+        except CorruptTraceError as exc:
+            raise CorruptTraceError(f"{self.path}: {exc}") from None
         self._cache[index] = decoded
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return decoded
 
     def refresh(self) -> int:
-        """Pick up chunks appended since opening (a trace still being recorded); returns how many."""
+        """Pick up what was appended since opening (a trace still being recorded): the chunks that
+        are new or grew (a chunk cut short at the last look may be whole now); 0 when nothing is."""
         if self.recovery.complete:
             return 0
-        before = len(self.chunks)
-        start = self.chunks[-1].end if self.chunks else self.data_offset
         size = os.fstat(self._fd).st_size
-        pos = start
-        while size - pos >= CHUNK_HEADER_SIZE:
-            try:
-                info = decode_chunk_header(self._pread(CHUNK_HEADER_SIZE, pos), pos)
-            except CorruptTraceError:
-                break
-            if info.end > size:
-                break
-            self.chunks.append(info)
-            pos = info.end
-        added = len(self.chunks) - before
-        if added:
-            self._index_chunks()
-            self.recovery = Recovery(False, self.record_count, len(self.chunks), reason="live")
-        return added
+        if size == self._size:
+            return 0
+        self._size = size
+        old = self._found
+        new = ChunkFinder(self._pread, size, self.data_offset, self._decoder, INDEX_MAGIC).scan(old.resume)
+        kept = [c for c in old.chunks if c.offset < old.resume]
+        changed = len(new.chunks)
+        for c in old.chunks:
+            if c.offset >= old.resume:
+                self._held.pop(c.offset, None)
+        self._cache.clear()
+        self._held.update(new.held)
+        merged = Found(kept + new.chunks, self._held, [x for x in old.losses if x.offset < old.resume] + new.losses,
+                       old.notes + [n for n in new.notes if n not in old.notes], old.salvaged + new.salvaged,
+                       new.resume, old.from_index, new.reason or "still being written")
+        self._found = merged
+        self.chunks = merged.chunks
+        self.recovery = merged.recovery(index_valid=False)
+        self._index_chunks()
+        return changed
 
     # -- queries
 
@@ -526,6 +531,10 @@ class TraceReader:
         if not self.chunks:
             return None
         return min(c.t_min for c in self.chunks), max(c.t_max for c in self.chunks)
+
+    def fileno(self) -> int:
+        """The open file's descriptor (to ask what file this reader reads, as fstat says)."""
+        return self._fd
 
     def chunk_records(self, index: int) -> tuple[array, memoryview]:
         """Chunk ``index``, checked and decompressed: its record offsets and its record bytes (for column readers)."""

@@ -279,6 +279,29 @@ def test_bad_pointers_are_flagged_not_fatal(programs, devdir, tmp_path):
     (alloc, alloc_exit), = calls(records, Source.RM, RM_ALLOC)
     assert alloc.buffer(Role.ALLOC_PARAMS).flags & BufferFlag.UNREADABLE
     assert u32(alloc_exit.buffer(Role.ARG, When.AFTER).data, 28) == NV_ERR_INVALID_ADDRESS
+    reads = text(marks(records, MarkOp.STOP)[0])["buffer_reads"]
+    # every read by the copy, none by a system call; the bad ones before and after each call
+    assert reads["copy"] > 0 and reads["syscall"] == 0 and reads["unreadable"] == 6, reads
+
+
+def test_the_programs_own_fault_handlers_are_kept(programs, devdir, tmp_path):
+    """A program with SIGSEGV/SIGBUS handlers of its own: the shim's faults never reach them, the
+    program's own faults do, it reads back what it set; a thread blocking every signal, and a
+    handler whose mask blocks them, still get their bad pointers answered, not a crash."""
+    rc, stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "signals")
+    assert rc == 0 and "signals ok" in stdout, stderr
+    records = checked(out)
+    reads = text(marks(records, MarkOp.STOP)[0])["buffer_reads"]
+    assert reads["syscall"] >= 3 and reads["unreadable"] >= 4, reads  # the blocked thread read the slow way
+    statuses = [u32(x.buffer(Role.ARG, When.AFTER).data, 28) for _, x in calls(records, Source.RM, RM_CONTROL)]
+    assert statuses.count(NV_ERR_INVALID_ADDRESS) == 4
+
+
+def test_a_fault_with_no_handler_still_kills_the_program(programs, devdir, tmp_path):
+    rc, _stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "segv")
+    assert rc == 128 + signal.SIGSEGV, stderr
+    died = [r for r in checked(out) if r.source == Source.SYS and r.op == SysOp.EXIT]
+    assert died and died[-1].ret == -signal.SIGSEGV
 
 
 def test_tiny_ring_is_lossless(programs, devdir, tmp_path):
@@ -334,3 +357,51 @@ def test_the_installed_shim_has_no_test_hooks(programs, devdir, tmp_path):
     assert proc.returncode == 0 and "basic ok" in proc.stdout, proc.stderr
     assert "nothing was captured: no traced process opened a /dev/nvidia* device" in proc.stderr
     assert not [r for r in checked(out) if r.source in (Source.RM, Source.UVM)]
+
+
+def test_a_recorder_killed_mid_run_loses_at_most_its_last_100_ms(programs, devdir, tmp_path):
+    """kill -9 of the recorder while its program runs: the program goes on and finishes, and the
+    torn trace holds every call the program made up to 100 ms before the kill, exactly as made."""
+    from rmtrace.capture.session import sweep_stale_sessions
+    log = tmp_path / "steady.log"
+    calls = 3000
+    proc, out = start(programs, devdir, tmp_path, programs["rmprog"], "steady", calls, 300, log)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait for the recording to be well under way
+        if out.exists() and out.stat().st_size > 4096:
+            with TraceReader(out) as reader:
+                if reader.record_count > 400:
+                    break
+        time.sleep(0.02)
+    time.sleep(0.037)
+    killed_ns = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock of the records and of the program's log
+    proc.kill()
+    proc.wait(timeout=10)
+    while not (log.exists() and log.read_text().endswith(f"done {calls}\n")):  # the program finishes on its own
+        assert time.monotonic() < deadline, "the traced program did not finish after its recorder died"
+        time.sleep(0.05)
+    did = [tuple(map(int, line.split())) for line in log.read_text().splitlines()[:-1]]
+    assert [d[0] for d in did] == list(range(calls))
+    assert did[-1][2] > killed_ns, "the program had finished before the kill: nothing was tested"
+
+    with TraceReader(out) as reader:
+        assert not reader.recovery.complete
+        records = list(reader)
+    numbered = {r.call_id: u32(r.buffer(Role.PARAMS, When.BEFORE).data, 4) for r in records
+                if r.source == Source.RM and r.op == RM_CONTROL and r.phase == Phase.ENTER}
+    controls = {}
+    for r in records:
+        if r.source == Source.RM and r.op == RM_CONTROL:
+            controls.setdefault(numbered[r.call_id], {})[r.phase] = r
+    for i, phases in controls.items():  # the trace holds what the program did, nothing else
+        enter_ns, exit_ns = did[i][1], did[i][2]
+        assert Phase.ENTER in phases and enter_ns <= phases[Phase.ENTER].time_ns <= exit_ns
+        assert Phase.EXIT not in phases or enter_ns <= phases[Phase.EXIT].time_ns <= exit_ns
+    assert all(r.time_ns < killed_ns for r in records)
+    before = [i for i, enter_ns, exit_ns in did if exit_ns < killed_ns - 100_000_000]
+    missing = [i for i in before if set(controls.get(i, ())) != {Phase.ENTER, Phase.EXIT}]
+    assert before and not missing, f"{len(missing)} calls made more than 100 ms before the kill are missing"
+    lost_ms = (killed_ns - max(r.time_ns for r in records)) / 1e6
+    print(f"recorder killed: {len(before)} calls before kill-100ms all present; the trace ends {lost_ms:.1f} ms "
+          f"before the kill")
+    assert any(p.endswith(f"-{proc.pid}-") or f"rmtrace-{proc.pid}-" in p for p in sweep_stale_sessions())

@@ -42,7 +42,7 @@ def test_info(small_trace):
     assert "1 calls still in flight" in out
     data = json.loads(rmtrace("info", "--json", small_trace).stdout)
     assert data["records"] == 5 and data["processes"] == [41, 42] and data["sources"]["UVM"] == {"enter": 1}
-    assert data["time_span_ns"] == 89_000
+    assert data["duration_ns"] == 89_000 and data["start_time_ns"] == 1_000
 
 
 def test_show_raw_and_json(small_trace):

@@ -88,17 +88,22 @@ def test_127_no_such_program(tmp_path):
 
 
 def test_130_interrupted(tmp_path):
-    # A command waiting for its trace on stdin; Ctrl-C while it waits.
+    # A command reading its trace from a pipe that stays open; Ctrl-C while it waits for more.
     read, write = os.pipe()
     proc = spawn("show", "-", stdin=read)
     os.close(read)
-    time.sleep(1.0)
+    os.write(write, bytes(1 << 17))  # more than a pipe holds: returns once rmtrace is reading
+    time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=30)
     os.close(write)
     assert proc.returncode == ExitCode.INTERRUPTED, err
-    recorder = spawn("record", "-o", tmp_path / "i.trace", "--", "sleep", "30")
-    time.sleep(1.0)
+    trace = tmp_path / "i.trace"
+    recorder = spawn("record", "-o", trace, "--", "sleep", "30")
+    deadline = time.monotonic() + 30
+    while not trace.exists() and time.monotonic() < deadline:  # the recorder catches SIGINT once it writes
+        time.sleep(0.05)
+    time.sleep(0.2)
     recorder.send_signal(signal.SIGINT)
     _out, err = recorder.communicate(timeout=30)
     assert recorder.returncode == ExitCode.INTERRUPTED, err

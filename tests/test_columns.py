@@ -8,6 +8,7 @@ every argument layout of every shipped profile.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -17,12 +18,15 @@ from rmtrace.decoders import DecoderSet, Level, decoders_for
 from rmtrace.decoders.profiles import available_profiles, load_profile
 from rmtrace.decoders.rm import ControlCall
 
+from rmtrace.analysis.stats import session_stats
 from rmtrace.calls import CallState
 from rmtrace.cli.main import main
 from rmtrace.columns.argspec import Kind, Plan
+from rmtrace.columns.stats import client_sources, operation_rows
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.record import Buffer, BufferFlag, Phase, Record, Role, Source, When
 from rmtrace.session import load_session
+from rmtrace.session.model import client_ids
 from rmtrace.trace import TraceReader, TraceWriter
 from tests.scenarios import sequential
 
@@ -55,7 +59,8 @@ def rechunk(src: Path, dst: Path, chunk_bytes: int) -> Path:
 
 def table_of(path: Path, batch_records: int = 16_384):
     reader = TraceReader(path)
-    builder = CallTableBuilder(reader, decoders_for(reader), batch_records=batch_records)
+    builder = CallTableBuilder(reader, decoders_for(reader), batch_records=batch_records,
+                               client_ids=client_ids(reader.meta))
     builder.update()
     return builder.table()
 
@@ -64,8 +69,8 @@ def assert_same_as_fold(path: Path, batch_records: int = 16_384) -> None:
     table = table_of(path, batch_records)
     model = load_session(path)
     assert list(table.infos()) == list(model.calls)
-    assert [(c.id, c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in table.clients] == \
-        [(c.id, c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in model.clients]
+    assert {c.id: (c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in table.clients} == \
+        {c.id: (c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in model.clients}
 
 
 @pytest.mark.parametrize("name", [p.name for p in CAPTURES] + ["wedged.trace", "green.trace",
@@ -88,7 +93,7 @@ def test_update_continues_a_growing_trace(traces, tmp_path):
     path = tmp_path / "live.trace"
     writer = TraceWriter(path, meta, chunk_bytes=2000, threaded=False)
     reader = TraceReader(path)
-    builder = CallTableBuilder(reader, decoders_for(reader))
+    builder = CallTableBuilder(reader, decoders_for(reader), client_ids=client_ids(reader.meta))
     sizes = []
     for k, raw in enumerate(raws):
         writer.write_encoded(raw)
@@ -163,3 +168,19 @@ def test_plan_reads_what_the_decoders_read(version, tmp_path):
             assert (got.name, got.detail, got.status, got.status_name, got.ok, got.handles) == \
                 (want.name, want.detail, want.status, want.status_name, want.ok, want.handles), (row, call)
             assert got.in_flight == (call.state is CallState.IN_FLIGHT)
+
+
+# -- stats from the table ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [p.name for p in CAPTURES] + ["wedged.trace", "legacy-sequential.trace",
+                                                                "fixed-concurrent.trace"])
+def test_operations_table_is_todays(traces, name):
+    """``rmtrace stats``' operations and per-client sources from the table, JSON for JSON (key order too)."""
+    table = table_of(traces[name])
+    stats = session_stats(load_session(traces[name]))
+    rows = operation_rows(table)
+    assert json.dumps(rows) == json.dumps(stats["operations"])
+    sources = client_sources(rows)
+    assert [json.dumps(dict(sources.get(c["id"], {}))) for c in stats["clients"]] == \
+        [json.dumps(c["sources"]) for c in stats["clients"]]

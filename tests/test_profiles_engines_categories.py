@@ -8,8 +8,7 @@ from dataclasses import replace
 import pytest
 from rmtrace.decoders.names import ControlNaming, Names
 from rmtrace.decoders.profiles import available_profiles, load_profile
-
-from rmtrace.session.fold import engine_info
+from rmtrace.decoders.roles import roles
 
 VERSIONS = available_profiles()
 ENGINE = "NV2080_ENGINE_TYPE_"
@@ -20,6 +19,10 @@ SECOND_CE_RANGE = [v for v in VERSIONS if tuple(map(int, v.split("."))) >= (570,
 @pytest.fixture(params=VERSIONS)
 def profile(request):
     return load_profile(request.param)
+
+
+def engine_info(profile, engine_type):
+    return roles(profile).engine(engine_type)
 
 
 def test_engine_numbers(profile):

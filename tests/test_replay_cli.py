@@ -63,18 +63,24 @@ def test_a_divergence_exits_1_and_says_where(tmp_path, capsys):
             "expected NV_OK") in out
 
 
-def test_chaos_runs_list_the_failing_seeds_and_write_their_traces(trace, tmp_path, capsys, monkeypatch):
+def test_chaos_runs_list_the_failing_seeds_and_write_one_trace(trace, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RMTRACE_DATA_DIR", str(tmp_path / "data"))
     status, out, _ = rmtrace(capsys, "replay", trace, "--repeat", 3, "--schedule", "chaos", "--runs", 6,
                              "--against", "model:legacy")
     assert status == ExitCode.WEDGED
     assert "runs failed: seeds " in out and "(rerun one with --schedule chaos:" in out
     summary = next(line for line in out.splitlines() if " runs failed: seeds " in line)
     failing = summary.split("seeds ")[1].split(" (")[0].split(", ")
-    for seed in failing:
-        assert (tmp_path / f"run1.replay.chaos-{seed}.trace").is_file()
+    assert len(failing) > 1
+    written = tmp_path / "data" / "replays" / "run1-0.replay.trace"
+    assert f"replay trace: {written}" in out and TraceReader(str(written)).meta["replay"]["schedule"] == \
+        f"chaos:{failing[0]}"  # the first failing seed's; the others rerun with their number
+    assert sorted(p.name for p in written.parent.iterdir()) == ["latest.replay.trace", "run1-0.replay.trace"]
+    assert list(tmp_path.iterdir()) == [tmp_path / "data"]
     status, out, _ = rmtrace(capsys, "replay", trace, "--repeat", 3, "--schedule", "chaos", "--runs", 6)
     assert status == 0 and "6 runs, all green" in out and "none (every run green)" in out
+    assert len(list(written.parent.iterdir())) == 2
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -7,15 +7,20 @@ import json
 
 import pytest
 from rmtrace.decoders import decoders_for
+from rmtrace.replayer.chains import attach_wedge_chains
 from rmtrace.replayer.plan import build_plan
+from rmtrace.replayer.report import table
 from rmtrace.replayer.runner import Verdict, replay
 from rmtrace.replayer.schedules import Mode, Schedule
 from rmtrace.replayer.targets import make_target
 from rmtrace.replayer.targets.recorded import RecordedTarget
 
 from rmtrace import captures
+from rmtrace.analysis.diff import first_divergence
+from rmtrace.analysis.wedges import find_wedges
 from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, SysOp
+from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 from tests.cuda_traffic import Process, cuda_client, write_trace
 
@@ -211,3 +216,25 @@ def test_real_capture_seed_validation_plan():
     assert_seed_story(run(sequential, "sequential", "model:legacy"))
     together = build_plan(shipped("cuda-streams-2-together.trace"))
     assert run(together, "recorded", "model:fixed").exit_status == 0
+
+
+def test_a_client_has_one_name_in_the_plan_the_table_the_trace_and_every_reader(tmp_path):
+    """Concurrent clients reach the target in any order; the replay trace still calls each one what
+    the plan and the table call it, so wedges and diff name and compare the same process."""
+    plan = build_plan(shipped("cuda-streams-3x-sequential"))
+    out = str(tmp_path / "conc.trace")
+    result = run(plan, "concurrent", "model:legacy", output=out)
+    attach_wedge_chains(result)
+    model = load_session(out)
+    assert [(c.id, c.pid) for c in model.clients] == [(c.id, c.pid) for c in plan.clients] == \
+        [("c1", 517), ("c2", 523), ("c3", 529)]
+    table_text = table(result)
+    for c in result.clients:
+        if c.verdict is Verdict.WEDGED:
+            assert c.wedge_chain[0].startswith(f"{c.client.id} pid {c.client.pid} ")
+            assert f"wedges: {c.client.id} pid {c.client.pid} " in table_text
+    for wedge in find_wedges(model):
+        if wedge.client_id is not None:
+            assert model.client(wedge.client_id).pid == plan.clients[int(wedge.client_id[1:]) - 1].pid
+    div = first_divergence(load_session(shipped("cuda-streams-3x-sequential")), model)
+    assert div is not None and div.a.pid == div.b.pid

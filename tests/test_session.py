@@ -3,6 +3,7 @@
 
 import pytest
 
+from rmtrace.semantics import Category
 from rmtrace.session import STATE_SYMBOLS, STATES, load_session
 from tests.scenarios import sequential
 
@@ -40,6 +41,10 @@ def test_object_tree_with_stable_names(green):
         ])
         # every parent was allocated before its child, everything freed by the client's teardown
         by_handle = {o.handle: o for o in objs}
+        assert {o.class_name: o.category for o in objs} == {
+            "NV01_ROOT_CLIENT": Category.ROOT, "NV01_DEVICE_0": Category.DEVICE, "NV20_SUBDEVICE_0": Category.SUBDEVICE,
+            "FERMI_VASPACE_A": Category.VASPACE, "KEPLER_CHANNEL_GROUP_A": Category.TSG,
+            "HOPPER_CHANNEL_GPFIFO_A": Category.CHANNEL}
         for o in objs:
             if o.parent is not None and o.parent in by_handle:
                 assert by_handle[o.parent].alloc_seq < o.alloc_seq

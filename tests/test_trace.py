@@ -119,10 +119,15 @@ def test_foreign_empty_and_wrong_version(tmp_path):
     path = tmp_path / "v.trace"
     _write(path, _timed(3))
     data = bytearray(path.read_bytes())
-    data[8:10] = (7).to_bytes(2, "little")
-    path.write_bytes(bytes(data))
-    with pytest.raises(TraceVersionError, match="version 7"):
+    newer = bytearray(data)
+    newer[8:12] = (2).to_bytes(2, "little") + (40).to_bytes(2, "little")  # a newer format: another header size
+    path.write_bytes(bytes(newer))
+    with pytest.raises(TraceVersionError, match="version 2; this rmtrace reads version 1"):
         rmtrace.open(path)
+    data[8:10] = (7).to_bytes(2, "little")  # one field wrong, everything else version 1's: damage
+    path.write_bytes(bytes(data))
+    with rmtrace.open(path) as r:
+        assert r.record_count == 3 and "format version field reads 7: damaged" in r.recovery.describe()
     with pytest.raises(TraceError, match="no such file"):
         rmtrace.open(tmp_path / "missing.trace")
     with pytest.raises(TraceError, match="not a regular file"):

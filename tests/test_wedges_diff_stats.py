@@ -43,7 +43,7 @@ def test_wedges_prints_the_chain(paths):
     assert {"latch_not_rearmed", "no_completion", "quiet"} <= kinds
     proc = rmtrace("wedges", wedged)
     assert proc.returncode == ExitCode.WEDGED and "#1 [in_flight] c2 pid 1002" in proc.stdout
-    data = json.loads(rmtrace("wedges", "--json", wedged).stdout)
+    data = [json.loads(line) for line in rmtrace("wedges", "--json", wedged).stdout.splitlines()]
     assert data[0]["client"] == "c2" and data[0]["rank"] == 1
 
 
@@ -113,6 +113,6 @@ def test_stats(paths):
     assert alloc["count"] == 1 and alloc["statuses"] == {"NV_OK": 1} and alloc["latency_ns"]["median"] == 10_000
     reg = ops[("c2", "UVM_REGISTER_GPU")]
     assert reg["in_flight"] == 1 and reg["latency_ns"] is None
-    out = json.loads(rmtrace("stats", "--json", wedged).stdout)
-    assert out["operations"] == stats["operations"]
+    out = [json.loads(line) for line in rmtrace("stats", "--json", wedged).stdout.splitlines()]
+    assert [o for o in out if o.pop("type") == "stats"] == stats["operations"]
     assert "UVM_REGISTER_GPU" in rmtrace("stats", wedged).stdout

@@ -16,6 +16,7 @@ from rmtrace.replayer.plan import Plan
 from rmtrace.replayer.targets.base import RunInfo, Target
 from rmtrace.replayer.targets.kmod import KmodTarget
 from rmtrace.replayer.targets.model import ModelTarget
+from rmtrace.replayer.targets.nvidia import NvidiaTarget
 from rmtrace.replayer.targets.recorded import RecordedTarget
 from rmtrace.replayer.targets.unix import UnixTarget
 
@@ -37,6 +38,8 @@ TARGETS: dict[str, tuple[Callable[[str, Plan], Target], str]] = {
     "kmod": (lambda arg, plan: KmodTarget(arg, plan.semantics),
              "a kernel host service on /dev/rmtrace-replay; kmod:PATH (a device or a guest's relayed port), "
              ",clock=real for its own time"),
+    "nvidia": (lambda arg, plan: NvidiaTarget(plan, allow_unsafe=arg == "allow-unsafe"),
+               "the real driver: each client a process re-issuing its RM/UVM calls (docs/replay-nvidia.md)"),
 }
 
 
@@ -54,4 +57,4 @@ def describe_targets() -> str:
 
 
 __all__ = ["Target", "RunInfo", "TARGETS", "make_target", "describe_targets", "ModelTarget", "UnixTarget",
-           "RecordedTarget"]
+           "RecordedTarget", "NvidiaTarget"]

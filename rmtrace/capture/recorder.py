@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,8 +31,8 @@ from rmtrace.capture.merge import CallTracker, TimeMerger
 from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
 from rmtrace.capture.progress import Progress
 from rmtrace.capture.ring import Ring, check_machine, well_formed
-from rmtrace.capture.session import Session
-from rmtrace.capture.shm import RING_COUNTERS
+from rmtrace.capture.session import Session, alive, sweep_stale_sessions
+from rmtrace.capture.shm import READ_COUNTERS, RING_COUNTERS
 from rmtrace.errors import RmtraceError
 from rmtrace.kmod_shim import interposer_path
 from rmtrace.record import (
@@ -53,6 +53,8 @@ from rmtrace.trace import TraceWriter
 
 SHIM_ENV = ("LD_PRELOAD", "RMTRACE_SESSION_DIR", "RMTRACE_EXEC_CALL")
 NVIDIA_SYS_OPS = frozenset((SysOp.OPEN, SysOp.CLOSE, SysOp.DUP, SysOp.MMAP, SysOp.MUNMAP))
+POLL_S = 0.01
+"""How often an idle recorder looks at the rings (a busy one looks every 2 ms)."""
 LOSS_COUNTERS = ("lost_full", "lost_nested", "lost_noring", "trunc_big", "malformed")
 """Counters that mean the trace misses something (lost_stopped counts calls after the stop)."""
 
@@ -64,8 +66,13 @@ class RecordOptions:
     duration_s: float | None = None
     lossy: bool = False
     ring_size: int = ctab.DEFAULT_RING_SIZE
-    lag_s: float = 0.25
-    """How long records wait to be merged in time order."""
+    lag_s: float = 0.03
+    """How long records wait to be merged in time order (ring records are drained every 10 ms)."""
+    flush_after_s: float = 0.03
+    """The longest a record waits in the writer before its chunk is finished and on the disk.
+
+    With ``lag_s`` and the 10 ms poll this bounds what a recorder killed at any moment (SIGKILL,
+    OOM, a VM reset) loses: the records of its last ~85 ms (docs/capture.md, *Crashes*)."""
     grace_s: float = 2.0
     """Between SIGTERM and SIGKILL when ending a tree still running at the stop."""
     interrupt_grace_s: float = 1.0
@@ -103,6 +110,20 @@ def select_capture_profile(driver_version: str | None) -> tuple[Any, str | None]
     return select_profile(driver_version)
 
 
+def capture_table(driver_version: str | None, ring_size: int, lossy: bool) -> tuple[ctab.CaptureTable, str, str | None]:
+    """The capture table for this driver, its profile's version and the warning choosing it gave:
+    from the user's cache when this rmtrace made it before (loading a profile is most of a
+    recorder's start-up), else from the profile, then cached."""
+    key = ctab.cache_key(driver_version)
+    hit = ctab.cached(key)
+    if hit is None:
+        profile, warning = select_capture_profile(driver_version)
+        hit = ctab.table_from_profile(profile), profile.version, warning
+        ctab.store(key, *hit)
+    table, version, warning = hit
+    return replace(table, ring_size=ctab.check_ring_size(ring_size), lossy=lossy), version, warning
+
+
 def child_environment(shim: str, session_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """The traced command's environment: the shim first in LD_PRELOAD, the session named."""
     env = dict(os.environ if base is None else base)
@@ -130,7 +151,7 @@ class Recorder:
         self._profile = profile
         self._profile_warning = profile_warning
         self._rings: list[Ring] = []
-        self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS}
+        self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS + READ_COUNTERS}
         self._broken: list[dict] = []
         self._merger = TimeMerger(int(options.lag_s * 1e9))
         self._calls = CallTracker()
@@ -141,7 +162,7 @@ class Recorder:
 
     # ------------------------------------------------------------ setup
 
-    def _metadata(self, host: dict, profile: Any, table: ctab.CaptureTable) -> dict:
+    def _metadata(self, host: dict, profile: str, table: ctab.CaptureTable, shim: str) -> dict:
         now = datetime.now(timezone.utc)
         meta = dict(host)
         meta.update({
@@ -150,10 +171,11 @@ class Recorder:
             **{feed.name: feed.meta() for feed in self.opt.feeds},
             "start_time": now.isoformat(),
             "start_monotonic_ns": time.monotonic_ns(),
-            "profile": getattr(profile, "version", None),
+            "profile": profile,
             "profile_warning": self._profile_warning,
             "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
-                        "lag_ms": int(self.opt.lag_s * 1000)},
+                        "lag_ms": int(self.opt.lag_s * 1000), "flush_ms": int(self.opt.flush_after_s * 1000),
+                        "shim": shim},
             "recorder": {"pid": os.getpid(), "rmtrace": __version__},
         })
         if os.environ.get("RMTRACE_TEST_DEVICE_DIR"):
@@ -184,7 +206,7 @@ class Recorder:
         """Forget rings that can get nothing new: thread exited, process gone, or broken."""
         keep = []
         for ring in self._rings:
-            if not (everything or ring.broken or ring.closed or not _alive(ring.pid)):
+            if not (everything or ring.broken or ring.closed or not alive(ring.pid)):
                 keep.append(ring)
                 continue
             self._drain(ring)
@@ -221,17 +243,23 @@ class Recorder:
         check_machine()
         shim = str(interposer_path())
         host = host_metadata()
-        profile, warning = (self._profile, self._profile_warning) if self._profile is not None \
-            else select_capture_profile(host["driver_version"])
+        if self._profile is not None:
+            version, warning = self._profile.version, self._profile_warning
+            table = ctab.table_from_profile(self._profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
+        else:
+            table, version, warning = capture_table(host["driver_version"], self.opt.ring_size, self.opt.lossy)
         self._profile_warning = warning
         if warning:
             self.result.warnings.append(f"driver profile: {warning}")
-        table = ctab.table_from_profile(profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
+        stale = sweep_stale_sessions()
+        if stale:
+            self.result.warnings.append(f"removed {len(stale)} capture session folder{'s' if len(stale) != 1 else ''} "
+                                        f"left in {os.path.dirname(stale[0])} by recorders that died")
         session = Session(ctab.encode(table))
         old_handlers = {}
         try:
             try:
-                writer = TraceWriter(self.opt.output, self._metadata(host, profile, table))
+                writer = TraceWriter(self.opt.output, self._metadata(host, version, table, shim), durable=True)
             except OSError as exc:
                 raise RmtraceError(f"cannot write {self.opt.output}: {exc.strerror}") from None
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -254,7 +282,7 @@ class Recorder:
         progress = Progress(enabled=self.opt.progress)
         start = time.monotonic()
         interrupt_deadline = None
-        next_flush = next_retire = start
+        next_retire = start
         while True:
             self._synthetic_exits(tree.reap())
             got = self._read_rings(session)
@@ -271,14 +299,13 @@ class Recorder:
                 if now >= interrupt_deadline:
                     reason = "interrupted"
                     break
-            if now >= next_flush:
-                writer.flush()
-                next_flush = now + 0.5
+            if writer.pending_age() >= self.opt.flush_after_s:
+                writer.flush()  # on the disk within ~85 ms of its time: what a killed recorder can lose
             if now >= next_retire:
                 self._retire_rings(session)
                 next_retire = now + 1.0
             progress.update(self.result.records, self.result.bytes, len(self._pids), now - start)
-            time.sleep(0.002 if got else 0.02)
+            time.sleep(0.002 if got else POLL_S)
         progress.update(self.result.records, self.result.bytes, len(self._pids), time.monotonic() - start, force=True)
         progress.finish()
         self._finish(session, writer, tree, reason, start)
@@ -321,8 +348,9 @@ class Recorder:
                 else None,
             }, pid=call.pid, tid=call.tid, call_id=call.call_id))
         res.in_flight = len(in_flight)
-        res.losses = dict(self._retired, lost_noring=session.lost_noring, malformed=self._malformed,
-                          late_records=self._merger.late, unmatched_exits=self._calls.unmatched_exits)
+        res.losses = {name: self._retired[name] for name in RING_COUNTERS}
+        res.losses.update(lost_noring=session.lost_noring, malformed=self._malformed, late_records=self._merger.late,
+                          unmatched_exits=self._calls.unmatched_exits)
         if self.opt.lossy or any(res.losses[k] for k in LOSS_COUNTERS):
             marks.append(_mark(MarkOp.LOST, dict(res.losses, lossy=self.opt.lossy)))
         marks += [mark for feed in self.opt.feeds for mark in feed.closing_marks(time.monotonic_ns())]
@@ -333,19 +361,10 @@ class Recorder:
             "processes": len(self._pids - {os.getpid()}), "images": session.images,
             "terminating": sorted(live), "broken_rings": self._broken,
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
+            "buffer_reads": {name.removeprefix("read_"): self._retired[name] for name in READ_COUNTERS},
             **{feed.name: feed.summary() for feed in self.opt.feeds},
         }))
         return marks
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def nothing_captured(processes: int) -> str:

@@ -25,8 +25,41 @@ SESSION_FILE = "session.ctl"
 TABLE_FILE = "capture.tab"
 
 
+SESSION_DIR = re.compile(r"^rmtrace-(\d+)-")
+
+
 def _base_dir() -> str:
     return SHM_DIR if os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK) else tempfile.gettempdir()
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_sessions(base: str | None = None) -> list[str]:
+    """Remove the session folders of recorders that died without cleaning up (SIGKILL, OOM): their
+    rings hold memory in /dev/shm.  A traced program still running keeps its mappings; it only
+    cannot make new rings (counted as lost_noring in a session nobody reads any more)."""
+    base = base or _base_dir()
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        match = SESSION_DIR.match(name)
+        path = os.path.join(base, name)
+        if match and not alive(int(match.group(1))) and os.path.isfile(os.path.join(path, SESSION_FILE)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 class Session:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Phase, Source
-from rmtrace.timefmt import parse_duration
-from rmtrace.trace import RecordFilter, TraceReader
+
+if TYPE_CHECKING:  # at run time imported where used: --help and the parser need none of them
+    from rmtrace.trace import RecordFilter, TraceReader
 
 
 def add_trace_argument(parser: argparse.ArgumentParser) -> None:
@@ -31,10 +29,10 @@ def _trace_path(text: str) -> str:
     """A path as given; a bare name that is no file but a shipped capture's name means that capture."""
     from pathlib import Path
 
-    from rmtrace import captures
-    if text == STDIN or Path(text).exists() or "/" in text or text.removesuffix(".trace") not in captures.shipped():
+    from rmtrace.captures import path, shipped
+    if text == STDIN or Path(text).exists() or "/" in text or text.removesuffix(".trace") not in shipped():
         return text
-    return str(captures.path(text))
+    return str(path(text))
 
 
 def stdin_trace() -> str:
@@ -51,10 +49,17 @@ def stdin_trace() -> str:
         return f"/dev/fd/{fd}"
     if os.isatty(fd):
         raise RmtraceError("FILE '-' reads the trace from stdin, which is a terminal: pipe or redirect a trace to it")
-    with tempfile.NamedTemporaryFile(prefix="rmtrace-stdin-", suffix=".trace", delete=False) as spool:
-        atexit.register(os.unlink, spool.name)
-        shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
-    return spool.name
+    folder = tempfile.mkdtemp(prefix="rmtrace-")
+    atexit.register(shutil.rmtree, folder, True)
+    spool = os.path.join(folder, "stdin.trace")  # outputs made from it are named stdin-N...
+    with open(spool, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+    return spool
+
+
+def trace_stem(path: str) -> str:
+    """A trace's name without its folder and .trace: what outputs made from it are named after."""
+    return os.path.basename(path).removesuffix(".trace")
 
 
 def trace_or_default(args: argparse.Namespace) -> str:
@@ -63,8 +68,8 @@ def trace_or_default(args: argparse.Namespace) -> str:
         return stdin_trace()
     if args.trace is not None:
         return args.trace
-    from rmtrace import captures
-    chosen = captures.path()
+    from rmtrace.captures import path
+    chosen = path()
     print(f"rmtrace: no FILE given; using the shipped capture {chosen.name} "
           f"(list them with 'rmtrace info --shipped')", file=sys.stderr)
     return str(chosen)
@@ -111,6 +116,10 @@ def trace_start(reader: TraceReader) -> int:
 
 
 def filter_from_args(args: argparse.Namespace, reader: TraceReader) -> RecordFilter:
+    from rmtrace.record import Phase, Source
+    from rmtrace.timefmt import parse_duration
+    from rmtrace.trace import RecordFilter
+
     start = trace_start(reader)
     return RecordFilter(
         source=_names_to_values(args.source, Source, "source") if args.source else None,
@@ -122,9 +131,122 @@ def filter_from_args(args: argparse.Namespace, reader: TraceReader) -> RecordFil
     )
 
 
-def print_json_lines(objects: Iterable[dict[str, Any]], limit: int | None = None) -> None:
-    out = sys.stdout
-    for n, obj in enumerate(objects):
-        if limit is not None and n >= limit:
-            break
-        out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+def add_json_argument(parser: argparse.ArgumentParser, what: str, group: Any = None) -> None:
+    """--json: the command's objects as JSON Lines, in the one schema of docs/json-schema.md."""
+    (group or parser).add_argument("--json", action="store_true", help=f"JSON Lines (docs/json-schema.md): {what}")
+
+
+# -- outputs -------------------------------------------------------------------------------
+
+DATA_DIR_ENV = "RMTRACE_DATA_DIR"
+"""Where outputs nobody named go (default ``$XDG_DATA_HOME/rmtrace``, i.e. ~/.local/share/rmtrace)."""
+
+_saved_outputs: list[tuple[str, str]] = []
+"""Files this process created in rmtrace's directories, each with its ``latest`` link (discard_saved_outputs)."""
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, help: str, *, required: bool = False,
+                         metavar: str = "FILE") -> None:
+    """-o/--output and --force, the same for every command that writes a file."""
+    parser.add_argument("-o", "--output", metavar=metavar, required=required, help=help)
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output (never an input)")
+
+
+def data_dir(kind: str) -> str:
+    """rmtrace's own directory for outputs of one kind ('replays', 'reductions'), made if missing."""
+    root = os.environ.get(DATA_DIR_ENV)
+    if not root:
+        import platformdirs
+        root = platformdirs.user_data_dir("rmtrace")
+    path = os.path.join(root, kind)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise RmtraceError(f"cannot make {path} for the {kind[:-1]}'s output: {exc.strerror} "
+                           f"(give -o FILE, or set {DATA_DIR_ENV})") from None
+    return path
+
+
+def output_path(requested: str | None, *, force: bool = False, inputs: tuple[str, ...] = (),
+                kind: str | None = None, stem: str | None = None, suffix: str = ".trace", stdout: bool = False) -> str:
+    """Where a command may write its output.
+
+    ``requested`` (-o) is refused when it is one of ``inputs`` -- the same
+    file by device and inode, whatever it is called, even with --force -- and
+    when it exists, unless ``force``.  ``-`` is standard output where the
+    command allows it (``stdout``).  Without -o the output is a new file in
+    rmtrace's directory for ``kind`` (data_dir), named STEM-N SUFFIX with a
+    number N no earlier output there used (``cuda-streams-3.replay.trace``),
+    as rr names its traces: never a file in the working directory, never an
+    older output.  A ``latest`` link there (``latest.replay.trace``) points
+    at the newest.
+    """
+    if requested is None:
+        if kind is None or stem is None:
+            raise RmtraceError("say where to write it: -o FILE")
+        return _new_saved_output(data_dir(kind), stem, suffix)
+    if requested == "-" and stdout:
+        return requested
+    try:
+        target = os.stat(requested)
+    except FileNotFoundError:
+        return requested
+    except OSError as exc:
+        raise RmtraceError(f"cannot write {requested}: {exc.strerror}") from None
+    for source in inputs:
+        try:
+            same = os.path.samestat(target, os.stat(source))
+        except OSError:
+            continue
+        if same:
+            raise RmtraceError(f"{requested} is the input {source}: refusing to write over it (give another -o)")
+    if not force:
+        raise RmtraceError(f"{requested} exists: give --force to overwrite it, or another -o")
+    return requested
+
+
+def _new_saved_output(folder: str, stem: str, suffix: str) -> str:
+    """STEM-N SUFFIX for the first unused N, created empty now so that a concurrent run picks another
+    (the writer then fills it) and removed at exit if nothing was written to it; ``latest`` points at it."""
+    import atexit
+
+    for n in range(1 << 20):
+        path = os.path.join(folder, f"{stem}-{n}{suffix}")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise RmtraceError(f"cannot write {path}: {exc.strerror} (give -o FILE, or set {DATA_DIR_ENV})") from None
+        atexit.register(_drop_if_empty, path)
+        latest = os.path.join(folder, f"latest{suffix}")
+        _saved_outputs.append((path, latest))
+        try:
+            os.symlink(os.path.basename(path), f"{latest}.{os.getpid()}")
+            os.replace(f"{latest}.{os.getpid()}", latest)
+        except OSError:
+            pass  # a file system without links: the printed path is enough
+        return path
+    raise RmtraceError(f"{folder} holds a million outputs called {stem}-N{suffix}: clean it up")
+
+
+def discard_saved_outputs() -> None:
+    """After an error: the files this run created in rmtrace's directories are incomplete, and nobody
+    asked for them by name; remove them, and a ``latest`` link left pointing at nothing."""
+    for path, latest in _saved_outputs:
+        for gone in (path, latest):
+            if gone == latest and os.path.exists(latest):  # follows the link: it points at another run's file
+                continue
+            try:
+                os.unlink(gone)
+            except OSError:
+                pass
+    _saved_outputs.clear()
+
+
+def _drop_if_empty(path: str) -> None:
+    try:
+        if os.path.getsize(path) == 0:
+            os.unlink(path)
+    except OSError:
+        pass

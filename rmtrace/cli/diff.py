@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 
+from rmtrace import jsonschema
 from rmtrace.analysis.diff import describe_position, first_divergence, traffic_table
+from rmtrace.cli.common import add_json_argument
 from rmtrace.exitcodes import ExitCode
 from rmtrace.session import load_session
 
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="the reference run (e.g. a green one)")
     parser.add_argument("b", metavar="B", help="the run to compare")
     parser.add_argument("--driver", metavar="VERSION", help="decode both with this driver profile")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(parser, "the first divergence (if any), then a traffic object per client and source")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     div = first_divergence(a, b)
     table = traffic_table(a, b)
     if args.json:
-        print(json.dumps({"first_divergence": div.to_dict() if div else None, "traffic": table}, indent=2))
+        found = [jsonschema.divergence(div, a.start_ns, b.start_ns)] if div else []
+        jsonschema.write_lines(found + jsonschema.traffic(table), sys.stdout)
         return ExitCode.FOUND if div else ExitCode.OK
     if div is None:
         print("no divergence: every client made the same calls with the same results")

@@ -1,16 +1,13 @@
-"""rmtrace info: what a trace holds, and whether it is whole."""
+"""rmtrace info: what a trace holds, where it came from, and whether it is whole."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-from collections import Counter
+import sys
+from typing import Any
 
-from rmtrace.cli.common import add_trace_argument, trace_or_default
-from rmtrace.record import HEADER, MarkOp, Phase, Source, enum_name
-from rmtrace.timefmt import format_duration
-from rmtrace.trace import TraceReader
+from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
+from rmtrace.exitcodes import ExitCode
 
 NAME = "info"
 HELP = "metadata, record counts per source, time span, recovered/torn state"
@@ -19,61 +16,44 @@ Print a trace's metadata (host, kernel, driver, GPUs, command line, capture
 backend), how many records it holds per source and phase, its time span and
 processes, and whether it is complete or was recovered by scanning (a recorder
 killed mid-write leaves no footer; rmtrace reads what is intact and says so).
+For a replay or a reduced trace, what made it (where, when, against what) and
+the recording it was made from.
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_argument(parser, "one info object")
     parser.add_argument("--shipped", action="store_true", help="list the captures shipped with rmtrace instead")
 
 
-def summarize(reader: TraceReader) -> dict:
-    """Counts over record headers only (no buffer decoding)."""
-    by_source: Counter = Counter()
-    pids: set[int] = set()
-    in_flight = 0
-    unpack = HEADER.unpack_from
-    for raw in reader.raw_records():
-        h = unpack(raw)
-        by_source[(h[4], h[5])] += 1
-        pids.add(h[9])
-        if h[4] == Source.MARK and h[12] == MarkOp.IN_FLIGHT:
-            in_flight += 1
-    sources: dict[str, dict[str, int]] = {}
-    for (source, phase), n in sorted(by_source.items()):
-        sources.setdefault(enum_name(Source, source), {})[enum_name(Phase, phase).lower()] = n
-    span = reader.time_span
-    return {
-        "file": reader.path,
-        "size": os.fstat(reader._fd).st_size,
-        "meta": reader.meta,
-        "complete": reader.recovery.complete,
-        "recovery": reader.recovery.describe(),
-        "records": reader.record_count,
-        "chunks": len(reader.chunks),
-        "time_span_ns": (span[1] - span[0]) if span else 0,
-        "processes": sorted(pids),
-        "sources": sources,
-        "in_flight_at_stop": in_flight,
-    }
+def _print_text(s: dict[str, Any]) -> None:
+    from rmtrace.timefmt import format_duration
 
-
-def _print_text(s: dict) -> None:
-    meta = s["meta"]
-    rows = [
-        ("file", f"{s['file']} ({s['size']:,} bytes)"),
-        ("state", s["recovery"]),
-        ("recorded", " ".join(str(x) for x in (meta.get("start_time", "?"), "on", meta.get("host", "?"),
-                                                 f"(kernel {meta.get('kernel', '?')})",
-                                                 f"backend {meta.get('backend', '?')}"))),
+    meta, rec, made = s["meta"], s["recorded"], s["made"]
+    where = " ".join(str(x) for x in (rec["start_time"] or "?", "on", rec["host"] or "?",
+                                      f"(kernel {rec['kernel'] or '?'})", f"backend {rec['backend'] or '?'}"))
+    rows = [("file", f"{s['file']} ({s['size']:,} bytes)"), ("state", s["recovery"])]
+    if made:
+        against = ", ".join(x for x in (made["target"] and f"against {made['target']}",
+                                        made["schedule"] and f"schedule {made['schedule']}") if x)
+        rows += [("made by", f"{made['by']} {made['rmtrace_version'] or ''}".rstrip()
+                  + f" on {made['host'] or '?'} (kernel {made['kernel'] or '?'}) at {made['time'] or '?'}"
+                  + (f", {against}" if against else "")),
+                 ("made from", made["from"] or "?"),
+                 ("recording", where)]
+    else:
+        rows.append(("recorded", where))
+    rows += [
         ("driver", meta.get("driver_version") or "unknown"),
-        ("gpus", ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in meta.get("gpus", [])) or "none recorded"),
-        ("command", " ".join(meta.get("command", [])) or "-"),
+        ("gpus", ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in meta.get("gpus", []))
+         or "none recorded"),
+        ("command", " ".join(rec["command"]) or "-"),
         ("records", f"{s['records']:,} in {s['chunks']} chunks"),
-        ("time span", format_duration(s["time_span_ns"])),
+        ("time span", format_duration(s["duration_ns"])),
         ("processes", f"{len(s['processes'])}" + (f" (pids {', '.join(map(str, s['processes'][:12]))}"
-                                                     f"{', …' if len(s['processes']) > 12 else ''})" if s["processes"] else "")),
+                                                     f"{', …' if len(s['processes']) > 12 else ''})"
+                                                     if s["processes"] else "")),
     ]
     for source, phases in s["sources"].items():
         total = sum(phases.values())
@@ -88,6 +68,7 @@ def _print_text(s: dict) -> None:
 
 def _list_shipped() -> None:
     from rmtrace import captures
+    from rmtrace.trace import TraceReader
     for name in captures.shipped():
         with TraceReader(captures.path(name)) as reader:
             meta = reader.meta
@@ -98,11 +79,13 @@ def _list_shipped() -> None:
 def run(args: argparse.Namespace) -> int:
     if args.shipped:
         _list_shipped()
-        return 0
+        return ExitCode.OK
+    from rmtrace import jsonschema
+    from rmtrace.trace import TraceReader
     with TraceReader(trace_or_default(args)) as reader:
-        summary = summarize(reader)
+        summary = jsonschema.info(reader)
     if args.json:
-        print(json.dumps(summary, indent=2, default=str))
+        jsonschema.write_lines([summary], sys.stdout)
     else:
         _print_text(summary)
-    return 0
+    return ExitCode.OK

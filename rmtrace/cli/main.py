@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from rmtrace import __version__
+from rmtrace.cli.common import discard_saved_outputs
 from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
 
@@ -75,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except RmtraceError as exc:
         print(f"rmtrace {args.command}: error: {exc}", file=sys.stderr)
+        discard_saved_outputs()
         return exc.exit_code
     except BrokenPipeError:
         # The reader of our output went away (e.g. `rmtrace show ... | head`).

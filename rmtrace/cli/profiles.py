@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+from rmtrace import jsonschema
+from rmtrace.cli.common import add_json_argument, output_path
 from rmtrace.decoders.profiles import available_profiles, load_profile, select_profile
 from rmtrace.decoders.profiles.diff import diff_profiles
 from rmtrace.decoders.profiles.generate import extract_tag, timed_build
@@ -34,8 +37,8 @@ version is not shipped; --driver overrides).
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    sub.add_parser("list", help="shipped profiles and how much each holds").add_argument(
-        "--json", action="store_true", help="one JSON object")
+    add_json_argument(sub.add_parser("list", help="shipped profiles and how much each holds"),
+                      "a profile object per shipped profile")
 
     show = sub.add_parser("show", help="facts of one profile (a summary, or the items asked for)")
     show.add_argument("version", metavar="VERSION", help="a shipped profile (see 'list')")
@@ -43,12 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--class", dest="cls", metavar="NAME|0xID", help="a class and its alloc params layout")
     show.add_argument("--layout", metavar="NAME", help="a struct or union layout")
     show.add_argument("--uvm", metavar="NAME|ID", help="a UVM ioctl and its params layout")
-    show.add_argument("--json", action="store_true", help="JSON instead of text")
+    add_json_argument(show, "a profile object (the summary) or a profile_entry object (the items asked for)")
 
     diff = sub.add_parser("diff", help="what moved between two profiles (renumbered, resized, relaid-out)")
     diff.add_argument("a", metavar="A", help="the older profile")
     diff.add_argument("b", metavar="B", help="the newer profile")
-    diff.add_argument("--json", action="store_true", help="one JSON object")
+    add_json_argument(diff, "one profile_diff object")
 
     select = sub.add_parser("select", help="which profile a trace recorded with DRIVER_VERSION is decoded with")
     select.add_argument("driver_version", metavar="DRIVER_VERSION")
@@ -60,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--tag", metavar="TAG", help="extract this release tag from the git clone TREE first")
     build.add_argument("--version", metavar="VERSION", help="the driver version, if the tree has no version.mk")
     build.add_argument("--out", metavar="FILE", help="where to write the profile (default: VERSION.json.zst here)")
+    build.add_argument("--force", action="store_true", help="overwrite an existing --out")
 
 
 # -- list ----------------------------------------------------------------------------------------
@@ -71,11 +75,16 @@ def counts(profile: DriverProfile) -> dict[str, int]:
             "categories": len(profile.categories)}
 
 
+def _profile_object(profile: DriverProfile) -> dict[str, Any]:
+    return jsonschema.profile(profile.version, profile.branch, counts(profile), profile.constants)
+
+
 def _list(args: argparse.Namespace) -> int:
-    rows = {v: counts(load_profile(v)) for v in available_profiles()}
+    profiles = [load_profile(v) for v in available_profiles()]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        jsonschema.write_lines(map(_profile_object, profiles), sys.stdout)
         return 0
+    rows = {p.version: counts(p) for p in profiles}
     columns = list(next(iter(rows.values())))
     print(f"{'version':<12}" + "".join(f"{c.replace('_', ' '):>15}" for c in columns))
     for version, row in rows.items():
@@ -140,13 +149,11 @@ def _show_item(profile: DriverProfile, args: argparse.Namespace) -> dict:
 def _show(args: argparse.Namespace) -> int:
     profile = load_profile(args.version)
     if not (args.control or args.cls or args.layout or args.uvm):
-        summary = {"version": profile.version, "branch": profile.branch, "counts": counts(profile),
-                   "constants": dict(profile.constants)}
         if args.json:
-            print(json.dumps(summary, indent=2))
+            jsonschema.write_lines([_profile_object(profile)], sys.stdout)
             return 0
         print(f"profile {profile.version} (branch {profile.branch})")
-        for key, value in summary["counts"].items():
+        for key, value in counts(profile).items():
             print(f"  {key:<14} {value}")
         print("constants")
         for key, value in profile.constants.items():
@@ -154,7 +161,7 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     data = _show_item(profile, args)
     if args.json:
-        print(json.dumps(data, indent=2))
+        jsonschema.write_lines([jsonschema.profile_entry(profile.version, data)], sys.stdout)
         return 0
     for key in ("control", "class", "uvm"):
         if key in data:
@@ -211,7 +218,7 @@ def diff_lines(d: dict) -> list[str]:
 def _diff(args: argparse.Namespace) -> int:
     d = diff_profiles(load_profile(args.a), load_profile(args.b))
     if args.json:
-        print(json.dumps(d, indent=2))
+        jsonschema.write_lines([jsonschema.profile_diff(d)], sys.stdout)
     else:
         print("\n".join(diff_lines(d)))
     return 0
@@ -228,10 +235,12 @@ def _select(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
+    if args.out:
+        output_path(args.out, force=args.force)  # refused before minutes of building, not after
     with tempfile.TemporaryDirectory(prefix="rmtrace-ogkm-") as tmp:
         tree = extract_tag(args.tree, args.tag, tmp) if args.tag else Path(args.tree)
         profile, seconds = timed_build(tree, args.version or (args.tag if args.tag else None))
-    out = Path(args.out or f"{profile.version}.json.zst")
+    out = Path(output_path(args.out or f"{profile.version}.json.zst", force=args.force))
     blob = encode(profile)
     try:
         out.write_bytes(blob)

@@ -9,6 +9,7 @@ from typing import Any
 
 from rmtrace.capture import RecordOptions, record_command
 from rmtrace.capture.ctab import DEFAULT_RING_SIZE, check_ring_size
+from rmtrace.cli.common import add_output_arguments, output_path
 from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
 from rmtrace.timefmt import parse_duration
@@ -55,7 +56,7 @@ def parse_size(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
-    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="the trace to write")
+    add_output_arguments(parser, "the trace to write", required=True)
     parser.add_argument("--duration", metavar="TIME", help="stop after this long (e.g. 30s, 1.5m; a bare number is seconds)")
     parser.add_argument("--lossy", action="store_true",
                         help="drop records when a ring is full (and count them) instead of making the thread wait")
@@ -76,13 +77,19 @@ def run(args: argparse.Namespace) -> int:
     backend, _, kmod_path = args.backend.partition(":")
     if backend not in ("preload", "kmod") or (backend == "preload" and kmod_path):
         raise RmtraceError(f"--backend {args.backend}: preload or kmod[:PATH]")
+    duration = parse_duration(args.duration) if args.duration is not None else None
+    if duration is not None and duration <= 0:
+        raise RmtraceError(f"--duration must be positive, not {args.duration!r} (leave it out to record until the "
+                           f"command exits)")
     if backend == "kmod" and not command:
-        return _record_kmod(args, kmod_path)
+        return _record_kmod(args, kmod_path, output_path(args.output, force=args.force),
+                            duration / 1e9 if duration is not None else None)
     if not command:
         raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
     options = RecordOptions(
-        command=command, output=args.output, lossy=args.lossy, ring_size=check_ring_size(parse_size(args.ring_size)),
-        duration_s=parse_duration(args.duration) / 1e9 if args.duration else None,
+        command=command, output=output_path(args.output, force=args.force), lossy=args.lossy,
+        ring_size=check_ring_size(parse_size(args.ring_size)),
+        duration_s=duration / 1e9 if duration is not None else None,
     )
     if backend == "kmod":
         result = _record_with_kmod(options, kmod_path, args.driver)
@@ -120,9 +127,8 @@ def _record_with_kmod(options: RecordOptions, path: str, driver: str | None) -> 
     return result
 
 
-def _record_kmod(args: argparse.Namespace, path: str) -> int:
+def _record_kmod(args: argparse.Namespace, path: str, output: str, duration_s: float | None) -> int:
     """The kernel shim alone: drain /dev/rmtrace (or a guest's port) into a trace."""
-    import os
     import signal
 
     from rmtrace.capture.host import host_metadata
@@ -130,15 +136,12 @@ def _record_kmod(args: argparse.Namespace, path: str) -> int:
     from rmtrace.capture.recorder import select_capture_profile
 
     path = path or DEVICE
-    if os.path.exists(args.output):
-        raise RmtraceError(f"{args.output} exists (rmtrace record never writes over a file)")
     meta = host_metadata()
     if args.driver:
         meta["driver_version"] = args.driver
     profile, _warning = select_capture_profile(meta.get("driver_version"))
     stopped = []
     signal.signal(signal.SIGINT, lambda *_: stopped.append(True))
-    n, reason = drain_to_trace(path, args.output, meta, profile=profile, stop=lambda: bool(stopped),
-                               duration_s=parse_duration(args.duration) / 1e9 if args.duration else None)
-    print(f"rmtrace record: wrote {args.output}: {n:,} records from {path}, stopped: {reason}", file=sys.stderr)
+    n, reason = drain_to_trace(path, output, meta, profile=profile, stop=lambda: bool(stopped), duration_s=duration_s)
+    print(f"rmtrace record: wrote {output}: {n:,} records from {path}, stopped: {reason}", file=sys.stderr)
     return {"duration": ExitCode.TIMEOUT, "interrupted": ExitCode.INTERRUPTED}.get(reason, ExitCode.OK)

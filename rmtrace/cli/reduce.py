@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from rmtrace.cli.common import add_output_arguments, output_path, trace_stem
 from rmtrace.cli.replay import add_plan_arguments, plan_from_args, schedule_from_args, timeout_from_args
 from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
@@ -28,7 +29,8 @@ how much it removed; replaying that trace alone shows the wedge.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_arguments(parser)
-    parser.add_argument("-o", "--output", metavar="FILE", help="the reduced trace (default: FILE.reduced.trace, here)")
+    add_output_arguments(parser, "the reduced trace (default: a new NAME-N.reduced.trace in "
+                                 "$RMTRACE_DATA_DIR/reductions, ~/.local/share/rmtrace/reductions; printed)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,12 +39,15 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     schedule = schedule_from_args(args)
     timeout = timeout_from_args(args)
+    if args.output is not None:
+        output_path(args.output, force=args.force, inputs=(plan.source,))  # refused before the reduction runs
 
     def target(p: Plan):
         return make_target(args.against, p)
 
     reduction = reduce_plan(plan, schedule, target, timeout)
-    output = args.output or os.path.basename(plan.source).removesuffix(".trace") + ".reduced.trace"
+    output = output_path(args.output, force=args.force, inputs=(plan.source,), kind="reductions",
+                         stem=trace_stem(plan.source), suffix=".reduced.trace")
     write_plan(reduction.plan, output, {"reduced_from": os.path.basename(plan.source),
                                         "reduce": {"target": args.against, "schedule": str(schedule),
                                                    "signature": [list(s) for s in reduction.signature]}})

@@ -5,10 +5,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
-from rmtrace.cli.common import add_trace_argument, trace_or_default
+from rmtrace import jsonschema
+from rmtrace.cli.common import (
+    add_json_argument,
+    add_output_arguments,
+    add_trace_argument,
+    output_path,
+    trace_or_default,
+    trace_stem,
+)
 from rmtrace.errors import RmtraceError
 from rmtrace.replayer.chains import attach_wedge_chains
+from rmtrace.replayer.oracle import default_oracle, make_oracle
 from rmtrace.replayer.plan import Plan, build_plan
 from rmtrace.replayer.report import EXIT_MEANING, headline, junit, seeds_line, table
 from rmtrace.replayer.runner import DEFAULT_TIMEOUT_NS, ReplayResult, replay
@@ -64,10 +74,17 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_arguments(parser)
-    parser.add_argument("--runs", type=int, default=1, metavar="K", help="chaos: try K seeds from --seed on")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="the replay's trace (default: FILE's name with .replay.trace, here)")
-    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    parser.add_argument("--runs", type=int, default=1, metavar="K",
+                        help="chaos: try K seeds from --seed on; the first failing one writes the replay trace")
+    add_output_arguments(parser, "the replay's trace (default: a new NAME-N.replay.trace in $RMTRACE_DATA_DIR/replays, "
+                                 "~/.local/share/rmtrace/replays; printed)")
+    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (--force: over an old one)")
+    add_json_argument(parser, "per run a replay object, then a verdict object per client")
+    parser.add_argument("--oracle", metavar="ORACLE",
+                        help="check each answer against this instead of the recording: nvidia (the real driver, "
+                             "answering the same messages) or a trace (e.g. a replay against nvidia)")
+    parser.add_argument("--allow-unsafe", action="store_true",
+                        help="nvidia: also send the calls its safety table does not know to be harmless")
 
 
 def _numbers(text: str) -> list[int]:
@@ -104,15 +121,17 @@ def timeout_from_args(args: argparse.Namespace) -> int:
 
 
 def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
-    return replay(plan, schedule, make_target(args.against, plan), timeout_ns=timeout_from_args(args),
-                  output=output)
+    unsafe = ":allow-unsafe" if args.allow_unsafe else ""
+    target = make_target(args.against + unsafe if args.against == "nvidia" else args.against, plan)
+    spec = args.oracle
+    oracle = make_oracle(spec + unsafe if spec == "nvidia" else spec, plan) if spec else default_oracle(target, plan)
+    return replay(plan, schedule, target, timeout_ns=timeout_from_args(args), output=output, oracle=oracle)
 
 
-def _output(args: argparse.Namespace, plan: Plan, schedule: Schedule | None = None) -> str:
-    base = args.output or os.path.basename(plan.source).removesuffix(".trace") + ".replay.trace"
-    if schedule is None:
-        return base
-    return f"{base.removesuffix('.trace')}.{str(schedule).replace(':', '-')}.trace"
+def _output(args: argparse.Namespace, plan: Plan) -> str:
+    """The replay trace's path: -o (checked), or a new file in rmtrace's replays directory."""
+    return output_path(args.output, force=args.force, inputs=(plan.source,), kind="replays",
+                       stem=trace_stem(plan.source), suffix=".replay.trace")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,37 +141,58 @@ def run(args: argparse.Namespace) -> int:
         raise RmtraceError("--runs must be at least 1")
     if args.runs > 1 and schedule.mode is not Mode.CHAOS:
         raise RmtraceError("--runs explores seeds of the chaos schedule: use --schedule chaos")
+    if args.output is not None:
+        output_path(args.output, force=args.force, inputs=(plan.source,))  # refused before the replay runs
+    if args.junit:
+        if args.output and os.path.abspath(args.junit) == os.path.abspath(args.output):
+            raise RmtraceError("--junit and -o name the same file")
+        output_path(args.junit, force=args.force, inputs=(plan.source,))
     source = os.path.basename(plan.source)
+    say = _quiet if args.json else print
     if args.runs == 1:
         result = run_once(plan, args, schedule, _output(args, plan))
         attach_wedge_chains(result)
-        print(headline(result, source))
-        print(table(result))
+        say(headline(result, source))
+        say(table(result))
+        if result.notes:
+            say("\n".join(result.notes))
         results = [result]
     else:
-        results = _explore(plan, args, schedule, source)
+        results = _explore(plan, args, schedule, source, say)
     if args.junit:
         junit(results, args.junit, source)
     status = max(r.exit_status for r in results)
-    written = [r.output for r in results if r.output]
-    print(f"replay trace{'s' * (len(written) != 1)}: {', '.join(written) or 'none (every run green)'}")
+    if args.json:
+        jsonschema.write_lines((obj for r in results for obj in [jsonschema.replay(r, plan.source)]
+                                + [jsonschema.verdict(c, r) for c in r.clients]), sys.stdout)
+        return status
+    written = next((r.output for r in results if r.output), None)
+    print(f"replay trace: {written or 'none (every run green)'}")
     print(f"exit {status}: {EXIT_MEANING[status]}")
     return status
 
 
-def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str) -> list[ReplayResult]:
-    """K chaos seeds without writing; each failing one again, with its trace (the same result)."""
+def _quiet(*_lines: str) -> None:
+    """--json: the text report is not printed (the objects say it all)."""
+
+
+def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str,
+             say: Callable[[str], None]) -> list[ReplayResult]:
+    """K chaos seeds without writing; the first failing one again, with its trace (the same result).
+    One output per command, not one per seed: any other failing seed replays alone with its number."""
     results = []
-    print(f"replay {source}: {len(plan.clients)} clients, {plan.message_count} messages, "
-          f"{args.runs} chaos seeds from {first.seed} against {args.against}")
+    written = False
+    say(f"replay {source}: {len(plan.clients)} clients, {plan.message_count} messages, "
+        f"{args.runs} chaos seeds from {first.seed} against {args.against}")
     for seed in range(first.seed, first.seed + args.runs):
         schedule = Schedule(Mode.CHAOS, seed)
         result = run_once(plan, args, schedule, None)
-        if result.failed:
-            result = run_once(plan, args, schedule, _output(args, plan, schedule))
+        if result.failed and not written:
+            result = run_once(plan, args, schedule, _output(args, plan))
             attach_wedge_chains(result)
+            written = True
         verdicts = ", ".join(f"{c.client.id} {c.verdict.value}" for c in result.clients)
-        print(f"  {str(schedule):<10} {EXIT_MEANING[result.exit_status]:<9} {verdicts}")
+        say(f"  {str(schedule):<10} {EXIT_MEANING[result.exit_status]:<9} {verdicts}")
         results.append(result)
-    print(seeds_line(results))
+    say(seeds_line(results))
     return results

@@ -7,14 +7,14 @@ import sys
 
 from rmtrace.cli.common import (
     add_filter_arguments,
+    add_json_argument,
     add_trace_argument,
     filter_from_args,
-    print_json_lines,
     trace_or_default,
     trace_start,
 )
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Phase, Record, Role, Source, When, enum_name, record_to_dict
+from rmtrace.record import Phase, Record, Role, Source, When, enum_name
 from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader
 
@@ -40,7 +40,7 @@ the records themselves, undecoded, one line each.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
     out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true", help="JSON Lines: every decoded field and the raw buffers (hex)")
+    add_json_argument(parser, "a call object per call, every decoded field and the raw records (hex)", out)
     out.add_argument("-V", "--verbose", action="store_true", help="the full field tree of every buffer, with hex")
     out.add_argument("--raw", action="store_true", help="records undecoded, one line each")
     out.add_argument("--driver", metavar="VERSION", help="decode with this driver's profile, not the recorded one")
@@ -75,10 +75,11 @@ def call_filter(args: argparse.Namespace):
 
 
 def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
+    from rmtrace import jsonschema
     start = trace_start(reader)
     records = reader.iter_filtered(filter_from_args(args, reader))
     if args.json:
-        print_json_lines((record_to_dict(r) for r in records), args.limit)
+        jsonschema.write_lines((jsonschema.record(r, start) for r in records), sys.stdout, args.limit)
         return
     for n, rec in enumerate(records):
         if args.limit is not None and n >= args.limit:
@@ -87,6 +88,7 @@ def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmtrace import jsonschema
     from rmtrace.decoders import Level, decoders_for, render
     with TraceReader(trace_or_default(args)) as reader:
         if args.raw:
@@ -112,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 shown += 1
                 if args.json:
-                    out.write(render.json_line(decoded, call, start) + "\n")
+                    out.write(jsonschema.dumps(jsonschema.call(decoded, call, start)) + "\n")
                     continue
                 out.write(render.line(decoded, call, start, end) + "\n")
                 if args.verbose:

@@ -3,19 +3,20 @@
 Each section is a ``Section``: the flag that asks for it, a function that
 computes a JSON-ready dict from the trace, and one that turns that dict into
 lines of text.  Adding a section is adding one entry to ``SECTIONS``.  With
-no section flag the default sections are printed; ``--json`` prints a single
-section's dict as it is, several as ``{section: dict}``.
+no section flag the default sections are printed; ``--json`` prints each
+section's objects (docs/json-schema.md), one per line.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rmtrace.cli.common import add_trace_argument, trace_or_default
+from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
+from rmtrace.exitcodes import ExitCode
 from rmtrace.timefmt import format_duration
 
 NAME = "stats"
@@ -40,6 +41,7 @@ class Section:
     help: str
     compute: Callable[[str, argparse.Namespace], dict[str, Any]]  # (trace path, arguments) -> JSON-ready dict
     text: Callable[[dict[str, Any]], list[str]]
+    objects: Callable[[dict[str, Any]], list[dict[str, Any]]]  # the dict as docs/json-schema.md's objects
     default: bool = False
 
 
@@ -84,6 +86,16 @@ def _decode(path: str, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _stats_objects(stats: dict[str, Any]) -> list[dict[str, Any]]:
+    from rmtrace import jsonschema
+    return jsonschema.stats(stats)
+
+
+def _coverage_objects(c: dict[str, Any]) -> list[dict[str, Any]]:
+    from rmtrace import jsonschema
+    return [jsonschema.coverage(c)]
+
+
 def _decode_text(c: dict[str, Any]) -> list[str]:
     by = c["controls_by_naming"]
     lines = [
@@ -111,8 +123,8 @@ def _decode_text(c: dict[str, Any]) -> list[str]:
 
 SECTIONS = (
     Section("calls", "per process, client, source and operation: counts, statuses, latency, bytes (default)",
-            _calls, _calls_text, default=True),
-    Section("decode", "decode coverage for the trace's driver profile", _decode, _decode_text),
+            _calls, _calls_text, _stats_objects, default=True),
+    Section("decode", "decode coverage for the trace's driver profile", _decode, _decode_text, _coverage_objects),
 )
 
 
@@ -121,7 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for section in SECTIONS:
         parser.add_argument(f"--{section.name}", action="store_true", help=section.help)
     parser.add_argument("--driver", metavar="VERSION", help="decode with this driver's profile, not the recorded one")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_json_argument(parser, "process, client and stats objects (--calls), a coverage object (--decode)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,11 +141,12 @@ def run(args: argparse.Namespace) -> int:
     path = trace_or_default(args)
     results = {s.name: s.compute(path, args) for s in chosen}
     if args.json:
-        print(json.dumps(results[chosen[0].name] if len(chosen) == 1 else results, indent=2, default=str))
-        return 0
+        from rmtrace import jsonschema
+        jsonschema.write_lines((obj for s in chosen for obj in s.objects(results[s.name])), sys.stdout)
+        return ExitCode.OK
     for section in chosen:
         if len(chosen) > 1:
             print(f"[{section.name}]")
         for line in section.text(results[section.name]):
             print(line)
-    return 0
+    return ExitCode.OK

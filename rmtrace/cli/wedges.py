@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 
+from rmtrace import jsonschema
 from rmtrace.analysis.wedges import find_wedges
-from rmtrace.cli.common import add_trace_argument, trace_or_default
+from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
 from rmtrace.exitcodes import ExitCode
 from rmtrace.session import load_session
 from rmtrace.timefmt import parse_duration
@@ -31,14 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
     parser.add_argument("--slow", default="1s", metavar="TIME", help="report completed calls slower than this (default 1s)")
     parser.add_argument("--driver", metavar="VERSION", help="decode with this driver profile")
-    parser.add_argument("--json", action="store_true", help="print the wedges as JSON")
+    add_json_argument(parser, "a wedge object per wedge, most important first")
 
 
 def run(args: argparse.Namespace) -> int:
     model = load_session(trace_or_default(args), driver=args.driver)
     wedges = find_wedges(model, slow_ns=parse_duration(args.slow))
     if args.json:
-        print(json.dumps([w.to_dict() for w in wedges], indent=2))
+        jsonschema.write_lines((jsonschema.wedge(w, model.start_ns) for w in wedges), sys.stdout)
     elif not wedges:
         print(f"no wedges: every call returned, {len(model.clients)} clients")
     else:

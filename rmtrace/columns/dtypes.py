@@ -30,8 +30,3 @@ def numpy_dtype(definition: Struct) -> np.dtype:
 HEADER_DTYPE = numpy_dtype(RecordHeader)
 BUFFER_DTYPE = numpy_dtype(BufferHeader)
 
-
-def field(dtype: np.dtype, name: str) -> tuple[int, np.dtype]:
-    """(byte offset, dtype) of one field."""
-    sub, offset = dtype.fields[name][:2]
-    return offset, sub

@@ -39,7 +39,7 @@ from rmtrace.export.source import ExportInput, trace_id
 from rmtrace.record import Source, enum_name
 from rmtrace.session import CallInfo
 
-ROW_GROUP = 65_536
+ROW_GROUP = 16_384
 
 SCHEMA = pa.schema([
     pa.field("time", pa.timestamp("us", tz="UTC"), nullable=False),   # wall clock of the call's first record

@@ -16,6 +16,7 @@ from rmtrace.session.entities import (
     Client,
     GspExchange,
     Lane,
+    LaneState,
     Process,
     Rank,
     RmObject,
@@ -27,5 +28,5 @@ from rmtrace.session.model import SessionModel, load_session
 
 __all__ = [
     "load_session", "SessionModel", "STATE_SYMBOLS", "STATES", "CallInfo", "Channel", "Client", "GspExchange",
-    "Lane", "Process", "Rank", "RmObject", "Segment", "State", "Transition",
+    "Lane", "LaneState", "Process", "Rank", "RmObject", "Segment", "State", "Transition",
 ]

@@ -9,20 +9,57 @@ transitions.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-STATES = (
-    "allocated", "bound", "scheduled", "registered", "published", "waiting", "completed",
-    "latch_armed", "latch_fired", "stale", "drain_held", "wedged", "in_flight", "freed",
-    "running", "exited", "quiet",
-)
-"""The state vocabulary of lanes (timeline segments)."""
+from rmtrace.semantics import Category, LockKind
+
+
+class Named(str, enum.Enum):
+    """An enum whose members are their (string) values wherever text is wanted: in JSON, in an
+    f-string, as a key of a table that says how a state looks."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+class LaneState(Named):
+    """The state vocabulary of lanes (timeline segments)."""
+
+    ALLOCATED = "allocated"
+    BOUND = "bound"
+    SCHEDULED = "scheduled"
+    REGISTERED = "registered"
+    PUBLISHED = "published"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    LATCH_ARMED = "latch_armed"
+    LATCH_FIRED = "latch_fired"
+    STALE = "stale"
+    DRAIN_HELD = "drain_held"
+    WEDGED = "wedged"
+    IN_FLIGHT = "in_flight"
+    FREED = "freed"
+    RUNNING = "running"
+    EXITED = "exited"
+    QUIET = "quiet"
+    IDLE = "idle"
+    """A rank with neither latch nor drain state (drawn without a symbol)."""
+
+
+STATES = tuple(s for s in LaneState if s is not LaneState.IDLE)
+"""The states lanes are drawn with a symbol for."""
 
 STATE_SYMBOLS: dict[str, str] = {
-    "allocated": "a", "bound": "b", "scheduled": "s", "registered": "r", "published": "p", "waiting": "w",
-    "completed": "c", "latch_armed": "^", "latch_fired": "!", "stale": "x", "drain_held": "d", "wedged": "#",
-    "in_flight": ">", "freed": ".", "running": "=", "exited": "_", "quiet": "-",
+    LaneState.ALLOCATED: "a", LaneState.BOUND: "b", LaneState.SCHEDULED: "s", LaneState.REGISTERED: "r",
+    LaneState.PUBLISHED: "p", LaneState.WAITING: "w", LaneState.COMPLETED: "c", LaneState.LATCH_ARMED: "^",
+    LaneState.LATCH_FIRED: "!", LaneState.STALE: "x", LaneState.DRAIN_HELD: "d", LaneState.WEDGED: "#",
+    LaneState.IN_FLIGHT: ">", LaneState.FREED: ".", LaneState.RUNNING: "=", LaneState.EXITED: "_",
+    LaneState.QUIET: "-",
 }
 """One character per state, so a lane reads without colour."""
 
@@ -75,6 +112,8 @@ class RmObject:
     h_client: int = 0
     freed_by: str | None = None
     """How it went: "RM_FREE" (its own or an ancestor's), "exit" (the kernel freed it when its process exited)."""
+    category: Category = Category.OTHER
+    """What its class makes (from the class number: rmtrace.decoders.roles)."""
 
 
 @dataclass(slots=True)
@@ -137,6 +176,8 @@ class CallInfo:
     in_flight: bool
     handles: dict[str, int] = field(default_factory=dict)
     bytes: int = 0
+    locks: tuple[LockKind, ...] = ()
+    """Locks the call holds while it is in flight (rmtrace.semantics.locks)."""
 
     @property
     def full_name(self) -> str:

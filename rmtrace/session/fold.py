@@ -1,60 +1,52 @@
-"""Fold decoded calls, in trace order, into the session's state.
+"""Fold calls, in trace order, into the session's state.
 
-Pure: no I/O, no UI.  ``Folder.fold(call)`` takes one call from the
-decoders' pairing (an enter with its exit, a GSP request with its response,
-or a single message), names it, decodes it as deep as its handler needs and
-applies its effect through one handler per operation name, looked up in
-``HANDLERS`` (RM controls in ``CONTROL_HANDLERS`` by command name).  A call
-the tables do not know is still counted as a call of its client.
+Pure: no I/O, no UI.  ``Folder.fold(call)`` takes one call from the decoders' pairing (an
+enter with its exit, a GSP request with its response, or a single message), asks the
+semantic layer (``rmtrace.semantics``) what it means, and applies each event that took
+effect through one handler per event type (``EFFECTS``).  The fold never looks at a call's
+name: every fact it keeps comes from an event.  A call with no events is still counted as a
+call of its client.
 
-Effects of a call apply when it returned successfully; its transitions carry
-the time of its exit (of its enter for a call still in flight).
+Transitions carry the time of the call's exit (of its enter for a call still in flight).
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rmtrace.calls import Call, CallState
-from rmtrace.decoders import Decoded, DecoderSet, Level
-from rmtrace.record import MarkOp, Record, Role, Source, SysOp
-from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, RmObject
+from rmtrace.decoders import Decoded, DecoderSet
+from rmtrace.decoders.profiles import DriverProfile
+from rmtrace.record import Record, Source
+from rmtrace.semantics import CallMeaning, Category, Interpreter
+from rmtrace.semantics import events as ev
+from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, LaneState, Process, Rank, RmObject
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
 
-ROOT_CLASSES = frozenset({"NV01_ROOT", "NV01_ROOT_NON_PRIV", "NV01_ROOT_CLIENT"})
-CHANNEL_CLASS = "*_CHANNEL_GPFIFO_*"
-TSG_CLASS = "*_CHANNEL_GROUP_*"
-NO_RANK = 0xFFFFFFFF
-
-CHANNEL_PRECEDENCE = ("freed", "stale", "waiting", "completed", "published", "registered", "scheduled", "bound",
-                      "allocated")
+CHANNEL_PRECEDENCE = (LaneState.FREED, LaneState.STALE, LaneState.WAITING, LaneState.COMPLETED,
+                      LaneState.PUBLISHED, LaneState.REGISTERED, LaneState.SCHEDULED, LaneState.BOUND,
+                      LaneState.ALLOCATED)
 """A channel's lane shows the first of its flags in this order."""
-RANK_PRECEDENCE = ("drain_held", "latch_fired", "latch_armed")
-
-
-def engine_info(profile: Any, engine_type: int | None) -> tuple[str | None, int | None]:
-    """(engine name, CE rank) of an NV2080 engine type, from the profile's engine table."""
-    if engine_type is None:
-        return None, None
-    engines = getattr(profile, "engine_types", None) or {}
-    name = engines.get(engine_type)
-    if name is None:
-        return f"engine {engine_type:#x}", None
-    short = name.removeprefix("NV2080_ENGINE_TYPE_")
-    rank = int(short[4:]) if short.startswith("COPY") and short[4:].isdigit() else None
-    return short, rank
+RANK_PRECEDENCE = (LaneState.DRAIN_HELD, LaneState.LATCH_FIRED, LaneState.LATCH_ARMED)
+COMPLETION_COUNTERS: Mapping[ev.Completion, str] = {ev.Completion.RELEASE: "gr_rel", ev.Completion.FAKED: "faked"}
+"""The host counter each kind of completion reports."""
+FREED_KEPT = 8
+"""Freed channels kept per bare handle for late host messages (not every one ever seen)."""
 
 
 class Folder:
     """The session's state while the trace is folded."""
 
-    def __init__(self, decoders: DecoderSet, timeline: Timeline) -> None:
+    def __init__(self, decoders: DecoderSet, timeline: Timeline, client_ids: Mapping[int, str] | None = None) -> None:
+        """``client_ids``: pid -> client id for the clients the trace was made for (a replay's plan),
+        so they keep their names; any other client is numbered by its first appearance."""
         self.decoders = decoders
-        self.profile = decoders.profile
+        self.interpreter = Interpreter(decoders)
+        self.profile: DriverProfile = decoders.profile
         self.tl = timeline
+        self.client_ids = dict(client_ids or {})
         self.processes: dict[int, Process] = {}
         self.clients: dict[str, Client] = {}
         self._client_by_key: dict[Any, Client] = {}
@@ -66,12 +58,12 @@ class Folder:
         self.channels: dict[str, Channel] = {}
         self._channel_by_handle: dict[tuple[int, int], Channel] = {}
         self._channels_by_bare_handle: dict[int, list[Channel]] = {}  # host messages name a channel alone
-        self._channel_flags: dict[str, set[str]] = {}
+        self._channel_flags: dict[str, set[LaneState]] = {}
         self._channel_counts: Counter = Counter()
         self._tsg_channels: dict[tuple[int, int], list[Channel]] = {}
         self._tsg_engine: dict[tuple[int, int], int] = {}  # a TSG's engine type: its channels run there
         self.ranks: dict[str, Rank] = {}
-        self._rank_flags: dict[str, set[str]] = {}
+        self._rank_flags: dict[str, set[LaneState]] = {}
         self.calls: list[CallInfo] = []
         self.gsp: list[GspExchange] = []
         self.gsp_session = 0
@@ -80,31 +72,27 @@ class Folder:
         self._counters: dict[str, int] = {}
         self.stop_reason: dict | None = None
         self.lost: list[dict] = []
-        self._class_ids = {info.name: cid for cid, info in self.profile.classes.items()}
 
     # -- entry ---------------------------------------------------------------------------
 
     def fold(self, call: Call) -> None:
+        meaning = self.interpreter.interpret(call)
         first = call.first
-        label = self.decoders.label(first)
-        handler = HANDLERS.get(label.name)
-        level = Level.CALL
-        if handler is not None and handler.full(label.detail):
-            level = Level.FULL
-        decoded = self.decoders.decode(call, level)
         self._touch_process(call)
-        if label.name == GSP_SESSION_START:
-            self.gsp_session += 1  # the boot handshake's INIT_DONE opens the session it starts
-        client = self._client_for(first)
-        info = self._call_info(call, decoded, client)
+        if meaning.first(ev.GspSessionStarted) is not None:
+            self.gsp_session += 1  # the boot handshake opens the session it starts
+        client = self._client_for(first, meaning)
+        info = self._call_info(call, meaning, client)
         if client is not None:
             for rec in call.records:
                 self.seq_client.append((rec.seq, client.id))
             client.last_ns = max(client.last_ns, call.last.time_ns)
             client.last_seq = max(client.last_seq, call.last.seq)
         self.calls.append(info)
-        if handler is not None and (decoded.ok or handler.always):
-            handler.apply(self, decoded, info, call)
+        for event in meaning.effective():
+            effect = EFFECTS.get(type(event))
+            if effect is not None:
+                effect(self, event, meaning, info)
 
     # -- clients and processes ---------------------------------------------------------
 
@@ -116,12 +104,13 @@ class Folder:
             proc.last_ns = max(proc.last_ns, rec.time_ns)
             proc.threads.add(rec.tid)
 
-    def _client_for(self, rec: Record) -> Client | None:
+    def _client_for(self, rec: Record, meaning: CallMeaning) -> Client | None:
         """The client a GPU record belongs to: its process, or its GSP session when no process is known."""
         if rec.source in (Source.SYS, Source.MARK):
             client = self._client_by_key.get(rec.pid)
-            if client is not None or not _opens_nvidia_device(rec):
-                return client
+            opened = meaning.first(ev.FdOpened)
+            if client is not None or opened is None or not opened.device.nvidia:
+                return client  # a process becomes a client when it opens an NVIDIA device
             key: Any = rec.pid
         elif rec.pid:
             key = rec.pid
@@ -131,15 +120,27 @@ class Folder:
             return None  # host-internal sema events belong to no client
         client = self._client_by_key.get(key)
         if client is None:
-            cid = f"c{len(self.clients) + 1}"
+            cid = self._new_client_id(rec.pid)
             client = Client(cid, rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns, first_seq=rec.seq,
                             last_seq=rec.seq, gsp_session=self.gsp_session if rec.source == Source.GSP else None)
             self.clients[cid] = client
             self._client_by_key[key] = client
-            self.tl.set(rec.time_ns, rec.seq, client.entity, "state", "running")
+            self.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.RUNNING)
         return client
 
-    def _call_info(self, call: Call, d: Decoded, client: Client | None) -> CallInfo:
+    def _new_client_id(self, pid: int) -> str:
+        """The name the trace gives this process's client, else the next free ``cN``."""
+        named = self.client_ids.get(pid) if pid else None
+        if named is not None and named not in self.clients:
+            return named
+        n = len(self.clients) + 1
+        taken = set(self.clients) | set(self.client_ids.values())
+        while f"c{n}" in taken:
+            n += 1
+        return f"c{n}"
+
+    def _call_info(self, call: Call, meaning: CallMeaning, client: Client | None) -> CallInfo:
+        d: Decoded = meaning.decoded
         first, last = call.first, call.last
         closed = call.state in (CallState.COMPLETE, CallState.RESUMED) and len(call.records) > 1
         single = call.state is CallState.SINGLE
@@ -151,22 +152,17 @@ class Folder:
             t_exit=last.time_ns if closed or single else None,
             in_flight=call.state in (CallState.IN_FLIGHT, CallState.UNFINISHED),
             handles=dict(d.handles), bytes=sum(len(b.data) for r in call.records for b in r.buffers),
+            locks=tuple(e.lock for e in meaning.events if isinstance(e, ev.LockTaken)),
         )
 
     # -- RM objects --------------------------------------------------------------------
 
-    def class_id(self, d: Decoded) -> int:
-        return self._class_ids.get(d.detail or "", -1)
-
-    def add_object(self, d: Decoded, info: CallInfo, call: Call, class_name: str, cls: int) -> RmObject | None:
-        client = self.clients.get(info.client_id or "")
-        handle = d.handles.get("hObject")
-        if client is None or handle is None:
+    def add_object(self, client_id: str | None, h_client: int, handle: int, parent: int | None, cls: int | None,
+                   category: Category, class_name: str, call: Call, status: str) -> RmObject | None:
+        client = self.clients.get(client_id or "")
+        if client is None:
             return None
-        h_client = d.handles.get("hClient") or 0
-        parent = d.handles.get("hParent")
-        if class_name in ROOT_CLASSES:
-            h_client, parent = handle, None
+        if category is Category.ROOT:
             client.rm_clients.append(handle)
             if client.h_client is None:
                 client.h_client = handle
@@ -176,9 +172,8 @@ class Folder:
         order = self._siblings[order_key]
         self._siblings[order_key] += 1
         stable = f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
-        t = call.last.time_ns
-        obj = RmObject(client.id, handle, parent, cls, class_name, stable, call.first.seq, t, h_client=h_client,
-                       status=d.status_name or "NV_OK")
+        obj = RmObject(client.id, handle, parent, cls if cls is not None else -1, class_name, stable, call.first.seq,
+                       call.last.time_ns, h_client=h_client, status=status, category=category)
         self.objects[(client.id, handle)] = obj
         self.object_list.append(obj)
         self._by_handle[(h_client, handle)] = obj
@@ -198,31 +193,30 @@ class Folder:
         obj.free_seq, obj.free_ns, obj.freed_by = seq, t, by
         chan = self._channel_by_handle.pop((h_client, handle), None)
         if chan is not None:
-            self.channel_flag(chan, "freed", True, t, seq)
+            self.channel_flag(chan, LaneState.FREED, True, t, seq)
             if chan.tsg is not None:
                 self._tsg_channels.get((h_client, chan.tsg), []).remove(chan)
             same = self._channels_by_bare_handle[handle]
-            if len(same) > 8:  # keep a few freed ones for late host messages, not every one ever seen
+            if len(same) > FREED_KEPT:
                 del same[0]
 
     # -- channels and ranks --------------------------------------------------------------
 
-    def add_tsg(self, obj: RmObject, fields: Any) -> None:
-        engine_type = _get(fields, "engineType")
+    def add_tsg(self, obj: RmObject, engine_type: int | None) -> None:
         if engine_type:
             self._tsg_engine[(obj.h_client, obj.handle)] = engine_type
 
-    def add_channel(self, obj: RmObject, fields: Any, t: int, seq: int) -> Channel:
+    def add_channel(self, obj: RmObject, alloc: ev.ChannelAllocated, t: int, seq: int) -> Channel:
         n = self._channel_counts[obj.client_id]
         self._channel_counts[obj.client_id] += 1
         # A channel in a TSG names no engine of its own (NV2080_ENGINE_TYPE_NULL): it runs on the TSG's.
-        engine_type = _get(fields, "engineType") or self._tsg_engine.get((obj.h_client, obj.parent or 0))
-        engine, rank = engine_info(self.profile, engine_type)
+        engine_type = alloc.engine_type or self._tsg_engine.get((obj.h_client, obj.parent or 0))
+        engine, rank = self.interpreter.engine(engine_type)
         tsg_obj = self._by_handle.get((obj.h_client, obj.parent)) if obj.parent is not None else None
         chan = Channel(f"{obj.client_id}/ch{n}", obj.client_id, obj.handle, obj.h_client, obj.class_name,
                        obj.stable_name, engine=engine, engine_type=engine_type, rank=rank,
-                       tsg=obj.parent if tsg_obj is not None and fnmatch.fnmatch(tsg_obj.class_name, TSG_CLASS) else None,
-                       ring_va=_get(fields, "gpFifoOffset"))
+                       tsg=obj.parent if tsg_obj is not None and tsg_obj.category is Category.TSG else None,
+                       ring_va=alloc.ring_va)
         self.channels[chan.id] = chan
         self._channel_by_handle[(obj.h_client, obj.handle)] = chan
         self._channels_by_bare_handle.setdefault(obj.handle, []).append(chan)
@@ -231,7 +225,7 @@ class Folder:
         self.tl.set(t, seq, chan.entity, "engine", engine)
         if rank is not None:
             self.tl.set(t, seq, chan.entity, "rank", rank)
-        self.channel_flag(chan, "allocated", True, t, seq)
+        self.channel_flag(chan, LaneState.ALLOCATED, True, t, seq)
         return chan
 
     def channel(self, h_client: int | None, handle: int | None, client_id: str | None = None) -> Channel | None:
@@ -243,7 +237,7 @@ class Folder:
         if found is not None:
             return found
         candidates = self._channels_by_bare_handle.get(handle, [])
-        live = [c for c in candidates if "freed" not in self._channel_flags.get(c.id, ())]
+        live = [c for c in candidates if LaneState.FREED not in self._channel_flags.get(c.id, ())]
         for pool in ([c for c in live if c.client_id == client_id], [c for c in candidates if c.client_id == client_id],
                      live, candidates):
             if pool:
@@ -255,15 +249,15 @@ class Folder:
         chan = self._channel_by_handle.get((h_client, handle))
         return [chan] if chan is not None else list(self._tsg_channels.get((h_client, handle), ()))
 
-    def channel_flag(self, chan: Channel, flag: str, on: bool, t: int, seq: int, detail: str = "") -> None:
+    def channel_flag(self, chan: Channel, flag: LaneState, on: bool, t: int, seq: int, detail: str = "") -> None:
         self.channel_flags(chan, {flag: on}, t, seq, detail)
 
-    def channel_flags(self, chan: Channel, changes: dict[str, bool], t: int, seq: int, detail: str = "") -> None:
-        self._flags(chan.entity, self._channel_flags.setdefault(chan.id, set()), CHANNEL_PRECEDENCE, "allocated",
-                    changes, t, seq, detail)
+    def channel_flags(self, chan: Channel, changes: dict[LaneState, bool], t: int, seq: int, detail: str = "") -> None:
+        self._flags(chan.entity, self._channel_flags.setdefault(chan.id, set()), CHANNEL_PRECEDENCE,
+                    LaneState.ALLOCATED, changes, t, seq, detail)
 
-    def _flags(self, entity: str, flags: set[str], order: tuple[str, ...], default: str, changes: dict[str, bool],
-               t: int, seq: int, detail: str) -> None:
+    def _flags(self, entity: str, flags: set[LaneState], order: tuple[LaneState, ...], default: LaneState,
+               changes: dict[LaneState, bool], t: int, seq: int, detail: str) -> None:
         """Apply flag changes together; the lane state is the first flag set in ``order``."""
         before = _top(flags, order)
         for flag, on in changes.items():
@@ -281,9 +275,9 @@ class Folder:
             found = self.ranks[rid] = Rank(rid, index)
         return found
 
-    def rank_flags(self, rank: Rank, changes: dict[str, bool], t: int, seq: int, detail: str = "") -> None:
-        self._flags(rank.entity, self._rank_flags.setdefault(rank.id, set()), RANK_PRECEDENCE, "idle", changes,
-                    t, seq, detail)
+    def rank_flags(self, rank: Rank, changes: dict[LaneState, bool], t: int, seq: int, detail: str = "") -> None:
+        self._flags(rank.entity, self._rank_flags.setdefault(rank.id, set()), RANK_PRECEDENCE, LaneState.IDLE,
+                    changes, t, seq, detail)
 
     def counter(self, name: str, value: int, t: int, seq: int) -> None:
         """A host counter's value; a snapshot that repeats it is no change (no transition)."""
@@ -292,340 +286,260 @@ class Folder:
             self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
 
 
-def _opens_nvidia_device(rec: Record) -> bool:
-    """An open of /dev/nvidia*: the moment a process becomes a GPU client."""
-    if rec.source != Source.SYS or rec.op != SysOp.OPEN:
-        return False
-    path = rec.buffer(Role.PATH)
-    return path is not None and path.data.startswith(b"/dev/nvidia")
-
-
-def _top(flags: set[str], order: tuple[str, ...]) -> str | None:
+def _top(flags: set[LaneState], order: tuple[LaneState, ...]) -> LaneState | None:
     return next((f for f in order if f in flags), None)
 
 
-def _get(fields: Any, name: str) -> Any:
-    try:
-        return fields[name] if fields is not None and name in fields else None
-    except TypeError:
-        return None
+# --------------------------------------------------------------------------- effects, one per event type
+
+Effect = Callable[[Folder, Any, CallMeaning, CallInfo], None]
 
 
-def buffer_value(d: Decoded, role: int, after: bool = True) -> Any:
-    """The parsed value of the decoded buffer with ``role`` (the AFTER copy first)."""
-    best = None
-    for b in d.buffers:
-        if b.role == role and b.value is not None:
-            if b.when == (2 if after else 1):
-                return b.value
-            best = best if best is not None else b.value
-    return best
+def _end(m: CallMeaning) -> tuple[int, int]:
+    """When a call's effects happen: at its last record."""
+    return m.call.last.time_ns, m.call.last.seq
 
 
-# --------------------------------------------------------------------------- handlers
+def _object(f: Folder, e: ev.ObjectAllocated, m: CallMeaning, info: CallInfo) -> None:
+    f.add_object(info.client_id, e.h_client, e.handle, e.parent, e.class_id, e.category,
+                 f.interpreter.class_name(e.class_id), m.call, m.decoded.status_name or "NV_OK")
 
 
-class Handler:
-    """What one operation does to the state; ``full`` says when it needs buffers decoded."""
-
-    def __init__(self, apply: Callable[[Folder, Decoded, CallInfo, Call], None],
-                 full: Callable[[str | None], bool] = lambda detail: False, always: bool = False) -> None:
-        self.apply = apply
-        self.full = full
-        self.always = always
+def _dup(f: Folder, e: ev.ObjectDuplicated, m: CallMeaning, info: CallInfo) -> None:
+    src = f._by_handle.get((e.src_client, e.src_handle))
+    f.add_object(info.client_id, e.h_client, e.handle, e.parent, src.cls if src else None,
+                 src.category if src else Category.OTHER, src.class_name if src else "DUP", m.call,
+                 m.decoded.status_name or "NV_OK")
 
 
-def _rm_alloc(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    name = d.detail or "?"
-    obj = f.add_object(d, info, call, name, f.class_id(d))
-    if obj is not None and fnmatch.fnmatch(name, CHANNEL_CLASS):
-        f.add_channel(obj, buffer_value(d, Role.ALLOC_PARAMS), call.last.time_ns, call.last.seq)
-    elif obj is not None and fnmatch.fnmatch(name, TSG_CLASS):
-        f.add_tsg(obj, buffer_value(d, Role.ALLOC_PARAMS))
+def _channel(f: Folder, e: ev.ChannelAllocated, m: CallMeaning, info: CallInfo) -> None:
+    obj = f._by_handle.get((e.h_client, e.handle))
+    if obj is not None and obj.alloc_seq == m.call.first.seq:
+        f.add_channel(obj, e, *_end(m))
 
 
-def _rm_alloc_memory(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    """RM_ALLOC_MEMORY (NVOS02) creates an object like RM_ALLOC, its class given as a number."""
-    cls = d.args.get("hClass", -1)
-    info_cls = f.profile.classes.get(cls)
-    f.add_object(d, info, call, info_cls.name if info_cls else f"class {cls:#x}", cls)
+def _tsg(f: Folder, e: ev.ChannelGroupAllocated, m: CallMeaning, info: CallInfo) -> None:
+    obj = f._by_handle.get((e.h_client, e.handle))
+    if obj is not None and obj.alloc_seq == m.call.first.seq:
+        f.add_tsg(obj, e.engine_type)
 
 
-def _rm_free(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    h_client, handle = d.handles.get("hClient"), d.handles.get("hObject")
-    if handle is None:
-        return
-    if h_client in (None, 0) or h_client == handle:
+def _free(f: Folder, e: ev.ObjectFreed, m: CallMeaning, info: CallInfo) -> None:
+    h_client, handle = e.h_client, e.handle
+    if not h_client or h_client == handle:  # a root client freed by itself (or named without its client)
         h_client = handle if (handle, handle) in f._by_handle else h_client
-    if (h_client or 0, handle) not in f._by_handle:
+    if (h_client, handle) not in f._by_handle:
         f.stray_frees.append(info)  # RM_FREE of a handle this trace never saw allocated
         return
-    f.free_object(h_client or 0, handle, call.last.seq, call.last.time_ns)
+    t, seq = _end(m)
+    f.free_object(h_client, handle, seq, t)
 
 
-def _rm_dup(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    src = f._by_handle.get((d.handles.get("hClientSrc", 0), d.handles.get("hObjectSrc", 0)))
-    f.add_object(d, info, call, src.class_name if src else "DUP", src.cls if src else -1)
+def _token(f: Folder, e: ev.WorkTokenIssued, m: CallMeaning, info: CallInfo) -> None:
+    chan = f.channel(e.h_client, e.channel)
+    if chan is not None and e.token is not None:
+        chan.token = e.token
+        t, seq = _end(m)
+        f.tl.set(t, seq, chan.entity, "token", e.token)
 
 
-def _rm_control(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    handler = CONTROL_HANDLERS.get(d.detail or "")
-    if handler is not None:
-        handler(f, d, call, buffer_value(d, Role.PARAMS))
+def _bind(f: Folder, e: ev.ChannelBound, m: CallMeaning, info: CallInfo) -> None:
+    t, seq = _end(m)
+    for chan in f.channels_of(e.h_client, e.handle):
+        if e.engine_type is not None and chan.engine_type is None:
+            chan.engine_type = e.engine_type
+            chan.engine, chan.rank = f.interpreter.engine(e.engine_type)
+        f.channel_flag(chan, LaneState.BOUND, True, t, seq)
 
 
-def _work_token(f: Folder, d: Decoded, call: Call, params: Any) -> None:
-    chan = f.channel(d.handles.get("hClient"), d.handles.get("hObject"))
-    token = _get(params, "workSubmitToken")
-    if chan is not None and token is not None:
-        chan.token = token
-        f.tl.set(call.last.time_ns, call.last.seq, chan.entity, "token", token)
+def _schedule(f: Folder, e: ev.ChannelScheduled, m: CallMeaning, info: CallInfo) -> None:
+    t, seq = _end(m)
+    for chan in f.channels_of(e.h_client, e.handle):
+        f.channel_flag(chan, LaneState.SCHEDULED, e.enabled, t, seq)
 
 
-def _bind(f: Folder, d: Decoded, call: Call, params: Any) -> None:
-    for chan in f.channels_of(d.handles.get("hClient") or 0, d.handles.get("hObject") or 0):
-        engine_type = _get(params, "engineType")
-        if engine_type is not None and chan.engine_type is None:
-            chan.engine_type = engine_type
-            chan.engine, chan.rank = engine_info(f.profile, engine_type)
-        f.channel_flag(chan, "bound", True, call.last.time_ns, call.last.seq)
-
-
-def _schedule(f: Folder, d: Decoded, call: Call, params: Any) -> None:
-    enable = bool(_get(params, "bEnable"))
-    for chan in f.channels_of(d.handles.get("hClient") or 0, d.handles.get("hObject") or 0):
-        f.channel_flag(chan, "scheduled", enable, call.last.time_ns, call.last.seq)
-
-
-CONTROL_HANDLERS: dict[str, Callable[[Folder, Decoded, Call, Any], None]] = {
-    "NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN": _work_token,
-    "NVA06F_CTRL_CMD_BIND": _bind,
-    "NVA06F_CTRL_CMD_GPFIFO_SCHEDULE": _schedule,
-    "NVA06C_CTRL_CMD_GPFIFO_SCHEDULE": _schedule,
-}
-"""RM controls that change channel state, by command name."""
-
-
-def _uuid(d: Decoded) -> bytes:
-    """The GPU UUID a UVM call names: its NvProcessorUuid's bytes, which the summary flattens to ``uuid``."""
-    value = d.args.get("uuid")
-    return bytes(value) if isinstance(value, (bytes, bytearray, list)) else b""
-
-
-def _uvm_register_gpu(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
+def _uvm_gpus(f: Folder, info: CallInfo, m: CallMeaning, gpu: bytes, registered: bool) -> None:
     client = f.clients.get(info.client_id or "")
     if client is not None:
-        client.uvm_gpus.add(_uuid(d))
-        f.tl.set(call.last.time_ns, call.last.seq, client.entity, "uvm_gpus", len(client.uvm_gpus))
+        (client.uvm_gpus.add if registered else client.uvm_gpus.discard)(gpu)
+        t, seq = _end(m)
+        f.tl.set(t, seq, client.entity, "uvm_gpus", len(client.uvm_gpus))
 
 
-def _uvm_unregister_gpu(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    client = f.clients.get(info.client_id or "")
-    if client is not None:
-        client.uvm_gpus.discard(_uuid(d))
-        f.tl.set(call.last.time_ns, call.last.seq, client.entity, "uvm_gpus", len(client.uvm_gpus))
+def _uvm_channel(f: Folder, h_client: int, handle: int, registered: bool, m: CallMeaning) -> None:
+    chan = f.channel(h_client, handle)
+    if chan is not None:
+        chan.uvm_registered = registered
+        f.channel_flag(chan, LaneState.REGISTERED, registered, *_end(m))
 
 
-def _uvm_channel(registered: bool) -> Callable[[Folder, Decoded, CallInfo, Call], None]:
-    def apply(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-        chan = f.channel(d.handles.get("hClient"), d.handles.get("hChannel") or d.args.get("hChannel"))
-        if chan is not None:
-            chan.uvm_registered = registered
-            f.channel_flag(chan, "registered", registered, call.last.time_ns, call.last.seq)
-    return apply
+# -- the host service ------------------------------------------------------------------
 
 
-# -- the host service's messages (SEMA) --------------------------------------------------
+def _host_channel(f: Folder, handle: int, info: CallInfo, h_client: int | None = None) -> Channel | None:
+    return f.channel(h_client, handle, info.client_id)
 
 
-def _sema_channel(f: Folder, d: Decoded, info: CallInfo) -> Channel | None:
-    return f.channel(d.args.get("client"), d.args.get("channel"), info.client_id)
-
-
-def _sema_rank(f: Folder, d: Decoded) -> Rank | None:
-    rank = d.args.get("rank")
-    return f.rank(rank) if isinstance(rank, int) and rank != NO_RANK else None
-
-
-def _sema_register(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    chan = _sema_channel(f, d, info)
-    t, seq = call.last.time_ns, call.last.seq
-    rank = _sema_rank(f, d)
-    if chan is not None and rank is not None:
-        chan.rank = rank.index
-        f.tl.set(t, seq, chan.entity, "rank", rank.index)
-    if chan is not None and d.args.get("ring_va"):
-        chan.ring_va = d.args["ring_va"]
-
-
-def _sema_publish(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    chan = _sema_channel(f, d, info)
-    if chan is not None and d.ok:
-        f.channel_flag(chan, "published", True, call.last.time_ns, call.last.seq)
-    if "pub_calls" in d.args:
-        f.counter("pub_calls", d.args["pub_calls"], call.last.time_ns, call.last.seq)
-
-
-def _sema_hint(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    chan = _sema_channel(f, d, info)
-    t, seq = call.last.time_ns, call.last.seq
+def _host_registered(f: Folder, e: ev.HostChannelRegistered, m: CallMeaning, info: CallInfo) -> None:
+    rank = f.rank(e.rank) if e.rank is not None else None  # the host knows the rank, whoever the channel is
+    chan = _host_channel(f, e.channel, info, e.h_client)
     if chan is None:
         return
-    if d.ok:
-        f.channel_flags(chan, {"completed": False, "waiting": True}, t, seq, f"waiting for value {d.args.get('value')}")
+    if rank is not None:
+        chan.rank = rank.index
+        f.tl.set(*_end(m), chan.entity, "rank", rank.index)
+    if e.ring_va:
+        chan.ring_va = e.ring_va
+
+
+def _published(f: Folder, e: ev.Published, m: CallMeaning, info: CallInfo) -> None:
+    chan = _host_channel(f, e.channel, info)
+    t, seq = _end(m)
+    if chan is not None and e.rc == 0:
+        f.channel_flag(chan, LaneState.PUBLISHED, True, t, seq)
+    f.counter("pub_calls", e.pub_calls, t, seq)
+
+
+def _hint(f: Folder, e: ev.SemaHint, m: CallMeaning, info: CallInfo) -> None:
+    chan = _host_channel(f, e.channel, info)
+    if chan is None:
+        return
+    t, seq = _end(m)
+    if e.rc == 0:
+        f.channel_flags(chan, {LaneState.COMPLETED: False, LaneState.WAITING: True}, t, seq,
+                        f"waiting for value {e.value}")
     else:
-        f.channel_flag(chan, "stale", True, t, seq, f"completion hint rc={d.status}")
+        f.channel_flag(chan, LaneState.STALE, True, t, seq, f"completion hint rc={e.rc}")
 
 
-def _sema_release(counter: str) -> Callable[[Folder, Decoded, CallInfo, Call], None]:
-    def apply(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-        t, seq = call.last.time_ns, call.last.seq
-        chan = _sema_channel(f, d, info)
-        if chan is not None:
-            f.channel_flags(chan, {"waiting": False, "completed": True}, t, seq)
-        if d.args.get("counter") is not None:
-            f.counter(counter, d.args["counter"], t, seq)
-    return apply
-
-
-def _sema_acquire(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    chan = _sema_channel(f, d, info)
+def _completed(f: Folder, e: ev.WorkCompleted, m: CallMeaning, info: CallInfo) -> None:
+    if e.rc != 0:
+        return
+    t, seq = _end(m)
+    chan = _host_channel(f, e.channel, info)
     if chan is not None:
-        f.channel_flag(chan, "waiting", True, call.last.time_ns, call.last.seq, f"acquire {d.args.get('value')}")
+        f.channel_flags(chan, {LaneState.WAITING: False, LaneState.COMPLETED: True}, t, seq)
+    f.counter(COMPLETION_COUNTERS[e.how], e.counter, t, seq)
 
 
-def _sema_latch(fire: bool) -> Callable[[Folder, Decoded, CallInfo, Call], None]:
-    def apply(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-        rank = _sema_rank(f, d)
-        if rank is None:
-            return
-        t, seq = call.last.time_ns, call.last.seq
-        rank.latch_armed = not fire
-        rank.latch_generation = d.args.get("generation", rank.latch_generation)
-        rank.last_channel = d.args.get("channel")
-        chan = _sema_channel(f, d, info)
-        rank.last_channel_id = chan.id if chan is not None else None
-        f.rank_flags(rank, {"latch_armed": not fire, "latch_fired": fire}, t, seq,
-                     f"{'fired' if fire else 'armed'} by channel {d.args.get('channel', 0):#x} "
-                     f"(generation {rank.latch_generation})")
-    return apply
+def _acquire(f: Folder, e: ev.SemaAcquire, m: CallMeaning, info: CallInfo) -> None:
+    chan = _host_channel(f, e.channel, info)
+    if chan is not None and e.rc == 0:
+        f.channel_flag(chan, LaneState.WAITING, True, *_end(m), f"acquire {e.value}")
 
 
-def _sema_drain(hold: bool) -> Callable[[Folder, Decoded, CallInfo, Call], None]:
-    def apply(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-        t, seq = call.last.time_ns, call.last.seq
-        rank = _sema_rank(f, d)
-        if rank is not None:
-            rank.drain_held = hold
-            f.rank_flags(rank, {"drain_held": hold}, t, seq)
-        if d.args.get("held") is not None:
-            f.counter("drain_held", d.args["held"], t, seq)
-    return apply
+def _latch(f: Folder, e: ev.LatchArmed | ev.LatchFired, m: CallMeaning, info: CallInfo) -> None:
+    if e.rank is None:
+        return
+    fired = isinstance(e, ev.LatchFired)
+    rank = f.rank(e.rank)
+    rank.latch_armed = not fired
+    rank.latch_generation = e.generation
+    rank.last_channel = e.channel
+    chan = _host_channel(f, e.channel, info)
+    rank.last_channel_id = chan.id if chan is not None else None
+    f.rank_flags(rank, {LaneState.LATCH_ARMED: not fired, LaneState.LATCH_FIRED: fired}, *_end(m),
+                 f"{'fired' if fired else 'armed'} by channel {e.channel:#x} (generation {e.generation})")
 
 
-def _sema_session(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    f.counter("session", d.args.get("new_session", 0), call.last.time_ns, call.last.seq)
+def _drain(f: Folder, e: ev.DrainHeld | ev.DrainReleased, m: CallMeaning, info: CallInfo) -> None:
+    t, seq = _end(m)
+    hold = isinstance(e, ev.DrainHeld)
+    if e.rank is not None:
+        rank = f.rank(e.rank)
+        rank.drain_held = hold
+        f.rank_flags(rank, {LaneState.DRAIN_HELD: hold}, t, seq)
+    f.counter("drain_held", e.held, t, seq)
 
 
-def _sema_counters(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    for name, value in d.args.items():
-        if name not in ("vgpu", "session") and isinstance(value, int):
-            f.counter(name, value, call.last.time_ns, call.last.seq)
+def _session_reset(f: Folder, e: ev.HostSessionReset, m: CallMeaning, info: CallInfo) -> None:
+    f.counter("session", e.new_session, *_end(m))
 
 
-# -- GSP ---------------------------------------------------------------------------------
+def _counters(f: Folder, e: ev.HostCounters, m: CallMeaning, info: CallInfo) -> None:
+    t, seq = _end(m)
+    for name, value in e.values:
+        f.counter(name, value, t, seq)
 
 
-def _gsp_exchange(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
+# -- GSP --------------------------------------------------------------------------------
+
+
+def _gsp_request(f: Folder, e: ev.GspRequest, m: CallMeaning, info: CallInfo) -> None:
+    call = m.call
     request = call.first
-    response = call.last if len(call.records) > 1 else None
-    f.gsp.append(GspExchange(d.detail or d.name, d.args.get("seq"), request.seq,
+    response = call.last if len(call.records) > 1 and m.first(ev.GspReply) is not None else None
+    f.gsp.append(GspExchange(m.decoded.detail or m.decoded.name, e.sequence, request.seq,
                              response.seq if response is not None else None, request.time_ns,
-                             response.time_ns if response is not None else None, d.status, info.client_id))
-    inner = HANDLERS.get(GSP_AS_RM.get(d.name, ""))
-    if inner is not None and d.ok:
-        inner.apply(f, d, info, call)
+                             response.time_ns if response is not None else None, m.decoded.status, info.client_id))
 
 
-GSP_SESSION_START = "GSP_INIT_DONE"
+def _gsp_session(f: Folder, e: ev.GspSessionStarted, m: CallMeaning, info: CallInfo) -> None:
+    first = m.call.first
+    f.counter("gsp_sessions", f.gsp_session, first.time_ns, first.seq)
 
 
-def _gsp_init_done(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    f.counter("gsp_sessions", f.gsp_session, call.first.time_ns, call.first.seq)
+# -- processes and marks ----------------------------------------------------------------
 
 
-GSP_AS_RM = {"GSP_RM_ALLOC": "RM_ALLOC", "GSP_RM_CONTROL": "RM_CONTROL", "GSP_FREE": "RM_FREE",
-             "GSP_DUP_OBJECT": "RM_DUP_OBJECT"}
-"""GSP RPCs that carry an RM call: the host's view of the same object tree."""
+def _forked(f: Folder, e: ev.ProcessForked, m: CallMeaning, info: CallInfo) -> None:
+    rec = m.call.first
+    child = f.processes.setdefault(e.child, Process(e.child, first_ns=rec.time_ns, last_ns=rec.time_ns))
+    child.ppid = rec.pid
 
 
-# -- process events (SYS) and marks ------------------------------------------------------
+def _executed(f: Folder, e: ev.ProcessExecuted, m: CallMeaning, info: CallInfo) -> None:
+    f.processes[m.call.first.pid].argv = e.argv
 
 
-def _sys(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    rec = call.first
-    proc = f.processes[rec.pid]
-    if rec.op == SysOp.FORK and rec.ret > 0:
-        child = f.processes.setdefault(rec.ret, Process(rec.ret, first_ns=rec.time_ns, last_ns=rec.time_ns))
-        child.ppid = rec.pid
-    elif rec.op == SysOp.EXEC:
-        argv = rec.buffer(Role.TEXT)
-        if argv is not None:
-            proc.argv = tuple(a.decode(errors="replace") for a in argv.data.split(b"\0") if a)
-    elif rec.op == SysOp.EXIT:
-        proc.exit_status = rec.ret
-        client = f._client_by_key.get(rec.pid)
-        if client is not None:
-            f.tl.set(rec.time_ns, rec.seq, client.entity, "state", "exited")
-            for h_client in client.rm_clients:  # the kernel frees what the process left behind
-                f.free_object(h_client, h_client, rec.seq, rec.time_ns, by="exit")
+def _exited(f: Folder, e: ev.ProcessExited, m: CallMeaning, info: CallInfo) -> None:
+    rec = m.call.first
+    f.processes[rec.pid].exit_status = e.status
+    client = f._client_by_key.get(rec.pid)
+    if client is not None:
+        f.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.EXITED)
+        for h_client in client.rm_clients:  # the kernel frees what the process left behind
+            f.free_object(h_client, h_client, rec.seq, rec.time_ns, by="exit")
 
 
-def _mark(f: Folder, d: Decoded, info: CallInfo, call: Call) -> None:
-    rec = call.first
-    if rec.op == MarkOp.STOP:
-        f.stop_reason = d.args.get("data") if isinstance(d.args.get("data"), dict) else {"text": d.args.get("text")}
-    elif rec.op == MarkOp.LOST:
-        f.lost.append(d.args.get("data") or {})
+def _stopped(f: Folder, e: ev.RecordingStopped, m: CallMeaning, info: CallInfo) -> None:
+    f.stop_reason = dict(e.info)
 
 
-def _always(fn: Callable[[Folder, Decoded, CallInfo, Call], None]) -> Handler:
-    return Handler(fn, always=True)
+def _lost(f: Folder, e: ev.RecordsLost, m: CallMeaning, info: CallInfo) -> None:
+    f.lost.append(dict(e.info))
 
 
-HANDLERS: dict[str, Handler] = {
-    "RM_ALLOC": Handler(_rm_alloc, full=lambda detail: bool(detail) and (fnmatch.fnmatch(detail, CHANNEL_CLASS)
-                                                                          or fnmatch.fnmatch(detail, TSG_CLASS))),
-    "RM_ALLOC_MEMORY": Handler(_rm_alloc_memory),
-    "RM_FREE": Handler(_rm_free),
-    "RM_DUP_OBJECT": Handler(_rm_dup),
-    "RM_CONTROL": Handler(_rm_control, full=lambda detail: detail in CONTROL_HANDLERS),
-    "UVM_REGISTER_GPU": Handler(_uvm_register_gpu),
-    "UVM_UNREGISTER_GPU": Handler(_uvm_unregister_gpu),
-    "UVM_REGISTER_CHANNEL": Handler(_uvm_channel(True)),
-    "UVM_UNREGISTER_CHANNEL": Handler(_uvm_channel(False)),
-    "SEMA_REGISTER_CHANNEL": _always(_sema_register),
-    "SEMA_PUBLISH_RING": _always(_sema_publish),
-    "SEMA_PUBLISH_USERD": _always(_sema_publish),
-    "SEMA_COMPLETION_HINT": _always(_sema_hint),
-    "SEMA_RELEASE": Handler(_sema_release("gr_rel")),
-    "SEMA_FAKED_COMPLETION": Handler(_sema_release("faked")),
-    "SEMA_ACQUIRE": Handler(_sema_acquire),
-    "SEMA_LATCH_ARM": _always(_sema_latch(False)),
-    "SEMA_LATCH_FIRE": _always(_sema_latch(True)),
-    "SEMA_DRAIN_HOLD": _always(_sema_drain(True)),
-    "SEMA_DRAIN_RELEASE": _always(_sema_drain(False)),
-    "SEMA_SESSION_RESET": _always(_sema_session),
-    "SEMA_COUNTERS": _always(_sema_counters),
-    "GSP_RM_ALLOC": _always(_gsp_exchange),
-    "GSP_RM_CONTROL": _always(_gsp_exchange),
-    "GSP_FREE": _always(_gsp_exchange),
-    "GSP_DUP_OBJECT": _always(_gsp_exchange),
-    "GSP_INIT_DONE": _always(_gsp_init_done),
+EFFECTS: Mapping[type[ev.Event], Effect] = {
+    ev.ObjectAllocated: _object,
+    ev.ObjectDuplicated: _dup,
+    ev.ChannelAllocated: _channel,
+    ev.ChannelGroupAllocated: _tsg,
+    ev.ObjectFreed: _free,
+    ev.WorkTokenIssued: _token,
+    ev.ChannelBound: _bind,
+    ev.ChannelScheduled: _schedule,
+    ev.UvmRegistered: lambda f, e, m, info: _uvm_gpus(f, info, m, e.gpu, True),
+    ev.UvmUnregistered: lambda f, e, m, info: _uvm_gpus(f, info, m, e.gpu, False),
+    ev.UvmChannelRegistered: lambda f, e, m, info: _uvm_channel(f, e.h_client, e.channel, True, m),
+    ev.UvmChannelUnregistered: lambda f, e, m, info: _uvm_channel(f, e.h_client, e.channel, False, m),
+    ev.HostChannelRegistered: _host_registered,
+    ev.Published: _published,
+    ev.SemaHint: _hint,
+    ev.WorkCompleted: _completed,
+    ev.SemaAcquire: _acquire,
+    ev.LatchArmed: _latch,
+    ev.LatchFired: _latch,
+    ev.DrainHeld: _drain,
+    ev.DrainReleased: _drain,
+    ev.HostSessionReset: _session_reset,
+    ev.HostCounters: _counters,
+    ev.GspRequest: _gsp_request,
+    ev.GspSessionStarted: _gsp_session,
+    ev.ProcessForked: _forked,
+    ev.ProcessExecuted: _executed,
+    ev.ProcessExited: _exited,
+    ev.RecordingStopped: _stopped,
+    ev.RecordsLost: _lost,
 }
-"""One handler per operation name (the decoders' names)."""
-
-for _sys_name in ("fork", "exec", "exit"):
-    HANDLERS[_sys_name] = _always(_sys)
-for _mark_name in ("MARK_STOP", "MARK_LOST"):
-    HANDLERS[_mark_name] = _always(_mark)
+"""What each event does to the session's state; events not listed change nothing the model keeps."""

@@ -19,6 +19,7 @@ from rmtrace.session.entities import (
     Client,
     GspExchange,
     Lane,
+    LaneState,
     Process,
     Rank,
     RmObject,
@@ -40,7 +41,7 @@ class SessionModel:
         self.decoders = decoders
         self.start_ns, self.end_ns = start_ns, end_ns
         self.processes: Mapping[int, Process] = folder.processes
-        self.clients: tuple[Client, ...] = tuple(folder.clients.values())
+        self.clients: tuple[Client, ...] = tuple(sorted(folder.clients.values(), key=_client_order))
         self._clients = folder.clients
         self.objects: Mapping[tuple[str, int], RmObject] = folder.objects
         self.object_list: Sequence[RmObject] = folder.object_list
@@ -109,18 +110,34 @@ class SessionModel:
         return out
 
 
+def _client_order(client: Client) -> tuple[int, str]:
+    """c1, c2, ..., c10: by number (the clients a replay's plan names appear in any order)."""
+    number = client.id[1:]
+    return (int(number), "") if number.isdigit() else (1 << 30, client.id)
+
+
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
                  snapshot_every: int = 20_000, decoders: DecoderSet | None = None) -> SessionModel:
     """Fold a trace (a path or an open reader) into a SessionModel."""
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
     timeline = Timeline(snapshot_every)
-    folder = Folder(decoders, timeline)
+    folder = Folder(decoders, timeline, client_ids(reader.meta))
     fold_records(folder, reader.records())
     span = reader.time_span or (0, 0)
     _mark_open_calls(folder, timeline, span[1])
     timeline.freeze(span[1])
     return SessionModel(reader, decoders, folder, timeline, span[0], span[1])
+
+
+def client_ids(meta: Mapping[str, Any]) -> dict[int, str]:
+    """pid -> client id of the clients a replay trace was made for: its plan's names, so that every
+    reader calls a client what the replay's table called it.  None for a recording (clients are
+    numbered by their first appearance)."""
+    if meta.get("backend") != "replay":
+        return {}
+    clients = (meta.get("replay") or {}).get("clients") or []
+    return {c["pid"]: c["id"] for c in clients if isinstance(c, dict) and "pid" in c and "id" in c}
 
 
 def fold_records(folder: Folder, records: Iterable) -> None:
@@ -133,5 +150,5 @@ def _mark_open_calls(folder: Folder, timeline: Timeline, end_ns: int) -> None:
     for call in folder.calls:
         if call.in_flight and call.client_id is not None:
             entity = f"client/{call.client_id}"
-            timeline.set(call.t_enter, call.enter_seq, entity, "state", "in_flight")
+            timeline.set(call.t_enter, call.enter_seq, entity, "state", LaneState.IN_FLIGHT)
             timeline.set(call.t_enter, call.enter_seq, entity, "detail", call.full_name)

@@ -405,7 +405,6 @@ def _tui_opens(path: str) -> None:
     from rmtrace.tui.services import library_services
     from rmtrace.tui.widgets.timeline.timeline import Timeline
     from rmtrace.tui.widgets.wedges.panel import wedge_text
-
     from tests.tui_doubles import plain
 
     async def drive() -> None:

@@ -1,0 +1,129 @@
+"""Export throughput and memory: every format beside a plain decode pass, in the same run.
+
+    python bench/export.py [--records 1000000] [--rounds 2] [--trace FILE]
+
+The trace is FILE (default: the shipped capture of three CUDA clients in a
+row) replicated to --records records with ``bench/session.py``'s
+``replicate`` (each copy shifted in time, with its own pids), and to a tenth
+of that.  Each pass runs in a fresh interpreter, so its peak resident memory
+(``ru_maxrss``) is its own:
+
+* baseline, the plain decode pass: pair the records into calls and decode
+  each at ``Level.CALL`` (name, class or control, status, handles, the
+  summary's arguments: what ``rmtrace show`` computes for a line);
+* the same at ``Level.FULL`` (every buffer field by field): what jsonl
+  (``show --json``) needs, so jsonl is measured against it;
+* each format: ``rmtrace export`` to a file (parquet: a dataset directory).
+
+Rounds alternate (baseline, formats, then the same in reverse) and the best
+time of each counts.  Printed: records/s, the ratio to the baseline (goal
+>= 0.5), and peak memory at both lengths (goal: no growth with length).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from report import print_rows
+from rmtrace.decoders import Level
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL = 0.5
+BASELINE = "decode (baseline)"
+FULL = "decode, every field"
+BASELINES = {BASELINE: Level.CALL, FULL: Level.FULL}
+"""The decode passes, by the level they decode to (jsonl needs every field)."""
+AGAINST = {"jsonl": FULL}
+"""A format measured against the decode pass of the level it needs (the others: CALL)."""
+
+
+def formats() -> list[str]:
+    from rmtrace.export import FORMATS
+    return [*FORMATS, "parquet"]
+
+
+def one_pass(what: str, trace: str, out: str) -> dict:
+    """Run one pass in this process (its libraries imported first); what it took and the peak memory."""
+    from rmtrace.decoders import decoders_for
+
+    from rmtrace.export import writer
+    from rmtrace.export.parquet import export_dataset
+    from rmtrace.export.source import ExportInput
+    from rmtrace.trace import TraceReader
+    write = writer(what) if what not in BASELINES and what != "parquet" else None
+    start = time.perf_counter()
+    if what in BASELINES:
+        with TraceReader(trace) as reader:
+            decoders = decoders_for(reader)
+            level = BASELINES[what]
+            count = sum(1 for call in decoders.calls(reader.records()) if decoders.decode(call, level))
+    elif what == "parquet":
+        count = sum(rows for _path, rows in export_dataset([trace], out, force=True))
+    else:
+        with ExportInput(trace, progress=False) as src:
+            count = write(src, out)
+    return {"seconds": time.perf_counter() - start, "count": count,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_child(what: str, trace: str, out: str) -> dict:
+    cmd = [sys.executable, __file__, "--one", what, trace, out]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--trace", default=str(ROOT / "captures" / "cuda-streams-3x-sequential.trace"))
+    parser.add_argument("--one", nargs=3, metavar=("WHAT", "TRACE", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one_pass(*args.one)))
+        return 0
+    from session import replicate
+
+    names = [BASELINE, FULL, *formats()]
+    with tempfile.TemporaryDirectory() as tmp:
+        sizes = {}
+        for n in (args.records // 10, args.records):
+            path = os.path.join(tmp, f"big-{n}.trace")
+            sizes[n] = (path, replicate(args.trace, path, n))
+        best: dict[tuple[str, int], dict] = {}
+        for n, (path, _count) in sizes.items():
+            rounds = args.rounds if n == args.records else 1
+            for r in range(rounds):
+                for what in names if r % 2 == 0 else reversed(names):
+                    out = os.path.join(tmp, f"out-{what.split()[0]}")
+                    result = run_child(what, path, out)
+                    key = (what, n)
+                    if key not in best or result["seconds"] < best[key]["seconds"]:
+                        best[key] = result
+                    best[key]["maxrss_mb"] = max(best[key]["maxrss_mb"], result["maxrss_mb"])
+    small, large = args.records // 10, args.records
+    rows = [("records", f"{large:,} (and {small:,} for memory), replicated from {os.path.basename(args.trace)}; "
+                        f"best of {args.rounds} alternating rounds; load average at the end {os.getloadavg()[0]:.2f}")]
+    for what in names:
+        rate = large / best[(what, large)]["seconds"]
+        against = AGAINST.get(what, BASELINE)
+        base = large / best[(against, large)]["seconds"]
+        ratio = "" if what in BASELINES else (f"   {rate / base:.2f}x {'baseline' if against == BASELINE else 'full decode'} "
+                                              f"({'met' if rate / base >= GOAL else 'NOT met'})")
+        mem_small, mem_large = best[(what, small)]["maxrss_mb"], best[(what, large)]["maxrss_mb"]
+        rows.append((what, f"{rate:>9,.0f} records/s{ratio:<32}   peak {mem_small:5.0f} MB at {small:,}, "
+                           f"{mem_large:5.0f} MB at {large:,} ({mem_large / mem_small:.2f}x)"))
+    print_rows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The call table of a trace, kept in the user's cache directory: reopening a trace is a load, not a fold.
+
+An entry is a directory of ``.npy`` columns (memory-mapped when loaded) and a
+``manifest.json`` with the string tables and the clients.  It is keyed by the
+trace file's identity (real path, size, modification time, inode and device),
+rmtrace's version, the cache layout's version, the driver profile and the
+user's decoders, so any of them changing makes a new entry.  Entries are
+written to a temporary directory and renamed into place, so a reader never
+sees half an entry; the least recently used ones go when the cache grows past
+``RMTRACE_CACHE_MAX`` bytes (default 8 GiB).
+
+``RMTRACE_CACHE`` moves the cache (a directory) or turns it off (``off``);
+without it the cache is ``platformdirs.user_cache_dir("rmtrace")/tables``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rmtrace.decoders import DecoderSet
+
+import rmtrace
+from rmtrace.columns.store import FileColumns, open_columns
+from rmtrace.columns.strings import Strings
+from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow
+from rmtrace.semantics.events import LockKind
+from rmtrace.session.model import client_ids
+from rmtrace.trace import TraceReader
+
+CACHE_VERSION = 2
+"""Bumped whenever what an entry holds changes meaning."""
+DEFAULT_MAX_BYTES = 8 << 30
+MANIFEST = "manifest.json"
+
+
+def cache_root() -> Path | None:
+    """Where entries live, or None when the cache is off."""
+    value = os.environ.get("RMTRACE_CACHE", "")
+    if value.lower() in ("off", "0", "no", "none"):
+        return None
+    if value:
+        return Path(value)
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("rmtrace")) / "tables"
+
+
+def entry_key(reader: TraceReader, decoders: DecoderSet) -> str:
+    st = os.fstat(reader.fileno())
+    identity = {
+        "path": os.path.realpath(reader.path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino,
+        "device": st.st_dev, "rmtrace": rmtrace.__version__, "cache": CACHE_VERSION,
+        "profile": decoders.profile.version, "user_decoders": list(decoders.user_sources),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:40]
+
+
+def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True) -> CallTable:
+    """The trace's call table: from the cache when an entry is there, else built (and stored)."""
+    root = cache_root() if cache else None
+    if root is None:
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
+        builder.update()
+        return builder.table()
+    key = entry_key(reader, decoders)
+    found = load(root / key)
+    if found is not None:
+        return found
+    return _build_into(root, key, reader, decoders)
+
+
+def load(entry: Path) -> CallTable | None:
+    """The table an entry holds; None when there is no such entry or it cannot be read."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+        if manifest.get("cache") != CACHE_VERSION:
+            return None
+        columns = open_columns(entry, list(CALL_DTYPES))
+        table = _table(columns, manifest)
+        os.utime(entry / MANIFEST)  # recently used
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return table
+
+
+def _build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet) -> CallTable:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=root))
+    except OSError:  # a cache we cannot write is no cache
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
+        builder.update()
+        return builder.table()
+    rows = FileColumns(work, CALL_DTYPES)
+    try:
+        builder = CallTableBuilder(reader, decoders, rows=rows, client_ids=client_ids(reader.meta))
+        builder.update()
+        table = builder.table()
+        table.columns = rows.finish()
+        (work / MANIFEST).write_text(json.dumps(_manifest(table)))
+        try:
+            os.rename(work, root / key)
+        except OSError:  # another process stored the same entry first: use ours, drop it later
+            return table
+        table.columns = open_columns(root / key, list(CALL_DTYPES))
+        _evict(root, keep=key)
+        return table
+    except BaseException:
+        rows.abandon()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    finally:
+        if work.exists() and (root / key).exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _manifest(table: CallTable) -> dict[str, Any]:
+    return {
+        "cache": CACHE_VERSION, "rows": len(table), "names": table.names.values, "details": table.details.values,
+        "status_names": table.status_names.values, "handle_sets": [list(s) for s in table.handle_sets.values],
+        "lock_sets": [[lock.value for lock in s] for s in table.lock_sets.values],
+        "clients": [{"index": c.index, "id": c.id, "key": c.key if isinstance(c.key, int) else [*c.key], "pid": c.pid,
+                     "row": c.row, "first_seq": c.first_seq, "first_ns": c.first_ns, "gsp_session": c.gsp_session}
+                    for c in table.clients],
+        "extra_handles": {str(row): handles for row, handles in table.extra_handles.items()},
+        "last_records": {str(row): list(last) for row, last in table.last_records.items()},
+    }
+
+
+def _table(columns: dict[str, Any], manifest: dict[str, Any]) -> CallTable:
+    clients = [ClientRow(c["index"], c["id"], c["key"] if isinstance(c["key"], int) else (c["key"][0], c["key"][1]),
+                         c["pid"], c["row"], c["first_seq"], c["first_ns"], c["gsp_session"])
+               for c in manifest["clients"]]
+    return CallTable(columns, Strings(manifest["names"]), Strings(manifest["details"]),
+                     Strings(manifest["status_names"]), Strings(tuple(s) for s in manifest["handle_sets"]),
+                     Strings(tuple(LockKind(v) for v in s) for s in manifest["lock_sets"]), clients,
+                     {int(row): handles for row, handles in manifest["extra_handles"].items()},
+                     {int(row): (last[0], last[1]) for row, last in manifest["last_records"].items()})
+
+
+def _evict(root: Path, keep: str) -> None:
+    """Drop the least recently used entries while the cache holds more than its limit."""
+    limit = int(os.environ.get("RMTRACE_CACHE_MAX", DEFAULT_MAX_BYTES))
+    entries = []
+    for entry in root.iterdir():
+        manifest = entry / MANIFEST
+        if entry.is_dir() and manifest.exists():
+            size = sum(f.stat().st_size for f in entry.iterdir())
+            entries.append((manifest.stat().st_mtime, size, entry))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries):
+        if total <= limit:
+            break
+        if entry.name != keep:
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= size

@@ -1,0 +1,216 @@
+"""The objects every ``--json`` prints and ``rmtrace export --format jsonl`` writes (docs/json-schema.md).
+
+One builder per object type, each taking the library's own object (a
+decoded call, a wedge, a divergence, a replayed client, a stats row, a
+trace's reader) and giving a JSON-ready dict whose first key, ``type``,
+says which it is.  Output is JSON Lines: one object per line, however many
+a command prints, so ``jq``, pandas and DuckDB read every command's output
+the same way.
+
+Times follow one rule everywhere: ``t_ns`` (and ``*_t_ns``) is nanoseconds
+since the trace's first record, ``time_ns`` (and ``*_time_ns``) is the
+recording host's monotonic clock as recorded, any other ``*_ns`` is a
+duration.  The ``info`` object carries ``start_time_ns``, which ties the two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import IO, TYPE_CHECKING, Any
+
+from rmtrace.record import HEADER, MarkOp, Phase, Record, Role, Source, When, enum_name
+
+if TYPE_CHECKING:  # the builders only read these objects' attributes; importing them would cost every caller
+    from rmtrace.analysis.diff import Divergence
+    from rmtrace.analysis.wedges import Wedge
+    from rmtrace.calls import Call
+    from rmtrace.decoders.base import Decoded
+    from rmtrace.replayer.runner import ClientResult, ReplayResult
+    from rmtrace.trace import TraceReader
+
+SCHEMA_VERSION = 1
+"""Bumped when a field changes meaning or goes away (new fields do not bump it)."""
+
+JsonObject = dict[str, Any]
+
+
+def dumps(obj: Mapping[str, Any]) -> str:
+    """One object as one line of compact JSON."""
+    return json.dumps(obj, separators=(",", ":"), default=str)
+
+
+def write_lines(objects: Iterable[Mapping[str, Any]], out: IO[str], limit: int | None = None) -> int:
+    """Objects as JSON Lines (at most ``limit``); how many were written."""
+    n = 0
+    for obj in objects:
+        if limit is not None and n >= limit:
+            break
+        out.write(dumps(obj) + "\n")
+        n += 1
+    return n
+
+
+def _rel(time_ns: int | None, start_ns: int) -> int | None:
+    return None if time_ns is None else time_ns - start_ns
+
+
+# -- one trace -----------------------------------------------------------------------------
+
+
+def info(reader: TraceReader) -> JsonObject:
+    """What a trace holds: counts over record headers only (no buffer is decoded), and where it came from."""
+    by_source: Counter = Counter()
+    pids: set[int] = set()
+    in_flight = 0
+    unpack = HEADER.unpack_from
+    for raw in reader.raw_records():
+        h = unpack(raw)
+        by_source[(h[4], h[5])] += 1
+        pids.add(h[9])
+        if h[4] == Source.MARK and h[12] == MarkOp.IN_FLIGHT:
+            in_flight += 1
+    sources: dict[str, dict[str, int]] = {}
+    for (source, phase), n in sorted(by_source.items()):
+        sources.setdefault(enum_name(Source, source), {})[enum_name(Phase, phase).lower()] = n
+    span = reader.time_span
+    meta = reader.meta
+    return {
+        "type": "info", "schema": SCHEMA_VERSION, "file": reader.path, "size": os.path.getsize(reader.path),
+        "complete": reader.recovery.complete, "recovery": reader.recovery.describe(),
+        "records": reader.record_count, "chunks": len(reader.chunks),
+        "start_time_ns": span[0] if span else None, "end_time_ns": span[1] if span else None,
+        "duration_ns": span[1] - span[0] if span else 0,
+        "processes": sorted(pids), "sources": sources, "in_flight_at_stop": in_flight,
+        "recorded": recording(meta), "made": made(meta), "meta": meta,
+    }
+
+
+def recording(meta: Mapping[str, Any]) -> JsonObject:
+    """Where, when and how the recording was made; for a replay or a reduced trace, the recording it
+    goes back to (replayer.output.provenance keeps it)."""
+    made_meta = meta.get("made")
+    facts = made_meta["recording"] if made_meta else meta
+    return {"host": facts.get("host"), "kernel": facts.get("kernel"), "start_time": facts.get("start_time"),
+            "backend": facts.get("backend"), "command": list(facts.get("command") or []),
+            "driver_version": meta.get("driver_version")}
+
+
+def made(meta: Mapping[str, Any]) -> JsonObject | None:
+    """For a trace rmtrace made from another (a replay, a reduction): by what, on which host, when,
+    from which file, against what target in what schedule; None for a recording."""
+    made_meta = meta.get("made")
+    if not made_meta:
+        return None
+    how = meta.get("replay") or meta.get("reduce") or {}
+    return {"by": made_meta.get("by"), "rmtrace_version": made_meta.get("rmtrace_version"),
+            "host": made_meta.get("host"), "kernel": made_meta.get("kernel"), "time": made_meta.get("time"),
+            "from": made_meta.get("from"), "target": how.get("target"), "schedule": how.get("schedule")}
+
+
+def record(rec: Record, start_ns: int) -> JsonObject:
+    """A record as it is in the trace: every header field, every buffer's bytes in hex."""
+    return {
+        "type": "record", "seq": rec.seq, "t_ns": rec.time_ns - start_ns, "time_ns": rec.time_ns,
+        "pid": rec.pid, "tid": rec.tid, "source": enum_name(Source, rec.source), "phase": enum_name(Phase, rec.phase),
+        "op": rec.op, "call_id": rec.call_id, "fd": rec.fd, "ret": rec.ret, "err": rec.err, "flags": rec.flags,
+        "buffers": [
+            {"role": enum_name(Role, b.role), "when": enum_name(When, b.when), "flags": b.flags,
+             "addr": b.addr, "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot, "hex": b.data.hex()}
+            for b in rec.buffers
+        ],
+    }
+
+
+def call(decoded: Decoded, folded: Call, start_ns: int) -> JsonObject:
+    """A call (an enter and its exit, a request and its response, or a message alone), decoded."""
+    first = folded.first
+    return {
+        "type": "call", "seq": first.seq, "t_ns": first.time_ns - start_ns, "time_ns": first.time_ns,
+        "pid": first.pid, "tid": first.tid, "call_id": first.call_id, "fd": first.fd, "state": folded.state.value,
+        "duration_ns": folded.duration_ns, **decoded.to_dict(),
+        "records": [record(r, start_ns) for r in folded.records],
+    }
+
+
+# -- analysis ------------------------------------------------------------------------------
+
+
+def wedge(w: Wedge, start_ns: int) -> JsonObject:
+    """Something that never finished (or finished late), ranked, with its chain of why."""
+    return {"type": "wedge", "rank": w.rank, "kind": w.kind, "summary": w.summary, "client": w.client_id,
+            "entity": w.entity, "seq": w.seq, "t_ns": _rel(w.t_ns, start_ns), "time_ns": w.t_ns,
+            "since_t_ns": _rel(w.since_ns, start_ns), "chain": list(w.chain)}
+
+
+def divergence(d: Divergence, a_start_ns: int, b_start_ns: int) -> JsonObject:
+    """The first place two runs of a client differ; each side's call by sequence and time in its own trace."""
+    return {"type": "divergence", "client": d.client_id, "kind": d.kind, "index": d.index, "summary": d.summary,
+            "a_seq": d.a.enter_seq if d.a else None, "a_t_ns": d.a.t_enter - a_start_ns if d.a else None,
+            "b_seq": d.b.enter_seq if d.b else None, "b_t_ns": d.b.t_enter - b_start_ns if d.b else None,
+            "details": list(d.details)}
+
+
+def traffic(rows: Iterable[Mapping[str, Any]]) -> list[JsonObject]:
+    """diff's traffic table (``analysis.diff.traffic_table``), one object per client and source."""
+    return [{"type": "traffic", "client": row["client"], "source": source, "a": a, "b": b}
+            for row in rows for source, (a, b) in row["sources"].items()]
+
+
+def stats(stats_dict: Mapping[str, Any]) -> list[JsonObject]:
+    """``analysis.stats.session_stats`` as objects: each process, each client, each operation row."""
+    return ([{"type": "process", **p} for p in stats_dict["processes"]]
+            + [{"type": "client", **c} for c in stats_dict["clients"]]
+            + [{"type": "stats", **row} for row in stats_dict["operations"]])
+
+
+def coverage(coverage_dict: Mapping[str, Any]) -> JsonObject:
+    """How much of a trace the decoders name for its profile: ``decoders.coverage``'s dict, with the
+    profile's version and the warning of its choice (``profile``, ``profile_warning``)."""
+    return {"type": "coverage", **coverage_dict}
+
+
+# -- replay --------------------------------------------------------------------------------
+
+
+def verdict(client: ClientResult, run: ReplayResult) -> JsonObject:
+    """One replayed client: green, diverged or wedged, at which message, and why."""
+    at = client.at
+    return {
+        "type": "verdict", "client": client.client.id, "label": client.client.label, "pid": client.client.pid,
+        "origin": client.client.origin, "run": client.client.run, "verdict": client.verdict.value,
+        "message": at.index + 1 if at else None, "name": at.name if at else None,
+        "recorded_seq": at.seq if at else None,
+        "differences": [{"what": d.what, "expected": str(d.expected), "got": str(d.got)} for d in client.differences],
+        "diverged_messages": client.diverged, "chain": list(client.chain), "wedge_chain": list(client.wedge_chain),
+        "sent": client.sent, "answered": client.answered, "messages": len(client.client.messages),
+        "target": run.target, "schedule": str(run.schedule), "seed": run.schedule.seed,
+    }
+
+
+def replay(run: ReplayResult, source: str) -> JsonObject:
+    """One replay run: what was replayed against what, how it ended, where its trace is."""
+    return {"type": "replay", "source": source, "target": run.target, "schedule": str(run.schedule),
+            "seed": run.schedule.seed, "clients": len(run.clients), "messages": run.messages,
+            "exit_status": int(run.exit_status), "output": run.output, "counters": dict(run.counters)}
+
+
+# -- driver profiles -----------------------------------------------------------------------
+
+
+def profile(version: str, branch: str, counts: Mapping[str, int], constants: Mapping[str, int]) -> JsonObject:
+    """A shipped driver profile: how many of each kind of entry it holds, and its constants."""
+    return {"type": "profile", "version": version, "branch": branch, "counts": dict(counts),
+            "constants": dict(constants)}
+
+
+def profile_entry(version: str, entries: Mapping[str, Any]) -> JsonObject:
+    """Entries of one profile asked for by name or number (control, class, uvm) and their layouts."""
+    return {"type": "profile_entry", "version": version, **entries}
+
+
+def profile_diff(changes: Mapping[str, Any]) -> JsonObject:
+    """What moved between two profiles (``decoders.profiles.diff.diff_profiles``)."""
+    return {"type": "profile_diff", **changes}

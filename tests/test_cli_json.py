@@ -1,0 +1,124 @@
+"""Every command's --json is JSON Lines in the one schema docs/json-schema.md writes down."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from rmtrace import captures
+from rmtrace.cli.main import main
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "json-schema.md"
+JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list,
+              "null": type(None)}
+
+
+def documented() -> dict[str, dict[str, tuple[set[str], bool]]]:
+    """type -> field -> (JSON types allowed, optional), read off the document's tables."""
+    types: dict[str, dict[str, tuple[set[str], bool]]] = {}
+    current = None
+    for line in DOC.read_text().splitlines():
+        heading = re.match(r"^### (\w+)$", line)
+        if heading:
+            current = types.setdefault(heading.group(1), {})
+            continue
+        row = re.match(r"^\| `(\w+)` \| ([a-z ,]+) \|", line)
+        if row and current is not None:
+            kinds, _, optional = row.group(2).partition(", ")
+            current[row.group(1)] = (set(kinds.split(" or ")), optional == "optional")
+    return types
+
+
+SCHEMA = documented()
+
+
+def objects(capsys, *argv) -> list[dict]:
+    main([str(a) for a in argv])
+    out = capsys.readouterr().out
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def check(obj: dict) -> None:
+    fields = SCHEMA[obj["type"]]
+    required = {name for name, (_, optional) in fields.items() if not optional}
+    assert required <= set(obj) <= set(fields), (obj["type"], set(obj) ^ set(fields))
+    for name, value in obj.items():
+        kinds, _ = fields[name]
+        allowed = tuple(JSON_TYPES[k] for k in kinds)
+        assert isinstance(value, allowed) and not (isinstance(value, bool) and bool not in allowed), \
+            (obj["type"], name, value)
+    assert next(iter(obj)) == "type"
+
+
+@pytest.fixture(scope="module")
+def legacy_replay(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("json") / "legacy.trace"
+    main(["replay", "cuda-streams-3x-sequential", "--schedule", "sequential", "--against", "model:legacy", "-o", str(out)])
+    return out
+
+
+def test_the_document_lists_every_type_it_uses():
+    assert {"info", "record", "call", "wedge", "divergence", "traffic", "process", "client", "stats", "coverage",
+            "replay", "verdict", "profile", "profile_entry", "profile_diff"} == set(SCHEMA)
+    assert all(fields["type"] == ({"string"}, False) for fields in SCHEMA.values())
+
+
+def test_every_command_prints_documented_objects(capsys, legacy_replay, tmp_path):
+    printed = {
+        ("info", legacy_replay): ["info"],
+        ("show", "nvidia-smi-q", "--json"): ["call"],
+        ("show", "nvidia-smi-q", "--raw", "--json"): ["record"],
+        ("wedges", legacy_replay): ["wedge"],
+        ("diff", captures.path("cuda-streams"), captures.path("nvidia-smi-q")): ["divergence", "traffic"],
+        ("stats", "cuda-streams"): ["process", "client", "stats"],
+        ("stats", "nvidia-smi-q", "--decode"): ["coverage"],
+        ("replay", "nvidia-smi-q", "-o", tmp_path / "r.trace"): ["replay", "verdict"],
+        ("profiles", "list"): ["profile"],
+        ("profiles", "show", "580.142"): ["profile"],
+        ("profiles", "show", "580.142", "--control", "NV2080_CTRL_CMD_GPU_GET_INFO"): ["profile_entry"],
+        ("profiles", "diff", "575.64.05", "580.142"): ["profile_diff"],
+    }
+    for argv, types in printed.items():
+        got = objects(capsys, *argv, *(() if "--json" in argv else ("--json",)))
+        assert got and list(dict.fromkeys(o["type"] for o in got)) == types, argv
+        for obj in got:
+            check(obj)
+    for obj in objects(capsys, "show", "nvidia-smi-q", "--json", "--limit", "20"):
+        for rec in obj["records"]:
+            check(rec)
+
+
+def test_one_clock_everywhere(capsys, legacy_replay):
+    """t_ns is since the trace's first record in show, wedges and the records; info ties it to time_ns."""
+    info, = objects(capsys, "info", legacy_replay, "--json")
+    calls = {c["seq"]: c for c in objects(capsys, "show", legacy_replay, "--json", "--pid", 523)}  # c2's replay pid
+    wedges = objects(capsys, "wedges", legacy_replay, "--json")
+    top = wedges[0]
+    assert top["kind"] == "in_flight" and calls[top["seq"]]["t_ns"] == top["t_ns"] > 0
+    assert calls[top["seq"]]["state"] == "in_flight"
+    for call in calls.values():
+        assert call["time_ns"] == info["start_time_ns"] + call["t_ns"]
+        assert all(r["time_ns"] == info["start_time_ns"] + r["t_ns"] for r in call["records"])
+    first, = objects(capsys, "show", legacy_replay, "--json", "--limit", 1)
+    assert first["t_ns"] == 0 and first["time_ns"] == info["start_time_ns"]
+
+
+def test_a_replay_says_what_made_it_and_from_what(capsys, legacy_replay):
+    info, = objects(capsys, "info", legacy_replay, "--json")
+    source, = objects(capsys, "info", "cuda-streams-3x-sequential", "--json")
+    assert source["made"] is None and source["recorded"]["backend"] == "preload"
+    made = info["made"]
+    assert made["by"] == "rmtrace replay" and made["from"] == str(captures.path("cuda-streams-3x-sequential"))
+    assert (made["target"], made["schedule"]) == ("model:legacy", "sequential")
+    assert made["host"] and made["time"] and made["time"] != source["recorded"]["start_time"]
+    assert info["recorded"] == source["recorded"]  # the recording it goes back to, not this file
+    main(["info", str(legacy_replay)])
+    text = capsys.readouterr().out
+    assert re.search(r"^made by +rmtrace replay .* against model:legacy, schedule sequential$", text, re.M)
+    assert re.search(r"^made from +.*cuda-streams-3x-sequential.trace$", text, re.M)
+    assert re.search(r"^recording +2026-11-29T16:30:33.* on vm \(kernel 6.18.44-fc-v657-gpu\) backend preload$",
+                     text, re.M)
+    assert "recorded " not in text

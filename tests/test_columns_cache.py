@@ -1,0 +1,87 @@
+"""The call table's cache: a second open loads what the first built, and nothing stale is ever loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rmtrace.decoders import decoders_for
+
+from rmtrace.columns import cache
+from rmtrace.session import load_session
+from rmtrace.trace import TraceReader
+
+SHIPPED = Path(__file__).resolve().parent.parent / "captures" / "cuda-streams-3x-sequential.trace"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "run.trace"
+    path.write_bytes(SHIPPED.read_bytes())
+    return path
+
+
+def table(path: Path):
+    reader = TraceReader(path)
+    return cache.call_table(reader, decoders_for(reader))
+
+
+def entries(cache_dir: Path) -> list[Path]:
+    return sorted(p for p in cache_dir.iterdir() if (p / cache.MANIFEST).exists())
+
+
+def test_second_open_loads_the_stored_table(cache_dir, trace):
+    built = table(trace)
+    assert len(entries(cache_dir)) == 1
+    loaded = table(trace)
+    assert isinstance(loaded.columns["enter_seq"], np.memmap)
+    assert list(loaded.infos()) == list(built.infos()) == list(load_session(trace).calls)
+    assert [c.id for c in loaded.clients] == [c.id for c in built.clients]
+
+
+def test_a_changed_file_is_a_new_entry(cache_dir, trace):
+    table(trace)
+    os.utime(trace, ns=(1, 1))  # same bytes, another modification time: not the file the entry was made of
+    table(trace)
+    assert len(entries(cache_dir)) == 2
+
+
+def test_a_damaged_entry_is_rebuilt(cache_dir, trace):
+    table(trace)
+    (entry,) = entries(cache_dir)
+    (entry / cache.MANIFEST).write_text("{not json")
+    assert list(table(trace).infos()) == list(load_session(trace).calls)
+    (entry / cache.MANIFEST).write_text(json.dumps({"cache": -1}))
+    assert cache.load(entry) is None
+
+
+def test_off_stores_nothing(tmp_path, monkeypatch, trace):
+    monkeypatch.setenv("RMTRACE_CACHE", "off")
+    assert cache.cache_root() is None
+    assert len(table(trace)) == len(load_session(trace).calls)
+
+
+def test_least_recently_used_entries_go_past_the_limit(cache_dir, trace, tmp_path, monkeypatch):
+    other = tmp_path / "other.trace"
+    other.write_bytes(trace.read_bytes())
+    table(trace)
+    (first,) = entries(cache_dir)
+    monkeypatch.setenv("RMTRACE_CACHE_MAX", "1")
+    table(other)
+    assert [p.name for p in entries(cache_dir)] != [first.name] and len(entries(cache_dir)) == 1
+
+
+def test_an_unwritable_cache_builds_in_memory(tmp_path, monkeypatch, trace):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("RMTRACE_CACHE", str(blocker / "cache"))  # under a file: cannot be made
+    assert len(table(trace)) == len(load_session(trace).calls)
