@@ -13,6 +13,7 @@ message; the traces drained meanwhile open in show, wedges, diff and the TUI.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -30,6 +31,11 @@ from rmtrace.replayer.runner import replay
 from rmtrace.replayer.schedules import Schedule
 from rmtrace.replayer.targets import make_target
 from rmtrace.replayer.targets.base import RunInfo
+from rmtrace.tui.app import RmtraceApp
+from rmtrace.tui.services import library_services
+from rmtrace.tui.widgets.timeline.timeline import Timeline
+from rmtrace.tui.widgets.wedges.panel import wedge_text
+from tests.tui_doubles import plain
 
 from rmtrace.analysis.wedges import find_wedges
 from rmtrace.capture.kmod import KCALL_BASE, KCall, default_probes, drain_to_trace
@@ -399,14 +405,6 @@ def test_the_drained_traces_open_in_show_wedges_diff_and_the_tui(tmp_path):
 
 
 def _tui_opens(path: str) -> None:
-    import asyncio
-
-    from rmtrace.tui.app import RmtraceApp
-    from rmtrace.tui.services import library_services
-    from rmtrace.tui.widgets.timeline.timeline import Timeline
-    from rmtrace.tui.widgets.wedges.panel import wedge_text
-    from tests.tui_doubles import plain
-
     async def drive() -> None:
         app = RmtraceApp.open([path], library_services())
         async with app.run_test(size=(120, 34)) as pilot:
