@@ -112,8 +112,8 @@ class Action:
     reason: str = ""
     unsafe: str = ""
     """The table's reason when ``allow_unsafe`` let an unsafe call through."""
-    uses: tuple[tuple, ...] = ()
-    defines: tuple[tuple, ...] = ()
+    uses: tuple[Ref, ...] = ()
+    defines: tuple[Ref, ...] = ()
 
 
 @dataclass
@@ -262,7 +262,7 @@ class Compiler:
 
     def _dependencies(self, messages: Sequence[Message], program: Program) -> None:
         """Skip what uses a key a skipped message defines, naming it and the first reason (by construction)."""
-        definer: dict[tuple, int] = {}
+        definer: dict[Ref, int] = {}
         skipped = program.skipped
         for msg, action in zip(messages, program.actions):
             stray = next((k.value for k in action.uses if k.kind is RefKind.FD and k not in definer), None)

@@ -102,7 +102,7 @@ class _Run:
         self.proc: ClientProcess | None = None
         self.handles, self.fds, self.cookies, self.gpuids = Remap(), Remap(), Remap(), Remap()
         self.addresses = AddressMap()
-        self.failed: dict[tuple, tuple[int, str]] = {}
+        self.failed: dict[Any, tuple[int, str]] = {}
         """Keys defined by a message that diverged: its number and name."""
         self.files: dict[int, int] = {}
         """Real fd -> the open file it is (dup shares it)."""
