@@ -35,7 +35,6 @@ from rmtrace.tui.app import RmtraceApp
 from rmtrace.tui.services import library_services
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import wedge_text
-from tests.tui_doubles import plain
 
 from rmtrace.analysis.wedges import find_wedges
 from rmtrace.capture.kmod import KCALL_BASE, KCall, default_probes, drain_to_trace
@@ -44,6 +43,7 @@ from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, When
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 from tests.kernel import guest as vm
+from tests.tui_support import plain
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
 WHY_MISSING = vm.missing()
