@@ -125,6 +125,7 @@ struct shim_process {
 	uint32_t max_buffer;
 	uint32_t rights_size;
 	int lossy;
+	int prefetchw;                    /* the CPU has PREFETCHW (CPUID PRFCHW) */
 	char session_dir[PATH_MAX];
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
 #ifdef RMTRACE_TEST_HOOKS
@@ -163,6 +164,7 @@ struct shim_thread {
 	uint64_t ids_end;       /*   [ids_next, ids_end) of image ids_gen     */
 	uint64_t ids_gen;
 	uint64_t last_ns;       /* time of this thread's last record: a floor for its next */
+	uint64_t prefetched;    /* ring lines below this position were prefetched for writing */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
 	int broken;             /* no ring could be made under gen           */
@@ -209,7 +211,7 @@ void ring_count(uint64_t *counter);
 /* ------------------------------------------------------- program memory */
 enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1, SHIM_READ_UNREADABLE = 2 };
 
-/* shim_copy(dst, src, n): 0, or -1 when src faulted (dst then holds a prefix); shim_mem.c. */
+/* shim_copy(dst, src, n): 0, or -1 when src faulted (dst then holds part of it); shim_mem.c. */
 long shim_copy(void *dst, const void *src, size_t n);
 extern int shim_guard_on; /* the SIGSEGV/SIGBUS handler that makes shim_copy safe is installed */
 int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n);

@@ -41,9 +41,11 @@
 
 /* shim_copy(dst, src, n) in rdi, rsi, rdx.  Every instruction between shim_copy and
  * shim_copy_end may fault on src (dst is the ring or our own memory), and a fault there
- * resumes at shim_copy_fixup.  Buffers up to 256 bytes (nearly all of an ioctl's) go by
- * 8-byte moves and a byte tail, which never read past src + n: `rep movsb` costs tens of
- * cycles to start, more than such a copy takes; larger ones by `rep movsb`. */
+ * resumes at shim_copy_fixup.  Up to 256 bytes (nearly every buffer of an ioctl) the copy
+ * is a few moves, as a libc memcpy does small sizes: two that overlap for 4-16 bytes and
+ * for 17-32 (8- and 16-byte ones), four 16-byte ones for 33-64, 16-byte blocks and an
+ * overlapping last one beyond; no load reaches outside [src, src + n).  Larger buffers
+ * go by `rep movsb`, which costs tens of cycles to start, more than a small copy takes. */
 extern const char shim_copy_end[], shim_copy_fixup[];
 __asm__(".text\n"
 	".p2align 4\n"
@@ -51,30 +53,72 @@ __asm__(".text\n"
 	".hidden shim_copy\n"
 	".type shim_copy, @function\n"
 	"shim_copy:\n"
-	"	cmp $256, %rdx\n"
+	"	cmp $16, %rdx\n"
+	"	jbe 6f\n"
+	"	cmp $32, %rdx\n"
+	"	ja 2f\n"
+	"	movdqu (%rsi), %xmm0\n" /* 17..32 */
+	"	movdqu -16(%rsi,%rdx), %xmm1\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	movdqu %xmm1, -16(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"2:	cmp $64, %rdx\n"
+	"	ja 3f\n"
+	"	movdqu (%rsi), %xmm0\n" /* 33..64 */
+	"	movdqu 16(%rsi), %xmm1\n"
+	"	movdqu -32(%rsi,%rdx), %xmm2\n"
+	"	movdqu -16(%rsi,%rdx), %xmm3\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	movdqu %xmm1, 16(%rdi)\n"
+	"	movdqu %xmm2, -32(%rdi,%rdx)\n"
+	"	movdqu %xmm3, -16(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"3:	cmp $256, %rdx\n"
 	"	ja 4f\n"
+	"	movdqu -16(%rsi,%rdx), %xmm1\n" /* 65..256: the last 16 bytes, then blocks */
+	"	lea -16(%rdi,%rdx), %r8\n"
 	"	mov %rdx, %rcx\n"
-	"	shr $3, %rcx\n"
-	"	jz 2f\n"
-	"1:	mov (%rsi), %rax\n"
-	"	mov %rax, (%rdi)\n"
-	"	add $8, %rsi\n"
-	"	add $8, %rdi\n"
+	"	shr $4, %rcx\n"
+	"5:	movdqu (%rsi), %xmm0\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	add $16, %rsi\n"
+	"	add $16, %rdi\n"
 	"	dec %rcx\n"
-	"	jnz 1b\n"
-	"2:	and $7, %edx\n"
-	"	jz 3f\n"
-	"5:	movzbl (%rsi), %eax\n"
-	"	mov %al, (%rdi)\n"
-	"	inc %rsi\n"
-	"	inc %rdi\n"
-	"	dec %edx\n"
 	"	jnz 5b\n"
-	"3:	xor %eax, %eax\n"
+	"	movdqu %xmm1, (%r8)\n"
+	"	xor %eax, %eax\n"
 	"	ret\n"
 	"4:	mov %rdx, %rcx\n"
 	"	rep movsb\n"
 	"	xor %eax, %eax\n"
+	"	ret\n"
+	"6:	cmp $8, %rdx\n" /* 0..16 */
+	"	jb 7f\n"
+	"	mov (%rsi), %rax\n" /* 8..16 */
+	"	mov -8(%rsi,%rdx), %rcx\n"
+	"	mov %rax, (%rdi)\n"
+	"	mov %rcx, -8(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"7:	cmp $4, %rdx\n"
+	"	jb 8f\n"
+	"	mov (%rsi), %eax\n" /* 4..7 */
+	"	mov -4(%rsi,%rdx), %ecx\n"
+	"	mov %eax, (%rdi)\n"
+	"	mov %ecx, -4(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"8:	test %rdx, %rdx\n" /* 0..3 */
+	"	jz 9f\n"
+	"	movzbl (%rsi), %eax\n"
+	"	mov %al, (%rdi)\n"
+	"	inc %rsi\n"
+	"	inc %rdi\n"
+	"	dec %rdx\n"
+	"	jmp 8b\n"
+	"9:	xor %eax, %eax\n"
 	"	ret\n"
 	".globl shim_copy_end\n"
 	".hidden shim_copy_end\n"
