@@ -13,8 +13,10 @@ pointer's index).  The byte layout is ``struct rmt_ctab_*`` in
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,21 +128,44 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
                         rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
 
+class _Rows:
+    """One of the table's row arrays packed and unpacked by ``struct``, in the field order and with
+    the formats of its construct mirror (``rmtrace.capture.shm``): a table has hundreds of rows, and
+    construct builds or parses each in tens of microseconds, most of a recorder's start-up."""
+
+    def __init__(self, mirror: Any) -> None:
+        self.names = tuple(sc.name for sc in mirror.subcons)
+        self.packer = struct.Struct("<" + "".join(sc.subcon.fmtstr.lstrip("<>=!") for sc in mirror.subcons))
+        assert self.packer.size == mirror.sizeof(), mirror  # every field a fixed-size integer, no padding
+
+    def pack(self, rows: Sequence[Mapping[str, int]]) -> bytes:
+        return b"".join(self.packer.pack(*(row[name] for name in self.names)) for row in rows)
+
+    def unpack(self, data: bytes, offset: int, count: int) -> list[dict[str, int]]:
+        end = offset + count * self.packer.size
+        if offset < 0 or end > len(data):
+            raise RmtraceError(f"capture table rows at byte {offset} run past its {len(data)} bytes")
+        return [dict(zip(self.names, values)) for values in self.packer.iter_unpack(data[offset:end])]
+
+
+_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = (_Rows(m) for m in (CtabUvm, CtabCtrl, CtabPtr, CtabClass))
+
+
 def encode(table: CaptureTable) -> bytes:
     """capture.tab's bytes."""
     pointers: list[TablePointer] = []
     uvm_rows, ctrl_rows = [], []
     for nr in sorted(table.uvm):
         size, ptrs = table.uvm[nr]
-        uvm_rows.append(CtabUvm.build(dict(nr=nr, size=size, first_ptr=len(pointers), n_ptr=len(ptrs))))
+        uvm_rows.append(dict(nr=nr, size=size, first_ptr=len(pointers), n_ptr=len(ptrs)))
         pointers.extend(ptrs)
     for cmd in sorted(table.controls):
         ptrs = table.controls[cmd]
-        ctrl_rows.append(CtabCtrl.build(dict(cmd=cmd, first_ptr=len(pointers), n_ptr=len(ptrs), reserved=0)))
+        ctrl_rows.append(dict(cmd=cmd, first_ptr=len(pointers), n_ptr=len(ptrs), reserved=0))
         pointers.extend(ptrs)
-    ptr_rows = [CtabPtr.build(dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
-                                   fixed_count=p.fixed_count, count_size=p.count_size, reserved=0)) for p in pointers]
-    class_rows = [CtabClass.build(dict(cls=cls, size=size)) for cls, size in sorted(table.classes.items())]
+    ptr_rows = [dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
+                     fixed_count=p.fixed_count, count_size=p.count_size, reserved=0) for p in pointers]
+    class_rows = [dict(cls=cls, size=size) for cls, size in sorted(table.classes.items())]
     uvm_off = CtabHeader.sizeof()
     ctrl_off = uvm_off + CtabUvm.sizeof() * len(uvm_rows)
     ptr_off = ctrl_off + CtabCtrl.sizeof() * len(ctrl_rows)
@@ -151,31 +176,25 @@ def encode(table: CaptureTable) -> bytes:
         flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
         ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
-    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows, *class_rows])
+    return b"".join([header, _UVM_ROWS.pack(uvm_rows), _CTRL_ROWS.pack(ctrl_rows), _PTR_ROWS.pack(ptr_rows),
+                     _CLASS_ROWS.pack(class_rows)])
 
 
 def decode(data: bytes) -> CaptureTable:
-    """Read capture.tab's bytes back (tests, and checking what a session used)."""
+    """Read capture.tab's bytes back (the user's cache, tests, and checking what a session used)."""
     try:
         h = CtabHeader.parse(data)
     except Exception as exc:  # construct raises its own error types
         raise RmtraceError(f"not a capture table: {exc}") from None
     if h.version != CTAB_VERSION or h.total_size != len(data):
         raise RmtraceError(f"capture table version {h.version}, {h.total_size} bytes claimed, {len(data)} present")
-    ptrs = [CtabPtr.parse(data[h.ptr_off + i * CtabPtr.sizeof():])
-            for i in range(h.n_ptr)]
-    table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count) for p in ptrs]
-    uvm, controls = {}, {}
-    for i in range(h.n_uvm):
-        row = CtabUvm.parse(data[h.uvm_off + i * CtabUvm.sizeof():])
-        uvm[row.nr] = (row.size, tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr]))
-    for i in range(h.n_ctrl):
-        row = CtabCtrl.parse(data[h.ctrl_off + i * CtabCtrl.sizeof():])
-        controls[row.cmd] = tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
-    classes = {}
-    for i in range(h.n_class):
-        row = CtabClass.parse(data[h.class_off + i * CtabClass.sizeof():])
-        classes[row.cls] = row.size
+    table_ptrs = [TablePointer(p["offset"], p["count_offset"], p["count_size"], p["elem_size"], p["fixed_count"])
+                  for p in _PTR_ROWS.unpack(data, h.ptr_off, h.n_ptr)]
+    uvm = {row["nr"]: (row["size"], tuple(table_ptrs[row["first_ptr"]:row["first_ptr"] + row["n_ptr"]]))
+           for row in _UVM_ROWS.unpack(data, h.uvm_off, h.n_uvm)}
+    controls = {row["cmd"]: tuple(table_ptrs[row["first_ptr"]:row["first_ptr"] + row["n_ptr"]])
+                for row in _CTRL_ROWS.unpack(data, h.ctrl_off, h.n_ctrl)}
+    classes = {row["cls"]: row["size"] for row in _CLASS_ROWS.unpack(data, h.class_off, h.n_class)}
     return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
                         classes)
 
@@ -191,11 +210,20 @@ def _cache_dir() -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rmtrace")
 
 
+def _profile_files() -> list[os.DirEntry[str]]:
+    """The shipped profiles' files (rmtrace.decoders.profiles' data/), found without importing the
+    decoders: their import is most of a cold recorder's start-up, and a cache hit needs none of them."""
+    spec = importlib.util.find_spec("rmtrace.decoders")
+    if spec is None or not spec.submodule_search_locations:
+        raise RmtraceError("rmtrace.decoders is not installed: no driver profiles")
+    with os.scandir(os.path.join(list(spec.submodule_search_locations)[0], "profiles", "data")) as entries:
+        return list(entries)
+
+
 def cache_key(driver_version: str | None) -> str:
     """What a cached table depends on: the driver, this rmtrace, and the shipped profiles as files."""
     from rmtrace import __version__
-    from rmtrace.decoders.profiles import loader
-    stamp = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in loader._data().iterdir())
+    stamp = sorted((e.name, st.st_size, st.st_mtime_ns) for e in _profile_files() for st in [e.stat()])
     text = json.dumps([driver_version, __version__, CTAB_VERSION, stamp])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
