@@ -176,7 +176,7 @@ class FlatStruct:
         if len(positions) == 1:
             (only,) = positions
             return lambda values: (values[only],)
-        return itemgetter(*positions)  # type: ignore[return-value]
+        return itemgetter(*positions)
 
     def prefix(self, last: str) -> struct.Struct:
         """A codec for the fields from the first one up to and including ``last``."""

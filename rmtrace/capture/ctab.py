@@ -16,10 +16,9 @@ import hashlib
 import importlib.util
 import json
 import os
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.capture.shm import (
     CTAB_MAGIC,
@@ -33,6 +32,10 @@ from rmtrace.capture.shm import (
     CtabUvm,
 )
 from rmtrace.errors import RmtraceError
+from rmtrace.flat import FlatStruct
+
+if TYPE_CHECKING:  # importing the decoders costs a recorder most of its start-up: types only
+    from rmtrace.decoders.profiles.model import DriverProfile, PointerField
 
 DEFAULT_RING_SIZE = 4 << 20
 """Data bytes per thread ring (only the pages a thread fills use memory)."""
@@ -83,7 +86,7 @@ def check_ring_size(size: int) -> int:
     return size
 
 
-def _pointer(field: Any) -> TablePointer | None:
+def _pointer(field: PointerField) -> TablePointer | None:
     """A profile PointerField as a table entry; None when its count cannot be found."""
     if field.fixed_count:
         return TablePointer(field.offset, 0, 0, field.elem_size, field.fixed_count)
@@ -92,22 +95,18 @@ def _pointer(field: Any) -> TablePointer | None:
     return TablePointer(field.offset, field.count_offset, field.count_size, field.elem_size, 0)
 
 
-def _pointers(fields: Sequence[Any]) -> tuple[TablePointer, ...]:
+def _pointers(fields: Sequence[PointerField]) -> tuple[TablePointer, ...]:
     """Keep each pointer's index (its slot) stable: an unusable one stays as a zero-size entry."""
     out = [_pointer(f) for f in fields]
     return tuple(p if p is not None else TablePointer(0, 0, 0, 0, 0) for p in out) if any(out) else ()
 
 
-def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, lossy: bool = False,
+def table_from_profile(profile: DriverProfile, *, ring_size: int = DEFAULT_RING_SIZE, lossy: bool = False,
                        max_buffer: int = DEFAULT_MAX_BUFFER,
-                       uvm_pointers: Mapping[int, Sequence[Any]] | None = None) -> CaptureTable:
-    """The capture table for a driver profile.
-
-    ``profile`` needs ``uvm`` (nr -> UvmCommand with ``size``), ``controls``
-    (cmd -> Control), ``embedded_pointers(cmd)`` and ``layouts``, as
-    ``rmtrace.decoders.profiles.DriverProfile`` has.  ``uvm_pointers`` adds
-    pointers inside UVM params (PointerField-like, by request number).
-    """
+                       uvm_pointers: Mapping[int, Sequence[PointerField]] | None = None) -> CaptureTable:
+    """The capture table for a driver profile: its UVM params sizes, the pointers inside its
+    controls' params, and its classes' alloc params sizes.  ``uvm_pointers`` adds pointers
+    inside UVM params, by request number."""
     uvm_pointers = uvm_pointers or {}
     uvm = {nr: (cmd.size, _pointers(uvm_pointers.get(nr, ()))) for nr, cmd in profile.uvm.items() if cmd.size}
     controls = {}
@@ -115,7 +114,7 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
         pointers = _pointers(profile.embedded_pointers(cmd))
         if pointers:
             controls[cmd] = pointers
-    layouts = getattr(profile, "layouts", {})
+    layouts = profile.layouts
     rights = layouts.get("RS_ACCESS_MASK")
     classes = {}
     for cls, info in profile.classes.items():
@@ -128,27 +127,18 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
                         rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
 
-class _Rows:
-    """One of the table's row arrays packed and unpacked by ``struct``, in the field order and with
-    the formats of its construct mirror (``rmtrace.capture.shm``): a table has hundreds of rows, and
-    construct builds or parses each in tens of microseconds, most of a recorder's start-up."""
-
-    def __init__(self, mirror: Any) -> None:
-        self.names = tuple(sc.name for sc in mirror.subcons)
-        self.packer = struct.Struct("<" + "".join(sc.subcon.fmtstr.lstrip("<>=!") for sc in mirror.subcons))
-        assert self.packer.size == mirror.sizeof(), mirror  # every field a fixed-size integer, no padding
-
-    def pack(self, rows: Sequence[Mapping[str, int]]) -> bytes:
-        return b"".join(self.packer.pack(*(row[name] for name in self.names)) for row in rows)
-
-    def unpack(self, data: bytes, offset: int, count: int) -> list[dict[str, int]]:
-        end = offset + count * self.packer.size
-        if offset < 0 or end > len(data):
-            raise RmtraceError(f"capture table rows at byte {offset} run past its {len(data)} bytes")
-        return [dict(zip(self.names, values)) for values in self.packer.iter_unpack(data[offset:end])]
+_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = (FlatStruct(mirror, mirror_name) for mirror, mirror_name in (
+    (CtabUvm, "CtabUvm"), (CtabCtrl, "CtabCtrl"), (CtabPtr, "CtabPtr"), (CtabClass, "CtabClass")))
+"""The row arrays' codecs (rmtrace.flat): a table has hundreds of rows, and construct builds or parses
+each in tens of microseconds, which was most of a recorder's start-up."""
 
 
-_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = (_Rows(m) for m in (CtabUvm, CtabCtrl, CtabPtr, CtabClass))
+def _rows(rows: FlatStruct, data: bytes, offset: int, count: int) -> list[Any]:
+    """count rows of one array at offset, as named tuples; RmtraceError when they run past the data."""
+    end = offset + count * rows.size
+    if offset < 0 or end > len(data):
+        raise RmtraceError(f"capture table: {rows.name} rows at byte {offset} run past its {len(data)} bytes")
+    return [rows.Fields._make(values) for values in rows.codec.iter_unpack(data[offset:end])]
 
 
 def encode(table: CaptureTable) -> bytes:
@@ -176,8 +166,9 @@ def encode(table: CaptureTable) -> bytes:
         flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
         ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
-    return b"".join([header, _UVM_ROWS.pack(uvm_rows), _CTRL_ROWS.pack(ctrl_rows), _PTR_ROWS.pack(ptr_rows),
-                     _CLASS_ROWS.pack(class_rows)])
+    return b"".join([header, *(codec.pack(**row) for codec, rows in ((_UVM_ROWS, uvm_rows), (_CTRL_ROWS, ctrl_rows),
+                                                                     (_PTR_ROWS, ptr_rows), (_CLASS_ROWS, class_rows))
+                               for row in rows)])
 
 
 def decode(data: bytes) -> CaptureTable:
@@ -188,13 +179,13 @@ def decode(data: bytes) -> CaptureTable:
         raise RmtraceError(f"not a capture table: {exc}") from None
     if h.version != CTAB_VERSION or h.total_size != len(data):
         raise RmtraceError(f"capture table version {h.version}, {h.total_size} bytes claimed, {len(data)} present")
-    table_ptrs = [TablePointer(p["offset"], p["count_offset"], p["count_size"], p["elem_size"], p["fixed_count"])
-                  for p in _PTR_ROWS.unpack(data, h.ptr_off, h.n_ptr)]
-    uvm = {row["nr"]: (row["size"], tuple(table_ptrs[row["first_ptr"]:row["first_ptr"] + row["n_ptr"]]))
-           for row in _UVM_ROWS.unpack(data, h.uvm_off, h.n_uvm)}
-    controls = {row["cmd"]: tuple(table_ptrs[row["first_ptr"]:row["first_ptr"] + row["n_ptr"]])
-                for row in _CTRL_ROWS.unpack(data, h.ctrl_off, h.n_ctrl)}
-    classes = {row["cls"]: row["size"] for row in _CLASS_ROWS.unpack(data, h.class_off, h.n_class)}
+    table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count)
+                  for p in _rows(_PTR_ROWS, data, h.ptr_off, h.n_ptr)]
+    uvm = {row.nr: (row.size, tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr]))
+           for row in _rows(_UVM_ROWS, data, h.uvm_off, h.n_uvm)}
+    controls = {row.cmd: tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
+                for row in _rows(_CTRL_ROWS, data, h.ctrl_off, h.n_ctrl)}
+    classes = {row.cls: row.size for row in _rows(_CLASS_ROWS, data, h.class_off, h.n_class)}
     return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
                         classes)
 

@@ -20,10 +20,11 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rmtrace import __version__
 from rmtrace.capture import ctab
@@ -52,12 +53,34 @@ from rmtrace.record import (
 )
 from rmtrace.trace import TraceWriter
 
+if TYPE_CHECKING:  # importing the decoders costs a recorder most of its start-up: types only
+    from rmtrace.decoders.profiles.model import DriverProfile
+
 SHIM_ENV = ("LD_PRELOAD", "RMTRACE_SESSION_DIR", "RMTRACE_EXEC_CALL")
 NVIDIA_SYS_OPS = frozenset((SysOp.OPEN, SysOp.CLOSE, SysOp.DUP, SysOp.MMAP, SysOp.MUNMAP))
 POLL_S = 0.01
 """How often an idle recorder looks at the rings (a busy one looks every 2 ms)."""
 LOSS_COUNTERS = ("lost_full", "lost_nested", "lost_noring", "trunc_big", "malformed")
 """Counters that mean the trace misses something (lost_stopped counts calls after the stop)."""
+
+
+class Feed(Protocol):
+    """A record stream merged with the rings' in time order (the kernel shim's
+    ``rmtrace.capture.kmod.KmodFeed``): read like a ring, named in the metadata and the STOP mark."""
+
+    name: str
+
+    def drain(self) -> Iterable[bytes]:
+        """The records that arrived since the last call, each the record format's bytes."""
+
+    def meta(self) -> dict[str, Any]:
+        """What the trace's metadata says of the stream, under its name."""
+
+    def closing_marks(self, time_ns: int) -> list[bytes]:
+        """Records to write before the STOP mark (its losses)."""
+
+    def summary(self) -> dict[str, Any]:
+        """What the STOP mark says of the stream, under its name."""
 
 
 @dataclass
@@ -84,7 +107,7 @@ class RecordOptions:
     """After Ctrl-C, how long the tree may take to exit on its own before recording stops."""
     progress: bool | None = None
     """Show the live progress line: None means when stderr is a terminal."""
-    feeds: Sequence[Any] = ()
+    feeds: Sequence[Feed] = ()
     """More record streams merged in time order, each read like a ring (``drain()``) and named in the
     metadata and the STOP mark: the kernel shim's ``rmtrace.capture.kmod.KmodFeed``."""
 
@@ -103,7 +126,7 @@ class RecordResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def select_capture_profile(driver_version: str | None) -> tuple[Any, str | None]:
+def select_capture_profile(driver_version: str | None) -> tuple[DriverProfile, str | None]:
     """The driver profile whose tables the shim uses: the running driver's (or its nearest);
     with no NVIDIA driver loaded, the newest shipped profile."""
     from rmtrace.decoders.profiles import available_profiles, load_profile, select_profile
@@ -149,7 +172,8 @@ def _mark(op: int, text: dict, *, time_ns: int | None = None, pid: int | None = 
 
 
 class Recorder:
-    def __init__(self, options: RecordOptions, profile: Any = None, profile_warning: str | None = None) -> None:
+    def __init__(self, options: RecordOptions, profile: DriverProfile | None = None,
+                 profile_warning: str | None = None) -> None:
         if not options.command:
             raise RmtraceError("no command to record (give it after --)")
         self.opt = options
@@ -189,12 +213,12 @@ class Recorder:
             meta["test_device_dir"] = os.environ["RMTRACE_TEST_DEVICE_DIR"]
         return meta
 
-    def _on_signal(self, signum: int, _frame: Any) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signal = signal.Signals(signum).name
 
     # ------------------------------------------------------------ reading rings
 
-    def _drain(self, ring: Ring) -> int:
+    def _drain(self, ring: Ring | Feed) -> int:
         got = 0
         for raw in ring.drain():
             header = well_formed(raw)
@@ -402,6 +426,7 @@ def nothing_captured(processes: int) -> str:
             "program ignores LD_PRELOAD)")
 
 
-def record_command(options: RecordOptions, profile: Any = None, profile_warning: str | None = None) -> RecordResult:
+def record_command(options: RecordOptions, profile: DriverProfile | None = None,
+                   profile_warning: str | None = None) -> RecordResult:
     """Record ``options.command`` into ``options.output``; see ``Recorder``."""
     return Recorder(options, profile, profile_warning).run()
