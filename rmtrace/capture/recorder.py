@@ -354,7 +354,7 @@ class Recorder:
                 self._retire_rings(session)
                 next_retire = now + 1.0
             progress.update(self.result.records, self.result.bytes, len(self._pids), now - start)
-            time.sleep(0.002 if got else POLL_S)
+            tree.wait(0.002 if got else POLL_S)
         progress.update(self.result.records, self.result.bytes, len(self._pids), time.monotonic() - start, force=True)
         progress.finish()
         self._finish(session, writer, tree, reason, start)
