@@ -10,7 +10,9 @@ of every module.
 Two ways record: ``rmtrace record`` as the command line runs it, and the record command's
 module alone (``rmtrace.cli.record``'s parser and run, nothing else imported): what the
 recorder itself costs, apart from a command line that imports every command to build its
-parser.
+parser.  ``--before DIR`` adds that way once more with DIR first on PYTHONPATH (DIR holding
+an older rmtrace/, e.g. ``git archive COMMIT rmtrace | tar -x -C DIR``): the recorder's
+change against it, in the same rounds.
 
   python bench/record_start.py [--rounds 15] [-o bench/results/record_start-local.md]
 """
@@ -37,12 +39,14 @@ sys.exit(command.run(parser.parse_args()))"""
 """The record command with nothing of the command line's but its own parser."""
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+def timed(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the run's processes): on a loaded machine the CPU time says
-    what the run itself costs, the wall time what it costs together with everything else."""
+    what the run itself costs, the wall time what it costs together with everything else.  In
+    cwd: ``python -c`` puts the working directory first on sys.path, and a checkout's rmtrace/
+    there would shadow ``--before``'s."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
@@ -55,6 +59,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--rmtrace", default=f"{sys.executable} -m rmtrace.cli.main", help="how to run rmtrace")
     parser.add_argument("--command", default="true", help="the command recorded (default: true)")
+    parser.add_argument("--before", metavar="DIR", help="also time the record command alone with DIR's rmtrace/")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -65,14 +70,19 @@ def main() -> int:
                                              str(Path(tmp) / f"cli-{n}.trace"), "--", *bare],
                 "record command alone": lambda n: [sys.executable, "-c", ALONE, "-o",
                                                    str(Path(tmp) / f"alone-{n}.trace"), "--", *bare]}
-        for way in ways.values():
-            timed(way(-1), env)
+        envs = {name: env for name in ways}
+        if args.before:
+            name = f"record command alone, {args.before}'s rmtrace/"
+            ways[name] = lambda n: [sys.executable, "-c", ALONE, "-o", str(Path(tmp) / f"before-{n}.trace"), "--", *bare]
+            envs[name] = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (args.before, env.get("PYTHONPATH")))))
+        for name, way in ways.items():
+            timed(way(-1), envs[name], tmp)
         times: dict[str, list[float]] = {name: [] for name in ways}
         cpu: dict[str, list[float]] = {name: [] for name in ways}
         load_before = os.getloadavg()
         for n in range(args.rounds):
             for name, way in ways.items():
-                wall, used = timed(way(n), env)
+                wall, used = timed(way(n), envs[name], tmp)
                 times[name].append(wall)
                 cpu[name].append(used)
     med = {k: statistics.median(v) for k, v in times.items()}
