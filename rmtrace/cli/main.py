@@ -3,6 +3,11 @@
 Each command is a module in this package with ``NAME``, ``HELP``, ``DESCRIPTION``,
 ``add_arguments(parser)`` and ``run(args) -> int``; a module with those is a
 command, found by listing the package (adding one touches no shared list).
+
+Start-up is the price of every command (bench/cli_startup.py), so a command
+module imports at its top only what its parser needs, and run() imports the
+rest.  Only the command being run gets its arguments: the others' parsers
+carry their one-line help, which is all ``rmtrace --help`` shows.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from rmtrace import __version__
 from rmtrace.cli.common import discard_saved_outputs
@@ -35,7 +41,7 @@ Run 'rmtrace COMMAND --help' for each command's options.
 """
 
 
-def command_modules() -> list:
+def command_modules() -> list[ModuleType]:
     """Every module of this package that defines a command, in COMMAND_ORDER."""
     import rmtrace.cli as package
     modules = [importlib.import_module(f"rmtrace.cli.{info.name}")
@@ -45,7 +51,9 @@ def command_modules() -> list:
     return sorted(commands, key=lambda m: (rank.get(m.NAME, len(rank)), m.NAME))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the command line, only the command it names gets its arguments."""
+    named = None if argv is None else next((a for a in argv if not a.startswith("-")), None)
     parser = argparse.ArgumentParser(
         prog="rmtrace",
         description="Record/replay debugger for NVIDIA RM/GSP traffic (RM and UVM ioctls, GSP RPCs, "
@@ -58,17 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     for module in command_modules():
         cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(cmd)
+        if argv is None or module.NAME == named:
+            module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parser = build_parser()  # imports every command: a Ctrl-C can arrive here on a slow machine
+        parser = build_parser(argv)  # a Ctrl-C can arrive while the command's modules load on a slow machine
+        args = parser.parse_args(argv)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
-    args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return ExitCode.ERROR

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rmtrace.cli.common import _trace_path, trace_or_default
+from rmtrace.cli.common import STDIN, _trace_path, trace_or_default
 from rmtrace.errors import RmtraceError
 
 NAME = "tui"
@@ -36,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if len(args.traces) > 2:
         raise RmtraceError("give one trace, or two to compare them")
+    if STDIN in args.traces:
+        raise RmtraceError("the TUI reads its keys from stdin: give the trace as a file, not -")
     traces = args.traces or [trace_or_default(argparse.Namespace(trace=None))]
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise RmtraceError("the TUI needs a terminal (for a text listing use 'rmtrace show')")
