@@ -73,6 +73,6 @@ def test_without_file_a_terminal_is_told_on_the_first_line():
     assert piped.stdout.splitlines()[0].startswith("file ")
 
 
-def test_the_tui_cannot_read_its_trace_from_its_keyboard(capsys):
-    assert main(["tui", "-"]) == ExitCode.ERROR
-    assert "the TUI reads its keys from stdin: give the trace as a file, not -" in capsys.readouterr().err
+def test_stdin_is_one_trace(capsys):
+    assert main(["tui", "-", "-"]) == ExitCode.ERROR  # the TUI reads its keys from the terminal, a trace from -
+    assert "stdin holds one trace: give - once" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from rmtrace.columns.stats import client_sources, operation_rows
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.record import Buffer, BufferFlag, Phase, Record, Role, Source, When
 from rmtrace.session import load_session
+from rmtrace.session.model import client_ids
 from rmtrace.trace import TraceReader, TraceWriter
 from tests.scenarios import sequential
 
@@ -58,7 +59,8 @@ def rechunk(src: Path, dst: Path, chunk_bytes: int) -> Path:
 
 def table_of(path: Path, batch_records: int = 16_384):
     reader = TraceReader(path)
-    builder = CallTableBuilder(reader, decoders_for(reader), batch_records=batch_records)
+    builder = CallTableBuilder(reader, decoders_for(reader), batch_records=batch_records,
+                               client_ids=client_ids(reader.meta))
     builder.update()
     return builder.table()
 
@@ -67,8 +69,8 @@ def assert_same_as_fold(path: Path, batch_records: int = 16_384) -> None:
     table = table_of(path, batch_records)
     model = load_session(path)
     assert list(table.infos()) == list(model.calls)
-    assert [(c.id, c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in table.clients] == \
-        [(c.id, c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in model.clients]
+    assert {c.id: (c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in table.clients} == \
+        {c.id: (c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in model.clients}
 
 
 @pytest.mark.parametrize("name", [p.name for p in CAPTURES] + ["wedged.trace", "green.trace",
@@ -91,7 +93,7 @@ def test_update_continues_a_growing_trace(traces, tmp_path):
     path = tmp_path / "live.trace"
     writer = TraceWriter(path, meta, chunk_bytes=2000, threaded=False)
     reader = TraceReader(path)
-    builder = CallTableBuilder(reader, decoders_for(reader))
+    builder = CallTableBuilder(reader, decoders_for(reader), client_ids=client_ids(reader.meta))
     sizes = []
     for k, raw in enumerate(raws):
         writer.write_encoded(raw)

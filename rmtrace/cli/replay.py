@@ -86,6 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                  "~/.local/share/rmtrace/replays; printed)")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (--force: over an old one)")
     add_json_argument(parser, "per run a replay object, then a verdict object per client")
+    parser.add_argument("--oracle", metavar="ORACLE",
+                        help="check each answer against this instead of the recording: nvidia (the real driver, "
+                             "answering the same messages) or a trace (e.g. a replay against nvidia)")
+    parser.add_argument("--allow-unsafe", action="store_true",
+                        help="nvidia: also send the calls its safety table does not know to be harmless")
 
 
 def _numbers(text: str) -> list[int]:
@@ -125,9 +130,14 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
 
 
 def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
+    from rmtrace.replayer.oracle import default_oracle, make_oracle
     from rmtrace.replayer.runner import replay
     from rmtrace.replayer.targets import make_target
-    return replay(plan, schedule, make_target(args.against, plan), timeout_ns=args.timeout, output=output)
+    unsafe = ":allow-unsafe" if args.allow_unsafe else ""
+    target = make_target(args.against + unsafe if args.against == "nvidia" else args.against, plan)
+    spec = args.oracle
+    oracle = make_oracle(spec + unsafe if spec == "nvidia" else spec, plan) if spec else default_oracle(target, plan)
+    return replay(plan, schedule, target, timeout_ns=args.timeout, output=output, oracle=oracle)
 
 
 def _output(args: argparse.Namespace, plan: Plan) -> str:
@@ -158,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         attach_wedge_chains(result)
         say(headline(result, source))
         say(table(result))
+        if result.notes:
+            say("\n".join(result.notes))
         results = [result]
     else:
         results = _explore(plan, args, schedule, source, say)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from rmtrace.cli.common import STDIN, _trace_path, trace_or_default
+from rmtrace.cli.common import STDIN, _trace_path, trace_input, trace_or_default
 from rmtrace.errors import RmtraceError
 
 NAME = "tui"
@@ -36,14 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if len(args.traces) > 2:
         raise RmtraceError("give one trace, or two to compare them")
-    if STDIN in args.traces:
-        raise RmtraceError("the TUI reads its keys from stdin: give the trace as a file, not -")
-    traces = args.traces or [trace_or_default(argparse.Namespace(trace=None))]
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise RmtraceError("the TUI needs a terminal (for a text listing use 'rmtrace show')")
+    if args.traces.count(STDIN) > 1:
+        raise RmtraceError("stdin holds one trace: give - once")
+    traces = [trace_input(t) for t in args.traces] or [trace_or_default(argparse.Namespace(trace=None))]
     from rmtrace.tui.app import RmtraceApp
     from rmtrace.tui.services import library_services
+    from rmtrace.tui.terminal import on_terminal
 
     app = RmtraceApp.open(traces, library_services(), follow=args.follow)
-    app.run()
+    with on_terminal():  # the terminal itself, also when stdin or stderr is redirected
+        app.run()
     return app.return_code or 0

@@ -29,9 +29,11 @@ import rmtrace
 from rmtrace.columns.store import FileColumns, open_columns
 from rmtrace.columns.strings import Strings
 from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow
+from rmtrace.semantics.events import LockKind
+from rmtrace.session.model import client_ids
 from rmtrace.trace import TraceReader
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 """Bumped whenever what an entry holds changes meaning."""
 DEFAULT_MAX_BYTES = 8 << 30
 MANIFEST = "manifest.json"
@@ -62,7 +64,7 @@ def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True)
     """The trace's call table: from the cache when an entry is there, else built (and stored)."""
     root = cache_root() if cache else None
     if root is None:
-        builder = CallTableBuilder(reader, decoders)
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
         builder.update()
         return builder.table()
     key = entry_key(reader, decoders)
@@ -79,10 +81,11 @@ def load(entry: Path) -> CallTable | None:
         if manifest.get("cache") != CACHE_VERSION:
             return None
         columns = open_columns(entry, list(CALL_DTYPES))
+        table = _table(columns, manifest)
         os.utime(entry / MANIFEST)  # recently used
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return _table(columns, manifest)
+    return table
 
 
 def _build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet) -> CallTable:
@@ -90,12 +93,12 @@ def _build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet)
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=root))
     except OSError:  # a cache we cannot write is no cache
-        builder = CallTableBuilder(reader, decoders)
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
         builder.update()
         return builder.table()
     rows = FileColumns(work, CALL_DTYPES)
     try:
-        builder = CallTableBuilder(reader, decoders, rows=rows)
+        builder = CallTableBuilder(reader, decoders, rows=rows, client_ids=client_ids(reader.meta))
         builder.update()
         table = builder.table()
         table.columns = rows.finish()
@@ -120,7 +123,8 @@ def _manifest(table: CallTable) -> dict[str, Any]:
     return {
         "cache": CACHE_VERSION, "rows": len(table), "names": table.names.values, "details": table.details.values,
         "status_names": table.status_names.values, "handle_sets": [list(s) for s in table.handle_sets.values],
-        "clients": [{"index": c.index, "key": c.key if isinstance(c.key, int) else [*c.key], "pid": c.pid,
+        "lock_sets": [[lock.value for lock in s] for s in table.lock_sets.values],
+        "clients": [{"index": c.index, "id": c.id, "key": c.key if isinstance(c.key, int) else [*c.key], "pid": c.pid,
                      "row": c.row, "first_seq": c.first_seq, "first_ns": c.first_ns, "gsp_session": c.gsp_session}
                     for c in table.clients],
         "extra_handles": {str(row): handles for row, handles in table.extra_handles.items()},
@@ -129,10 +133,12 @@ def _manifest(table: CallTable) -> dict[str, Any]:
 
 
 def _table(columns: dict[str, Any], manifest: dict[str, Any]) -> CallTable:
-    clients = [ClientRow(c["index"], c["key"] if isinstance(c["key"], int) else (c["key"][0], c["key"][1]), c["pid"], c["row"],
-                         c["first_seq"], c["first_ns"], c["gsp_session"]) for c in manifest["clients"]]
+    clients = [ClientRow(c["index"], c["id"], c["key"] if isinstance(c["key"], int) else (c["key"][0], c["key"][1]),
+                         c["pid"], c["row"], c["first_seq"], c["first_ns"], c["gsp_session"])
+               for c in manifest["clients"]]
     return CallTable(columns, Strings(manifest["names"]), Strings(manifest["details"]),
-                     Strings(manifest["status_names"]), Strings(tuple(s) for s in manifest["handle_sets"]), clients,
+                     Strings(manifest["status_names"]), Strings(tuple(s) for s in manifest["handle_sets"]),
+                     Strings(tuple(LockKind(v) for v in s) for s in manifest["lock_sets"]), clients,
                      {int(row): handles for row, handles in manifest["extra_handles"].items()},
                      {int(row): (last[0], last[1]) for row, last in manifest["last_records"].items()})
 

@@ -46,19 +46,14 @@ def operation_rows(table: CallTable) -> list[dict[str, Any]]:
     status = np.where(c["status_name"] >= 0, c["status_name"],
                       np.where(in_flight, len(table.status_names), len(table.status_names) + 1))
     status_text = [*table.status_names.values, IN_FLIGHT_STATUS, NO_STATUS]
-    keys = np.stack([c["pid"].astype(np.int64), c["client"].astype(np.int64), c["source"].astype(np.int64),
-                     full.astype(np.int64)])
-    order = np.lexsort(keys[::-1])  # by pid, client, source, operation; stable, so rows keep call order
-    sk = keys[:, order]
-    starts = np.flatnonzero(np.concatenate(([True], (sk[:, 1:] != sk[:, :-1]).any(axis=0))))
-    group = np.empty(n, dtype=np.int64)
-    group[order] = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
-    counts = np.diff(np.append(starts, n))
-    byte_sums = np.add.reduceat(c["bytes"][order].astype(np.int64), starts)
-    flights = np.add.reduceat(in_flight[order].astype(np.int64), starts)
-    latencies = _latencies(c, group, len(starts))
-    statuses = _statuses(group, status, status_text, len(starts))
-    pid, client, source, op = sk[:, starts]
+    group, (pid, client, source, op) = _groups([c["pid"], c["client"] + 1, c["source"], full])
+    client = client - 1
+    groups = len(pid)
+    counts = np.bincount(group, minlength=groups)
+    byte_sums = np.bincount(group, weights=c["bytes"], minlength=groups).astype(np.int64)  # exact to 2**53
+    flights = np.bincount(group, weights=in_flight, minlength=groups).astype(np.int64)
+    latencies = _latencies(c, group, groups)
+    statuses = _statuses(group, status, status_text, groups)
     clients = [table.client_id(i) or "" for i in range(-1, len(table.clients))]
     sources = {int(v): enum_name(Source, int(v)) for v in np.unique(source)}
     # the order op_stats sorts in: pid, client id, source name, most calls first, operation name
@@ -73,6 +68,25 @@ def operation_rows(table: CallTable) -> list[dict[str, Any]]:
                      "statuses": statuses[g], "latency_ns": latencies[g],
                      "bytes": b, "in_flight": f})
     return rows
+
+
+def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Each row's group (rows with the same non-negative key values), and each group's key values,
+    groups in order of their keys.  The keys are packed into one 64-bit number when they fit."""
+    widths = [max(int(k.max()).bit_length(), 1) for k in keys]
+    if sum(widths) > 63:
+        stacked = np.stack([k.astype(np.int64) for k in keys], axis=1)
+        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+        return inverse.ravel(), [uniq[:, i] for i in range(len(keys))]
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    for key, width in zip(keys, widths):
+        packed = (packed << width) | key.astype(np.int64)
+    uniq, inverse = np.unique(packed, return_inverse=True)
+    values = []
+    for width in reversed(widths):
+        values.append(uniq & ((1 << width) - 1))
+        uniq = uniq >> width
+    return inverse.ravel(), values[::-1]
 
 
 def _ranks(values: list[str]) -> np.ndarray:

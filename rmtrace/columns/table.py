@@ -27,7 +27,7 @@ call's first record, the order ``pair_calls`` yields calls in.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from rmtrace.decoders import DecoderSet, Level
 from rmtrace.decoders.context import context
 from rmtrace.decoders.gsp import GspPairing, codec_for
 from rmtrace.decoders.ioctl import errno_name
+from rmtrace.decoders.roles import UvmRole, roles
 
 from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import MAX_HANDLES, Kind, OpPlan, Plan
@@ -43,6 +44,8 @@ from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_ch
 from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
+from rmtrace.semantics.events import LockKind
+from rmtrace.semantics.locks import UVM_LOCKS
 from rmtrace.session.entities import CallInfo
 from rmtrace.trace import TraceReader
 
@@ -50,12 +53,13 @@ CALL_DTYPES: dict[str, str] = {
     "enter_seq": "<u8", "exit_seq": "<i8", "t_enter": "<i8", "t_exit": "<i8",
     "pid": "<u4", "tid": "<u4", "call_id": "<u8", "source": "u1", "op": "<u4", "state": "u1",
     "name": "<i4", "detail": "<i4", "status": "<i8", "has_status": "u1", "status_name": "<i4", "ok": "i1",
-    "bytes": "<u8", "client": "<i4", "handles": "<i4",
+    "bytes": "<u8", "client": "<i4", "handles": "<i4", "locks": "u1",
     **{f"h{k}": "<u4" for k in range(MAX_HANDLES)},
 }
 """The call table's columns.  ``exit_seq`` is -1 when the call has no closing record (then ``t_exit``
 means nothing); ``detail``, ``status_name``, ``client`` and ``handles`` are -1 for None, ``ok`` too;
-``handles`` indexes the table's tuples of handle names, whose values are ``h0``, ``h1``, ..."""
+``handles`` indexes the table's tuples of handle names, whose values are ``h0``, ``h1``, ...; ``locks``
+indexes its tuples of the locks a call holds while in flight."""
 
 STATES = tuple(CallState)
 """``state`` holds the index of the call's CallState here."""
@@ -91,16 +95,13 @@ class ClientRow:
     """A client as the call table found it: the row that created it, and what it is keyed by."""
 
     index: int
+    id: str
     key: ClientKey
     pid: int
     row: int
     first_seq: int
     first_ns: int
     gsp_session: int | None
-
-    @property
-    def id(self) -> str:
-        return f"c{self.index + 1}"
 
 
 @dataclass(eq=False)
@@ -133,6 +134,7 @@ class CallTable:
     details: Strings[str]
     status_names: Strings[str]
     handle_sets: Strings[tuple[str, ...]]
+    lock_sets: Strings[tuple[LockKind, ...]]
     clients: list[ClientRow]
     extra_handles: dict[int, dict[str, int]] = field(default_factory=dict)
     """Rows whose handles do not fit the handle columns (more of them, or not 32-bit numbers)."""
@@ -168,7 +170,7 @@ class CallTable:
             enter_seq=int(c["enter_seq"][row]), exit_seq=None if exit_seq < 0 else exit_seq,
             t_enter=int(c["t_enter"][row]), t_exit=None if exit_seq < 0 else int(c["t_exit"][row]),
             in_flight=state in (CallState.IN_FLIGHT, CallState.UNFINISHED), handles=self.handles(row),
-            bytes=int(c["bytes"][row]))
+            bytes=int(c["bytes"][row]), locks=self.lock_sets.values[c["locks"][row]])
 
     def infos(self) -> Iterator[CallInfo]:
         return (self.info(i) for i in range(len(self)))
@@ -178,7 +180,9 @@ class CallTableBuilder:
     """Builds a trace's call table from its chunks; ``update`` picks up chunks added since."""
 
     def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS,
-                 rows: MemoryColumns | FileColumns | None = None) -> None:
+                 rows: MemoryColumns | FileColumns | None = None, client_ids: Mapping[int, str] | None = None) -> None:
+        """``client_ids``: pid -> client id of the clients a replay trace was made for
+        (``rmtrace.session.model.client_ids``); any other client is numbered by its first row."""
         self.reader = reader
         self.decoders = decoders
         self.batch_records = batch_records
@@ -189,6 +193,8 @@ class CallTableBuilder:
         self.details: Strings[str] = Strings()
         self.status_names: Strings[str] = Strings()
         self.handle_sets: Strings[tuple[str, ...]] = Strings()
+        self.lock_sets: Strings[tuple[LockKind, ...]] = Strings([()])
+        self.client_ids = dict(client_ids or {})
         self.rows = rows if rows is not None else MemoryColumns(CALL_DTYPES)
         self.clients: list[ClientRow] = []
         self._client_of: dict[ClientKey, int] = {}
@@ -207,6 +213,9 @@ class CallTableBuilder:
         self._kinds = KeyCache(lambda key: int(self._op(key).kind))
         self._op_names = KeyCache(lambda key: self.names.id(self._op(key).name))
         self._results = KeyCache(lambda key: _RESULTS.index(self._op(key).result))
+        uvm = roles(decoders.profile).uvm
+        self._locks = KeyCache(lambda key: self.lock_sets.id(
+            UVM_LOCKS[uvm.get(key & 0xFFFFFFFF, UvmRole.OTHER)] if key >> 32 == Source.UVM else ()))
         self._status_ids = KeyCache(self._status_name)
         self._status_ok = KeyCache(self._nv_ok)
         self._keyed: list[int] = []  # (source, op) of operations named by a member of their argument
@@ -234,7 +243,7 @@ class CallTableBuilder:
     def table(self) -> CallTable:
         """The rows so far.  A later ``update`` may rewrite the rows of calls that were still open."""
         return CallTable(self.rows.view(), self.names, self.details, self.status_names, self.handle_sets,
-                         self.clients, self.extra_handles, self.last_records)
+                         self.lock_sets, self.clients, self.extra_handles, self.last_records)
 
     # -- one batch ----------------------------------------------------------------------
 
@@ -360,6 +369,7 @@ class CallTableBuilder:
         keys = _op_keys(recs, first)
         kinds = self._kinds(keys)
         out["name"] = self._op_names(keys)
+        out["locks"] = self._locks(keys)
         ioctl = np.flatnonzero(kinds == Kind.IOCTL)
         if ioctl.size:
             self._ioctl(recs, first[ioctl], second[ioctl], out, ioctl)
@@ -488,7 +498,8 @@ class CallTableBuilder:
                    "name": self.names.id(d.name), "detail": self.details.id(d.detail),
                    "status": d.status if d.status is not None else 0, "has_status": d.status is not None,
                    "status_name": self.status_names.id(d.status_name), "ok": -1 if d.ok is None else int(d.ok),
-                   "handles": self.handle_sets.id(tuple(d.handles)) if fits and handles else NONE}
+                   "handles": self.handle_sets.id(tuple(d.handles)) if fits and handles else NONE,
+                   "locks": self._locks(np.array([first.source << 32 | first.op], dtype=np.uint64))[0]}
             for name, value in row.items():
                 out[name][i] = value
             if fits:
@@ -546,6 +557,19 @@ class CallTableBuilder:
 
     # -- clients ----------------------------------------------------------------------------
 
+    def _new_client_id(self, pid: int) -> str:
+        """The name the trace gives this process's client (a replay's plan), else the next free ``cN``
+        (as ``Folder._new_client_id`` names them)."""
+        taken = {c.id for c in self.clients}
+        named = self.client_ids.get(pid) if pid else None
+        if named is not None and named not in taken:
+            return named
+        n = len(self.clients) + 1
+        taken |= set(self.client_ids.values())
+        while f"c{n}" in taken:
+            n += 1
+        return f"c{n}"
+
     def _assign_clients(self, rows: dict[str, np.ndarray], base: int) -> np.ndarray:
         """Each new row's client, as the session fold picks it (``Folder._client_for``), creating clients
         in order of the first row that makes one."""
@@ -564,8 +588,8 @@ class CallTableBuilder:
             name: ClientKey = ("gsp", int(session[i])) if gsp_host[i] else int(pid[i])
             if name not in self._client_of:
                 self._client_of[name] = len(self.clients)
-                self.clients.append(ClientRow(len(self.clients), name, int(pid[i]), base + i,
-                                              int(rows["enter_seq"][i]), int(rows["t_enter"][i]),
+                self.clients.append(ClientRow(len(self.clients), self._new_client_id(int(pid[i])), name, int(pid[i]),
+                                              base + i, int(rows["enter_seq"][i]), int(rows["t_enter"][i]),
                                               int(session[i]) if source[i] == Source.GSP else None))
         uniq, inverse = np.unique(key, return_inverse=True)
         index = np.full(len(uniq), NONE, dtype=np.int64)
