@@ -192,7 +192,7 @@ def verdict(client: ClientResult, run: ReplayResult) -> JsonObject:
         "differences": [{"what": d.what, "expected": str(d.expected), "got": str(d.got)} for d in client.differences],
         "diverged_messages": client.diverged, "chain": list(client.chain), "wedge_chain": list(client.wedge_chain),
         "sent": client.sent, "answered": client.answered, "messages": len(client.client.messages),
-        "target": run.target, "schedule": str(run.schedule), "seed": run.schedule.seed,
+        "skipped": len(client.skipped), "target": run.target, "schedule": str(run.schedule), "seed": run.schedule.seed,
     }
 
 
