@@ -45,6 +45,8 @@ def test_help_loads_no_library(argv):
 
 def test_show_loads_the_reader_and_decoders_only():
     modules = loaded("show", "nvidia-smi-q")
+    assert {m for m in modules if m.startswith("rmtrace.cli")} == {"rmtrace.cli", "rmtrace.cli.main",
+                                                                     "rmtrace.cli.common", "rmtrace.cli.show"}
     assert {"rmtrace.trace", "rmtrace.decoders", "construct"} <= modules
     assert {m.split(".")[0] if not m.startswith("rmtrace.") else ".".join(m.split(".")[:2])
             for m in heavy(modules)} == {"construct", "zstandard", "rmtrace.trace", "rmtrace.record",

@@ -130,13 +130,13 @@ DECODING_OPTIONS = {"name": "--name", "status": "--status", "failed": "--failed"
 
 
 def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
-    from rmtrace import jsonschema
     given = [flag for dest, flag in DECODING_OPTIONS.items() if getattr(args, dest)]
     if given:
         raise RmtraceError(f"--raw prints records undecoded: {', '.join(given)} need decoded calls (drop --raw)")
     start = trace_start(reader)
     records = reader.iter_filtered(filter_from_args(args, reader))
     if args.json:
+        from rmtrace import jsonschema
         jsonschema.write_lines((jsonschema.record(r, start) for r in records), sys.stdout, args.limit)
         return
     for n, rec in enumerate(records):
@@ -148,8 +148,9 @@ def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
 def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     import dataclasses
 
-    from rmtrace import jsonschema
     from rmtrace.decoders import Level, decoders_for, render
+    if args.json:
+        from rmtrace import jsonschema
     decoders = decoders_for(reader, override=args.driver)
     if decoders.warning:
         print(f"rmtrace show: {decoders.warning}", file=sys.stderr)
