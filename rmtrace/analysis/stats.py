@@ -10,6 +10,7 @@ from typing import Any
 
 from rmtrace.record import Source, enum_name
 from rmtrace.session import CallInfo, SessionModel
+from rmtrace.session.entities import FreedBy
 
 
 @dataclass
@@ -74,5 +75,6 @@ def session_stats(model: SessionModel) -> dict[str, Any]:
 
 def _object_counts(model: SessionModel, client_id: str) -> dict[str, int]:
     objs = model.objects_of(client_id)
-    by = Counter(o.freed_by or "leaked" for o in objs)
-    return {"allocated": len(objs), "freed": by["RM_FREE"], "freed_at_exit": by["exit"], "leaked": by["leaked"]}
+    by = Counter(o.freed_by for o in objs)
+    return {"allocated": len(objs), "freed": by[FreedBy.RM_FREE], "freed_at_exit": by[FreedBy.EXIT],
+            "leaked": by[None]}
