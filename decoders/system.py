@@ -81,16 +81,19 @@ def _raw(out: Decoded, buf: Any) -> None:
 
 BUFFER_READERS: dict[int, Callable[[Decoded, Any], None]] = {Role.PATH: _path, Role.TEXT: _argv, Role.ARG: _mmap}
 
-SYS_OPS: dict[int, Op] = {
-    SysOp.OPEN: SysCall("open", SysOp.OPEN, result="fd"),
-    SysOp.CLOSE: SysCall("close", SysOp.CLOSE, args=(("fd", "fd"),)),
-    SysOp.DUP: SysCall("dup", SysOp.DUP, args=(("oldfd", "ret"),), result="fd"),
-    SysOp.MMAP: SysCall("mmap", SysOp.MMAP, args=(("fd", "fd"),)),
-    SysOp.MUNMAP: SysCall("munmap", SysOp.MUNMAP),
-    SysOp.FORK: SysCall("fork", SysOp.FORK),
-    SysOp.EXEC: SysCall("exec", SysOp.EXEC, result=None),
-    SysOp.EXIT: SysCall("exit", SysOp.EXIT, args=(("status", "ret"),), result=None),
-}
+SYS_PREFIX = "SYS_"
+"""System ops are named like every other source's, with their source's prefix (SYS_OPEN, as UVM_INITIALIZE)."""
+
+SYS_OPS: dict[int, Op] = {op: SysCall(SYS_PREFIX + op.name, op, **how) for op, how in (
+    (SysOp.OPEN, {"result": "fd"}),
+    (SysOp.CLOSE, {"args": (("fd", "fd"),)}),
+    (SysOp.DUP, {"args": (("oldfd", "ret"),), "result": "fd"}),
+    (SysOp.MMAP, {"args": (("fd", "fd"),)}),
+    (SysOp.MUNMAP, {}),
+    (SysOp.FORK, {}),
+    (SysOp.EXEC, {"result": None}),
+    (SysOp.EXIT, {"args": (("status", "ret"),), "result": None}),
+)}
 """The system ops, as kmod_shim/rmtrace_record.h describes each one's header fields."""
 
 

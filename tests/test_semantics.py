@@ -46,7 +46,7 @@ def kinds(m):
 
 
 def test_objects_channels_and_what_each_call_defines_and_uses(cuda):
-    opened = named(cuda, "open")[0]
+    opened = named(cuda, "SYS_OPEN")[0]
     assert opened.events == (sem.FdOpened(3, "/dev/nvidiactl", sem.Device.CONTROL),)
     assert opened.defines == (sem.Ref(sem.RefKind.FD, 3),)
     (root,) = named(cuda, "RM_ALLOC(NV01_ROOT_CLIENT)")
@@ -65,7 +65,7 @@ def test_objects_channels_and_what_each_call_defines_and_uses(cuda):
     schedule = named(cuda, "RM_CONTROL(NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)")[0]
     assert schedule.events[1] == sem.ChannelScheduled(0xC1D00001, 0x5C000004, True)
     assert named(cuda, "RM_FREE")[-1].events == (sem.ObjectFreed(0xC1D00001, 0xC1D00001),)
-    assert named(cuda, "exit")[0].events == (sem.ProcessExited(0),)
+    assert named(cuda, "SYS_EXIT")[0].events == (sem.ProcessExited(0),)
     assert all(m.holds(e) for m in cuda for e in m.events)  # every call of this client succeeded
 
 
@@ -172,12 +172,12 @@ def test_mapped_addresses_and_tokens_are_values_later_calls_use():
             if ref.kind is sem.RefKind.CPU_MAPPING:
                 if ref in defined:
                     resolved += 1
-                    assert defined[ref] in ("RM_MAP_MEMORY", "mmap"), defined[ref]
+                    assert defined[ref] in ("RM_MAP_MEMORY", "SYS_MMAP"), defined[ref]
                 else:
                     unresolved += 1
         for ref in m.defines:
             defined[ref] = m.decoded.name
-        if m.decoded.name == "mmap":
+        if m.decoded.name == "SYS_MMAP":
             assert sem.Ref(sem.RefKind.FD, m.call.first.fd) in m.uses
     assert resolved >= 28 and unresolved <= 1
     assert sum(ref.kind is sem.RefKind.TOKEN for ref in defined) == 20

@@ -142,7 +142,8 @@ def _record_kmod(args: argparse.Namespace, path: str, output: str, duration_s: f
         meta["driver_version"] = args.driver
     profile, _warning = select_capture_profile(meta.get("driver_version"))
     stopped = []
-    signal.signal(signal.SIGINT, lambda *_: stopped.append(True))
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as the preload recorder: finish the trace, then go
+        signal.signal(sig, lambda *_: stopped.append(True))
     n, reason = drain_to_trace(path, output, meta, profile=profile, stop=lambda: bool(stopped), duration_s=duration_s)
     print(f"rmtrace record: wrote {output}: {n:,} records from {path}, stopped: {reason}", file=sys.stderr)
     return {"duration": ExitCode.TIMEOUT, "interrupted": ExitCode.INTERRUPTED}.get(reason, ExitCode.OK)

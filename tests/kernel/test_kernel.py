@@ -43,7 +43,7 @@ from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, When
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 from tests.kernel import guest as vm
-from tests.tui_support import plain
+from tests.tui_support import plain, settle
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
 WHY_MISSING = vm.missing()
@@ -408,9 +408,7 @@ def _tui_opens(path: str) -> None:
     async def drive() -> None:
         app = RmtraceApp.open([path], library_services())
         async with app.run_test(size=(120, 34)) as pilot:
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await settle(pilot)
             run = app.workspace.run
             assert run.loaded and run.record_count > 0
             await pilot.press("w")

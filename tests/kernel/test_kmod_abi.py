@@ -15,12 +15,12 @@ import pytest
 from construct import Array, Int32ul, Struct
 from rmtrace.kmod_shim import record_header_path
 from rmtrace.replayer.messages import Kind
-from rmtrace.replayer.model.objects import Category
 from rmtrace.replayer.targets import kmod as target
 
 from rmtrace.abi_check import compare, compare_constants
 from rmtrace.capture import kmod as capture
 from rmtrace.dwarf import compile_probe, compile_probe_constants, compile_probe_enums
+from rmtrace.semantics import Category
 from tests.toolchain import needs_gcc
 
 pytestmark = needs_gcc
