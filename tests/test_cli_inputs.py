@@ -38,7 +38,7 @@ def test_a_dash_reads_the_trace_from_stdin(tmp_path):
     assert piped.returncode == ExitCode.OK and "no divergence" in piped.stdout, piped.stderr
     spooled = subprocess.run(f"cat {path} | {sys.executable} -m rmtrace.cli.main show - --limit 1",
                              shell=True, capture_output=True, text=True, env=dict(os.environ, TMPDIR=str(tmp_path)))
-    assert spooled.returncode == 0 and spooled.stdout.startswith("[471/471] +0.000ms · exec(")
+    assert spooled.returncode == 0 and spooled.stdout.startswith("[471/471] +0.000ms · SYS_EXEC(")
     assert list(tmp_path.iterdir()) == []  # the pipe's copy is gone when rmtrace exits
     twice = subprocess.run([*RMTRACE, "diff", "-", "-"], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert twice.returncode == ExitCode.ERROR and "give - for A or for B, not both" in twice.stderr
