@@ -15,6 +15,7 @@ without it the cache is ``platformdirs.user_cache_dir("rmtrace")/tables``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -28,12 +29,12 @@ from rmtrace.decoders import DecoderSet
 import rmtrace
 from rmtrace.columns.store import FileColumns, open_columns
 from rmtrace.columns.strings import Strings
-from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow
+from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow, ProcessTouch
 from rmtrace.semantics.events import LockKind
 from rmtrace.session.model import client_ids
 from rmtrace.trace import TraceReader
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 """Bumped whenever what an entry holds changes meaning."""
 DEFAULT_MAX_BYTES = 8 << 30
 MANIFEST = "manifest.json"
@@ -54,10 +55,25 @@ def entry_key(reader: TraceReader, decoders: DecoderSet) -> str:
     st = os.fstat(reader.fileno())
     identity = {
         "path": os.path.realpath(reader.path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino,
-        "device": st.st_dev, "rmtrace": rmtrace.__version__, "cache": CACHE_VERSION,
+        "device": st.st_dev, "rmtrace": rmtrace.__version__, "cache": CACHE_VERSION, "code": code_identity(),
         "profile": decoders.profile.version, "user_decoders": list(decoders.user_sources),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:40]
+
+
+@functools.cache
+def code_identity() -> str:
+    """What the installed rmtrace and its decoders are, file by file (size and modification time): a
+    tree being worked on changes its tables without a new version number."""
+    import rmtrace.decoders
+    files = []
+    for package in (rmtrace, rmtrace.decoders):
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                st = path.stat()
+                files.append((str(path.relative_to(root)), st.st_size, st.st_mtime_ns))
+    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
 
 
 def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True) -> CallTable:
@@ -127,8 +143,9 @@ def _manifest(table: CallTable) -> dict[str, Any]:
         "clients": [{"index": c.index, "id": c.id, "key": c.key if isinstance(c.key, int) else [*c.key], "pid": c.pid,
                      "row": c.row, "first_seq": c.first_seq, "first_ns": c.first_ns, "gsp_session": c.gsp_session}
                     for c in table.clients],
+        "processes": {str(pid): [*p.first, p.last_ns, sorted(p.threads)] for pid, p in table.processes.items()},
         "extra_handles": {str(row): handles for row, handles in table.extra_handles.items()},
-        "last_records": {str(row): list(last) for row, last in table.last_records.items()},
+        "members": {str(row): [list(m) for m in members] for row, members in table.members.items()},
     }
 
 
@@ -139,8 +156,9 @@ def _table(columns: dict[str, Any], manifest: dict[str, Any]) -> CallTable:
     return CallTable(columns, Strings(manifest["names"]), Strings(manifest["details"]),
                      Strings(manifest["status_names"]), Strings(tuple(s) for s in manifest["handle_sets"]),
                      Strings(tuple(LockKind(v) for v in s) for s in manifest["lock_sets"]), clients,
+                     {int(pid): ProcessTouch((p[0], p[1], p[2]), p[3], set(p[4])) for pid, p in manifest["processes"].items()},
                      {int(row): handles for row, handles in manifest["extra_handles"].items()},
-                     {int(row): (last[0], last[1]) for row, last in manifest["last_records"].items()})
+                     {int(row): tuple((m[0], m[1]) for m in members) for row, members in manifest["members"].items()})
 
 
 def _evict(root: Path, keep: str) -> None:

@@ -1,17 +1,21 @@
 """``SessionModel``: a trace folded into state over time; ``load_session`` builds one.
 
-The whole trace is folded once, streaming (records are not kept, only what
-they changed); after that every question ("state at t", "history of channel
-X", "which client is record N") is answered from memory.
+The trace's calls are its call table (``rmtrace.columns``: built from the
+chunks with numpy, or loaded from the cache), and the fold runs over the table
+(``rmtrace.columns.fold``): Python only for the calls that change the model.
+After that every question ("state at t", "history of channel X", "which client
+is record N") is answered from memory.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from rmtrace.columns.table import CallTable, TableCalls
 from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.session.entities import (
     CallInfo,
@@ -35,7 +39,7 @@ class SessionModel:
     """Processes, clients, RM objects, channels, ranks, calls and their history."""
 
     def __init__(self, reader: TraceReader, decoders: DecoderSet, folder: Folder, timeline: Timeline,
-                 start_ns: int, end_ns: int) -> None:
+                 start_ns: int, end_ns: int, table: CallTable) -> None:
         self.reader = reader
         self.meta: Mapping[str, Any] = reader.meta
         self.decoders = decoders
@@ -47,18 +51,15 @@ class SessionModel:
         self.object_list: Sequence[RmObject] = folder.object_list
         self.channels: Mapping[str, Channel] = folder.channels
         self.ranks: Mapping[str, Rank] = folder.ranks
-        self.calls: Sequence[CallInfo] = folder.calls
+        self.table = table
+        """The calls as columns (``rmtrace.columns.table``), for questions about all of them at once."""
+        self.calls: Sequence[CallInfo] = TableCalls(table)
         self.gsp: Sequence[GspExchange] = folder.gsp
         self.stray_frees: Sequence[CallInfo] = folder.stray_frees
         self.stop_reason = folder.stop_reason
         self.lost = folder.lost
         self.timeline = timeline
-        pairs = sorted(folder.seq_client)
-        self._seqs = [s for s, _ in pairs]
-        self._seq_clients = [c for _, c in pairs]
-        self._by_client: dict[str, list[int]] = {}
-        for seq, cid in pairs:
-            self._by_client.setdefault(cid, []).append(seq)
+        self._seqs, self._seq_clients = table.record_clients()
         for client in self.clients:
             proc = self.processes.get(client.pid)
             name = os.path.basename(proc.argv[0]) if proc and proc.argv else ""
@@ -70,14 +71,14 @@ class SessionModel:
         return self._clients[client_id]
 
     def client_of(self, seq: int) -> str | None:
-        i = bisect.bisect_left(self._seqs, seq)
-        return self._seq_clients[i] if i < len(self._seqs) and self._seqs[i] == seq else None
+        i = int(np.searchsorted(self._seqs, seq))
+        return self.table.client_id(int(self._seq_clients[i])) if i < len(self._seqs) and self._seqs[i] == seq else None
 
     def client_seqs(self, client_id: str) -> Sequence[int]:
-        return self._by_client.get(client_id, [])
+        return self._seqs[self._seq_clients == self.table.client_index(client_id)].tolist()
 
     def calls_of(self, client_id: str) -> list[CallInfo]:
-        return [c for c in self.calls if c.client_id == client_id]
+        return self.table.infos_at(np.flatnonzero(self.table.columns["client"] == self.table.client_index(client_id)))
 
     def objects_of(self, client_id: str) -> list[RmObject]:
         return [o for o in self.object_list if o.client_id == client_id]
@@ -117,17 +118,21 @@ def _client_order(client: Client) -> tuple[int, str]:
 
 
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
-                 snapshot_every: int = 20_000, decoders: DecoderSet | None = None) -> SessionModel:
-    """Fold a trace (a path or an open reader) into a SessionModel."""
+                 snapshot_every: int = 20_000, decoders: DecoderSet | None = None, cache: bool = True) -> SessionModel:
+    """Fold a trace (a path or an open reader) into a SessionModel; with ``cache``, its call table
+    comes from (and goes to) the cache (``rmtrace.columns.cache``)."""
+    from rmtrace.columns.cache import call_table
+    from rmtrace.columns.fold import fold_table
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
     timeline = Timeline(snapshot_every)
     folder = Folder(decoders, timeline, client_ids(reader.meta))
-    fold_records(folder, reader.records())
+    table = call_table(reader, decoders, cache=cache)
+    fold_table(folder, table, reader)
     span = reader.time_span or (0, 0)
-    _mark_open_calls(folder, timeline, span[1])
+    _mark_open_calls(table.infos_at(table.open_rows()), timeline)
     timeline.freeze(span[1])
-    return SessionModel(reader, decoders, folder, timeline, span[0], span[1])
+    return SessionModel(reader, decoders, folder, timeline, span[0], span[1], table)
 
 
 def client_ids(meta: Mapping[str, Any]) -> dict[int, str]:
@@ -140,14 +145,9 @@ def client_ids(meta: Mapping[str, Any]) -> dict[int, str]:
     return {c["pid"]: c["id"] for c in clients if isinstance(c, dict) and "pid" in c and "id" in c}
 
 
-def fold_records(folder: Folder, records: Iterable) -> None:
-    for call in folder.decoders.calls(records):
-        folder.fold(call)
-
-
-def _mark_open_calls(folder: Folder, timeline: Timeline, end_ns: int) -> None:
+def _mark_open_calls(calls: Iterable[CallInfo], timeline: Timeline) -> None:
     """Calls still in flight at the end show on their client's lane from their enter on."""
-    for call in folder.calls:
+    for call in calls:
         if call.in_flight and call.client_id is not None:
             entity = f"client/{call.client_id}"
             timeline.set(call.t_enter, call.enter_seq, entity, "state", LaneState.IN_FLIGHT)

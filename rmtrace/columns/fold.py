@@ -1,0 +1,222 @@
+"""The session fold over the call table: Python only for the calls that change the model.
+
+``Folder.fold`` visits every call: it touches the call's process, finds its
+client, keeps its CallInfo, and applies what the semantic layer says the call
+did (``EFFECTS``).  Over the call table the first three are the table's own
+columns (its rows, its clients, what its records said of each process), so
+``fold_table`` runs Python only for the rows whose meaning can change the
+model, in the same order, merging in the processes and clients the table saw
+at the rows where the fold would have made them:
+
+* ``ROW``: the call's meaning is in the columns (an allocation, a free, a
+  duplicate, a UVM channel registration): its ``Decoded`` is built from the row,
+  its records from the header fields the table keeps, and the semantic layer
+  interprets that (``Interpreter.meaning``), unless it says the params matter
+  (``Interpreter.needs_params``: a channel or TSG allocation);
+* ``RECORDS``: the call's records are read again and the semantic layer
+  decodes and interprets them (``Interpreter.interpret``): GSP exchanges, sema
+  messages, marks, process events, the controls and UVM commands whose
+  members the model reads, anything a user's decoder decodes;
+* ``NONE``: nothing the model keeps can come of it (every other control,
+  mapping, UVM command, file descriptor operation).
+
+Which is which is data (``ROW_ESCAPES``, ...), by role numbers from the
+profile; ``tests/test_columns_fold.py`` interprets every call of every test
+trace the slow way and checks that a ``NONE`` call has no effect and a ``ROW``
+call means the same from its row as from its records.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+
+import numpy as np
+from rmtrace.decoders import Decoded
+from rmtrace.decoders.rm import NamedByArg
+from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
+
+from rmtrace.calls import Call, CallState
+from rmtrace.columns.argspec import Kind, Plan
+from rmtrace.columns.table import STATES, CallTable, ClientRow, ProcessTouch
+from rmtrace.record import Phase, Record, Source, SysOp
+from rmtrace.semantics import CallMeaning
+from rmtrace.semantics import events as ev
+from rmtrace.session.entities import Client, LaneState, Process
+from rmtrace.session.fold import EFFECTS, Folder
+from rmtrace.trace import TraceReader
+
+
+class Need(enum.IntEnum):
+    """What a row needs for the fold."""
+
+    NONE = 0
+    ROW = 1
+    RECORDS = 2
+
+
+ROW_ESCAPES = frozenset({EscapeRole.ALLOC, EscapeRole.ALLOC_MEMORY, EscapeRole.FREE, EscapeRole.DUP_OBJECT})
+"""RM escapes whose meaning is their handles, class and status."""
+ROW_UVM = frozenset({UvmRole.REGISTER_CHANNEL, UvmRole.UNREGISTER_CHANNEL})
+"""UVM commands whose meaning is their handles."""
+RECORDS_UVM = frozenset({UvmRole.REGISTER_GPU, UvmRole.UNREGISTER_GPU})
+"""UVM commands whose meaning is in their argument's other members (the GPU's UUID)."""
+RECORDS_SYS = frozenset({SysOp.FORK, SysOp.EXEC, SysOp.EXIT})
+"""Process events: the model keeps the process tree, argv and exit status."""
+RECORDS_SOURCES = frozenset({Source.GSP, Source.SEMA, Source.MARK})
+"""Sources every call of which may change the model (and which the table decodes one by one anyway)."""
+
+
+def needs(table: CallTable, plan: Plan, roles: Roles) -> np.ndarray:
+    """Each row's ``Need``."""
+    c = table.columns
+    keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    by_op = np.array([_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
+    out = by_op[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int8)
+    controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _is(keys, plan, roles))
+    if controls.size:
+        wanted = np.isin(c["key"][controls], np.array(sorted(roles.controls), dtype=np.int64))
+        out[controls[wanted]] = Need.RECORDS
+    single = (out == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))
+    out[single] = Need.RECORDS  # a lone record of an odd phase: read it as it is
+    return out
+
+
+def _is(keys: np.ndarray, plan: Plan, roles: Roles) -> np.ndarray:
+    """Rows of RM_CONTROL (the controls the model reads are picked by their command)."""
+    control = [op for op, role in roles.escapes.items() if role is EscapeRole.CONTROL]
+    return np.isin(keys, np.array([int(Source.RM) << 32 | op for op in control], dtype=np.int64))
+
+
+def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
+    if source == Source.RM:
+        if plan.op(source, op).kind == Kind.PYTHON:
+            return Need.RECORDS  # an escape carrying another (IOCTL_XFER_CMD), or a user's decoder
+        return Need.ROW if roles.escapes.get(op) in ROW_ESCAPES else Need.NONE
+    if source == Source.UVM:
+        role = roles.uvm.get(op)
+        if role in RECORDS_UVM or (role in ROW_UVM and plan.op(source, op).kind == Kind.PYTHON):
+            return Need.RECORDS
+        return Need.ROW if role in ROW_UVM else Need.NONE
+    if source == Source.SYS:
+        return Need.RECORDS if op in RECORDS_SYS else Need.NONE
+    return Need.RECORDS if source in RECORDS_SOURCES or source not in tuple(Source) else Need.NONE
+
+
+def fold_table(folder: Folder, table: CallTable, reader: TraceReader) -> None:
+    """Bring ``folder`` to where folding every call of ``table`` in order would bring it."""
+    plan = Plan(folder.decoders)
+    need = needs(table, plan, folder.interpreter.roles)
+    rows = np.flatnonzero(need != Need.NONE)
+    touches = iter(sorted(table.processes.items(), key=lambda item: item[1].first[:2]))
+    creations = iter(sorted(table.clients, key=lambda client: client.row))
+    next_touch, next_client = next(touches, None), next(creations, None)
+    for row, info, meaning in zip(rows.tolist(), table.infos_at(rows), _meanings(table, rows, need[rows], folder,
+                                                                                  plan, reader)):
+        while next_touch is not None and next_touch[1].first[0] <= row:
+            _process(folder, *next_touch)
+            next_touch = next(touches, None)
+        while next_client is not None and next_client.row <= row:
+            _client(folder, next_client)
+            next_client = next(creations, None)
+        if meaning.first(ev.GspSessionStarted) is not None:
+            folder.gsp_session += 1
+        for event in meaning.effective():
+            effect = EFFECTS.get(type(event))
+            if effect is not None:
+                effect(folder, event, meaning, info)
+    while next_touch is not None:
+        _process(folder, *next_touch)
+        next_touch = next(touches, None)
+    while next_client is not None:
+        _client(folder, next_client)
+        next_client = next(creations, None)
+    for pid, touch in table.processes.items():
+        proc = folder.processes[pid]
+        proc.last_ns = max(proc.last_ns, touch.last_ns)
+        proc.threads |= touch.threads
+    _client_ends(folder, table)
+
+
+def _process(folder: Folder, pid: int, touch: ProcessTouch) -> None:
+    """The process's first record: the fold makes the process then (unless a fork made it first)."""
+    if pid not in folder.processes:
+        folder.processes[pid] = Process(pid, first_ns=touch.first[2])
+
+
+def _client(folder: Folder, c: ClientRow) -> None:
+    """A client made at the row that first belongs to it, as ``Folder._client_for`` makes it."""
+    client = Client(c.id, c.pid, first_ns=c.first_ns, last_ns=c.first_ns, first_seq=c.first_seq,
+                    last_seq=c.first_seq, gsp_session=c.gsp_session)
+    folder.clients[client.id] = client
+    folder._client_by_key[c.key] = client
+    folder.tl.set(client.first_ns, client.first_seq, client.entity, "state", LaneState.RUNNING)
+
+
+def _client_ends(folder: Folder, table: CallTable) -> None:
+    """Each client's last record: the latest last record of its calls."""
+    c = table.columns
+    mine = np.flatnonzero(c["client"] >= 0)
+    if not mine.size:
+        return
+    ends = c["exit_seq"][mine] >= 0
+    seq = np.where(ends, c["exit_seq"][mine], c["enter_seq"][mine].astype(np.int64))
+    time = np.where(ends, c["t_exit"][mine], c["t_enter"][mine])
+    client = c["client"][mine].astype(np.int64)
+    for row, members in table.members.items():  # a call in several parts, still open: its last part
+        at = np.searchsorted(mine, row)
+        if at < len(mine) and mine[at] == row:
+            seq[at], time[at] = members[-1]
+    n = len(table.clients)
+    last_seq = np.full(n, -1, dtype=np.int64)
+    last_ns = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_seq, client, seq)
+    np.maximum.at(last_ns, client, time)
+    for row, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
+        found = folder.clients[row.id]
+        found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
+
+
+def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
+              reader: TraceReader) -> Iterator[CallMeaning]:
+    """What each of ``rows`` means, in order."""
+    interpreter = folder.interpreter
+    c = table.columns
+    cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
+                                                      "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
+    decoded = table.decoded_at(rows)
+    for i, row in enumerate(rows.tolist()):
+        state = STATES[cols["state"][i]]
+        if need[i] == Need.ROW:
+            d = decoded[i]
+            _key_member(d, plan, cols["key"][i])
+            if not interpreter.needs_params(d):
+                yield interpreter.meaning(Call(_header_records(cols, i, state), state), d)
+                continue
+        records = tuple(reader.record_at(seq) for seq, _ in table.records_of(row))
+        yield interpreter.interpret(Call(records, state))
+
+
+def _key_member(d: Decoded, plan: Plan, key: int) -> None:
+    """Where a decode puts the argument's class or command: ``extra`` under the member's name for an
+    escape named by it, ``args`` for an allocation that only carries it."""
+    decoder = plan.op(d.source, d.op).op
+    if isinstance(decoder, NamedByArg):
+        d.extra[decoder.key] = key
+    elif key:
+        d.args["hClass"] = key
+
+
+def _header_records(cols: dict[str, list], i: int, state: CallState) -> tuple[Record, ...]:
+    """A call's records as far as the table keeps them: their header fields, no buffers."""
+    def record(phase: Phase, seq: int, time: int) -> Record:
+        return Record(cols["source"][i], phase, cols["op"][i], seq, time, cols["pid"][i], cols["tid"][i],
+                      cols["call_id"][i], cols["fd"][i])
+    enter = record(Phase.ENTER, cols["enter_seq"][i], cols["t_enter"][i])
+    if state is CallState.IN_FLIGHT:
+        return (enter,)
+    if state is CallState.RESUMED:  # an exit whose enter the trace lacks
+        return (record(Phase.EXIT, cols["enter_seq"][i], cols["t_enter"][i]),)
+    return enter, record(Phase.EXIT, cols["exit_seq"][i], cols["t_exit"][i])
+
