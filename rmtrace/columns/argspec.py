@@ -163,7 +163,7 @@ def arg_layout(layouts: Mapping[str, Layout], name: str, key: str, flex: Mapping
     if len(handles) > MAX_HANDLES:
         return None
     if names_call:  # NamedByArg.describe reads the parsed struct's own member
-        found = next(((f, f.offset) for f, _ in _top(layout) if f.name == key and f.bit_size is None), None)
+        found = next(((f, f.offset) for f, _ in laid_out(layout) if f.name == key and f.bit_size is None), None)
     else:  # a summary argument: the last member of that name in a walk into nested structs
         found = next(((f, at) for f, at in reversed(list(members(layout, layouts)))
                       if f.name == key and f.bit_size is None), None)
@@ -178,7 +178,7 @@ def arg_layout(layouts: Mapping[str, Layout], name: str, key: str, flex: Mapping
 def members(layout: Layout, layouts: Mapping[str, Layout], base: int = 0) -> Iterator[tuple[Field, int]]:
     """(member, absolute offset) in the order ``decoders.parse.top_fields`` walks a parsed value:
     named members present in the parse, nested structs walked into."""
-    for f, _ in _top(layout):
+    for f, _ in laid_out(layout):
         if not f.name and f.bit_size is None:
             continue  # an anonymous member is parsed under a made-up name, which a walk never asks for
         inner = layouts.get(f.type) if f.kind == "struct" and f.bit_size is None else None
@@ -188,7 +188,7 @@ def members(layout: Layout, layouts: Mapping[str, Layout], base: int = 0) -> Ite
             yield f, base + f.offset
 
 
-def _top(layout: Layout) -> Iterator[tuple[Field, int]]:
+def laid_out(layout: Layout) -> Iterator[tuple[Field, int]]:
     """The members a parse of ``layout`` holds (``Definitions._build``: a member overlapping the one
     before it is left out; a trailing flexible member is not at a fixed offset)."""
     fields = list(layout.fields)

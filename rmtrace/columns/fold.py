@@ -9,14 +9,16 @@ model, in the same order, merging in the processes and clients the table saw
 at the rows where the fold would have made them:
 
 * ``ROW``: the call's meaning is in the columns (an allocation, a free, a
-  duplicate, a UVM channel registration): its ``Decoded`` is built from the row,
-  its records from the header fields the table keeps, and the semantic layer
-  interprets that (``Interpreter.meaning``), unless it says the params matter
-  (``Interpreter.needs_params``: a channel or TSG allocation);
+  duplicate, a UVM channel registration, a control the model reads): its
+  ``Decoded`` is built from the row, its records from the header fields the
+  table keeps, and the semantic layer interprets that (``Interpreter.meaning``);
+  when it says the params matter (``Interpreter.needs_params``: a channel or
+  TSG allocation, those controls) the records are read again for their params
+  buffers, whose members are read where they lie (``rmtrace.columns.view``);
 * ``RECORDS``: the call's records are read again and the semantic layer
   decodes and interprets them (``Interpreter.interpret``): GSP exchanges, sema
-  messages, marks, process events, the controls and UVM commands whose
-  members the model reads, anything a user's decoder decodes;
+  messages, marks, process events, the UVM commands whose other members the
+  model reads, anything a user's decoder decodes;
 * ``NONE``: nothing the model keeps can come of it (every other control,
   mapping, UVM command, file descriptor operation).
 
@@ -33,12 +35,14 @@ from collections.abc import Iterator
 
 import numpy as np
 from rmtrace.decoders import Decoded
+from rmtrace.decoders.context import context
 from rmtrace.decoders.rm import NamedByArg
 from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import Kind, Plan
 from rmtrace.columns.table import STATES, CallTable, ClientRow, ProcessTouch
+from rmtrace.columns.view import params_buffers
 from rmtrace.record import Phase, Record, Source, SysOp
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
@@ -77,7 +81,7 @@ def needs(table: CallTable, plan: Plan, roles: Roles) -> np.ndarray:
     controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _is(keys, plan, roles))
     if controls.size:
         wanted = np.isin(c["key"][controls], np.array(sorted(roles.controls), dtype=np.int64))
-        out[controls[wanted]] = Need.RECORDS
+        out[controls[wanted]] = Need.ROW
     single = (out == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))
     out[single] = Need.RECORDS  # a lone record of an odd phase: read it as it is
     return out
@@ -186,6 +190,7 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Fold
     cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
                                                       "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
     decoded = table.decoded_at(rows)
+    defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
     for i, row in enumerate(rows.tolist()):
         state = STATES[cols["state"][i]]
         if need[i] == Need.ROW:
@@ -195,7 +200,11 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Fold
                 yield interpreter.meaning(Call(_header_records(cols, i, state), state), d)
                 continue
         records = tuple(reader.record_at(seq) for seq, _ in table.records_of(row))
-        yield interpreter.interpret(Call(records, state))
+        if need[i] == Need.ROW:  # the row, and the few params members the semantic layer reads from views
+            d.buffers = params_buffers(defs, profile, records, cols["key"][i])
+            yield interpreter.meaning(Call(records, state), d)
+        else:
+            yield interpreter.interpret(Call(records, state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:

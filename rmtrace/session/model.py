@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rmtrace.columns.table import CallTable, TableCalls
 from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.session.entities import (
     CallInfo,
@@ -34,6 +33,9 @@ from rmtrace.session.fold import Folder
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 
+if TYPE_CHECKING:  # the call table's module reads the session's entities: imported where it is used
+    from rmtrace.columns.table import CallTable
+
 
 class SessionModel:
     """Processes, clients, RM objects, channels, ranks, calls and their history."""
@@ -51,6 +53,7 @@ class SessionModel:
         self.object_list: Sequence[RmObject] = folder.object_list
         self.channels: Mapping[str, Channel] = folder.channels
         self.ranks: Mapping[str, Rank] = folder.ranks
+        from rmtrace.columns.table import TableCalls
         self.table = table
         """The calls as columns (``rmtrace.columns.table``), for questions about all of them at once."""
         self.calls: Sequence[CallInfo] = TableCalls(table)
