@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rmtrace.record import Source
 from rmtrace.session import CallInfo, SessionModel
 from rmtrace.timefmt import format_duration, format_offset
 
@@ -33,6 +34,8 @@ LOCKS = (
 )
 """Operations that hold a lock for as long as they are in flight; a later taker waits."""
 
+WEDGE_SOURCES = (Source.RM, Source.UVM, Source.GSP)
+"""Calls whose never returning (or returning late) is a wedge: the GPU's, not the host service's messages."""
 WAITING_STATES = ("waiting", "stale")
 
 
@@ -62,7 +65,7 @@ class _Finder:
         self.end = model.end_ns
         self.rel = lambda t: format_offset(t - model.start_ns)
         self.final = model.state_at(model.end_ns)
-        self.in_flight = [c for c in model.calls if c.in_flight and c.source in (1, 2, 3)]
+        self.in_flight = model.in_flight_calls(WEDGE_SOURCES)
 
     def client_label(self, client_id: str | None) -> str:
         if client_id is None:
@@ -176,9 +179,9 @@ class _Finder:
             chain, score = self.chain_for(call)
             out.append(Wedge("in_flight", f"{self.client_label(call.client_id)}: {call.full_name} never returned",
                              call.client_id, call.enter_seq, call.t_enter, call.t_enter, chain, score))
-        for call in self.m.calls:
+        for call in self.m.calls_slower_than(self.slow_ns, WEDGE_SOURCES):
             latency = call.latency_ns
-            if latency is not None and latency > self.slow_ns and call.source in (1, 2, 3):
+            if latency is not None:
                 out.append(Wedge("slow", f"{self.client_label(call.client_id)}: {call.full_name} took "
                                  f"{format_duration(latency)}", call.client_id, call.enter_seq, call.t_enter,
                                  call.t_enter, [f"returned {call.status_name} after {format_duration(latency)} "

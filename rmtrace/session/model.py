@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -83,8 +84,49 @@ class SessionModel:
     def calls_of(self, client_id: str) -> list[CallInfo]:
         return self.table.infos_at(np.flatnonzero(self.table.columns["client"] == self.table.client_index(client_id)))
 
+    def in_flight_calls(self, sources: Iterable[int] | None = None) -> list[CallInfo]:
+        """Calls still in flight at the end of the trace (of ``sources``), in order."""
+        rows = self.table.open_rows()
+        if sources is not None:
+            rows = rows[np.isin(self.table.columns["source"][rows], list(sources))]
+        return self.table.infos_at(rows)
+
+    def calls_slower_than(self, ns: int, sources: Iterable[int] | None = None) -> list[CallInfo]:
+        """Calls that returned more than ``ns`` after they entered (of ``sources``), in order."""
+        c = self.table.columns
+        slow = (c["exit_seq"] >= 0) & (c["t_exit"] - c["t_enter"] > ns)
+        rows = slow & (True if sources is None else np.isin(c["source"], list(sources)))
+        return self.table.infos_at(np.flatnonzero(rows))
+
+    def source_counts(self, client_id: str | None = None) -> dict[int, int]:
+        """Calls per source (of one client, or of the whole trace)."""
+        if client_id is None:
+            return dict(self._source_counts.get(None, {}))
+        index = self.table.client_index(client_id)
+        return dict(self._source_counts.get(index, {})) if index >= 0 else {}
+
+    @cached_property
+    def _source_counts(self) -> dict[int | None, dict[int, int]]:
+        """Calls per source, per client index (None: every call), counted in one pass over the columns."""
+        c = self.table.columns
+        out: dict[int | None, dict[int, int]] = {}
+        pairs = (c["client"].astype(np.int64) << 8) | c["source"].astype(np.int64)
+        for pair, n in zip(*(a.tolist() for a in np.unique(pairs, return_counts=True))):
+            client, source = pair >> 8, pair & 0xFF
+            out.setdefault(client, {})[source] = n
+            whole = out.setdefault(None, {})
+            whole[source] = whole.get(source, 0) + n
+        return out
+
     def objects_of(self, client_id: str) -> list[RmObject]:
-        return [o for o in self.object_list if o.client_id == client_id]
+        return self._objects_by_client.get(client_id, [])
+
+    @cached_property
+    def _objects_by_client(self) -> dict[str, list[RmObject]]:
+        out: dict[str, list[RmObject]] = {}
+        for obj in self.object_list:
+            out.setdefault(obj.client_id, []).append(obj)
+        return out
 
     def leaked(self, client_id: str | None = None) -> list[RmObject]:
         """Objects still allocated at the end of the trace (neither freed nor reclaimed at exit)."""
