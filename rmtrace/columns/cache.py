@@ -10,7 +10,8 @@ sees half an entry; the least recently used ones go when the cache grows past
 ``RMTRACE_CACHE_MAX`` bytes (default 8 GiB).
 
 ``RMTRACE_CACHE`` moves the cache (a directory) or turns it off (``off``);
-without it the cache is ``platformdirs.user_cache_dir("rmtrace")/tables``.
+without it the cache is ``platformdirs.user_cache_dir("rmtrace")/traces``.
+An entry also keeps the model folded from the table (``rmtrace.columns.modelcache``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def cache_root() -> Path | None:
     if value:
         return Path(value)
     import platformdirs
-    return Path(platformdirs.user_cache_dir("rmtrace")) / "tables"
+    return Path(platformdirs.user_cache_dir("rmtrace")) / "traces"
 
 
 def entry_key(reader: TraceReader, decoders: DecoderSet) -> str:
@@ -68,7 +69,7 @@ def code_identity() -> str:
     import rmtrace.decoders
     files = []
     for package in (rmtrace, rmtrace.decoders):
-        root = Path(package.__file__).parent
+        root = Path(str(package.__file__)).parent
         for path in sorted(root.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 st = path.stat()
@@ -87,7 +88,7 @@ def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True)
     found = load(root / key)
     if found is not None:
         return found
-    return _build_into(root, key, reader, decoders)
+    return build_into(root, key, reader, decoders)
 
 
 def load(entry: Path) -> CallTable | None:
@@ -104,7 +105,8 @@ def load(entry: Path) -> CallTable | None:
     return table
 
 
-def _build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet) -> CallTable:
+def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet) -> CallTable:
+    """Build the trace's call table into the entry ``root/key`` (in memory when the cache cannot be written)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=root))

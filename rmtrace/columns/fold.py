@@ -177,8 +177,8 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
     last_ns = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last_seq, client, seq)
     np.maximum.at(last_ns, client, time)
-    for row, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
-        found = folder.clients[row.id]
+    for made, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
+        found = folder.clients[made.id]
         found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
 
 

@@ -164,15 +164,19 @@ def _client_order(client: Client) -> tuple[int, str]:
 
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
                  snapshot_every: int = 20_000, decoders: DecoderSet | None = None, cache: bool = True) -> SessionModel:
-    """Fold a trace (a path or an open reader) into a SessionModel; with ``cache``, its call table
-    comes from (and goes to) the cache (``rmtrace.columns.cache``)."""
-    from rmtrace.columns.cache import call_table
-    from rmtrace.columns.fold import fold_table
+    """Fold a trace (a path or an open reader) into a SessionModel; with ``cache``, the model (or at least
+    its call table) comes from the trace's cache entry, and goes there (``rmtrace.columns.modelcache``)."""
+    from rmtrace.columns.modelcache import session
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
+    return session(reader, decoders, snapshot_every, fold_session, cache=cache)
+
+
+def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int) -> SessionModel:
+    """The model of the trace whose call table is ``table`` (``rmtrace.columns.fold``)."""
+    from rmtrace.columns.fold import fold_table
     timeline = Timeline(snapshot_every)
     folder = Folder(decoders, timeline, client_ids(reader.meta))
-    table = call_table(reader, decoders, cache=cache)
     fold_table(folder, table, reader)
     span = reader.time_span or (0, 0)
     _mark_open_calls(table.infos_at(table.open_rows()), timeline)
