@@ -73,7 +73,14 @@ def _plain_array(f: Any, v: Any, layouts: Mapping[str, Any] | None) -> Any:
         return _text(v) if f.elem_kind == "char" else bytes(v).hex()
     if f.elem_kind in ("struct", "union"):
         inner = (layouts or {}).get(f.elem)
-        return _nested(v, lambda x: plain(x, inner, layouts))
+        done: dict[int, Any] = {}  # the decoders share one value among identical elements: convert it once
+
+        def element(x: Any) -> Any:
+            found = done.get(id(x))
+            if found is None:
+                found = done[id(x)] = plain(x, inner, layouts)
+            return found
+        return _nested(v, element)
     if f.elem_kind == "float":
         size = f.size // f.count if f.count else 4
         return _nested(v, lambda x: _float(x, size))

@@ -31,9 +31,11 @@
  * into an environment that lacks them.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -572,7 +574,7 @@ static size_t argv_text(struct shim_thread *t, char *out, size_t cap, char *cons
 	for (i = 0; argv && have < cap; i++) {
 		uint64_t p;
 		long n;
-		if (shim_read(t, &p, (uint64_t)(uintptr_t)&argv[i], sizeof(p)) != 0 || p == 0)
+		if (shim_read(t, &p, (uint64_t)(uintptr_t)&argv[i], sizeof(p)) < 0 || p == 0)
 			break;
 		n = shim_read_str(t, out + have, p, cap - have);
 		if (n < 0)
@@ -608,8 +610,10 @@ static void exec_record(uint8_t phase, uint64_t call_id, int64_t ret, const char
 		long n = shim_read_str(t, work, (uint64_t)(uintptr_t)path, PATH_MAX);
 		if (n >= 0)
 			rec_add_local(&r, RMT_BUF_PATH, RMT_WHEN_ONCE, 0, work, (size_t)n);
-		else
-			rec_add_user(&r, RMT_BUF_PATH, RMT_WHEN_ONCE, 0, (uint64_t)(uintptr_t)path, 1, NULL);
+		else {
+			struct shim_view unreadable;
+			rec_add_user(&r, RMT_BUF_PATH, RMT_WHEN_ONCE, 0, (uint64_t)(uintptr_t)path, 1, &unreadable);
+		}
 	}
 	if (argv_blob)
 		rec_add_local(&r, RMT_BUF_TEXT, RMT_WHEN_ONCE, 0, argv_blob, argv_len);
@@ -760,6 +764,100 @@ SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file, const void *actions, 
 			     char *const argv[], char *const envp[])
 {
 	SPAWN_BODY(posix_spawnp, pid, file, actions, attr, argv, envp);
+}
+
+/* ---------------------------------------------------------------- signals
+ *
+ * SIGSEGV and SIGBUS are the shim's own once it records (shim_mem.c: a fault
+ * in its copy of the program's memory becomes an unreadable buffer); the
+ * program's handlers for them are kept and chained to, and it reads back what
+ * it set.  The masks are followed so that a thread blocking them reads the
+ * slow way, never faulting with the signal blocked. */
+
+SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	(void)RESOLVED(sigaction);
+	return shim_sigaction(sig, act, old);
+}
+
+SHIM_EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	return sigaction(sig, act, old);
+}
+
+/* signal() and its aliases, for the two signals the shim keeps: BSD semantics, as glibc's. */
+static sighandler_t guarded_signal(int sig, sighandler_t handler, int flags)
+{
+	struct sigaction act, old;
+
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = handler;
+	act.sa_flags = flags;
+	sigemptyset(&act.sa_mask);
+	if (!(flags & SA_NODEFER))
+		sigaddset(&act.sa_mask, sig);
+	if (shim_sigaction(sig, &act, &old) != 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+SHIM_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+	if (sig == SIGSEGV || sig == SIGBUS)
+		return guarded_signal(sig, handler, SA_RESTART);
+	return RESOLVED(signal)(sig, handler);
+}
+
+SHIM_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
+{
+	return signal(sig, handler);
+}
+
+SHIM_EXPORT sighandler_t ssignal(int sig, sighandler_t handler)
+{
+	return signal(sig, handler);
+}
+
+SHIM_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
+{
+	static sighandler_t (*real)(int, sighandler_t);
+	if (sig == SIGSEGV || sig == SIGBUS)
+		return guarded_signal(sig, handler, SA_RESETHAND | SA_NODEFER);
+	if (!real)
+		real = (sighandler_t(*)(int, sighandler_t))dlsym(RTLD_NEXT, "sysv_signal");
+	return real ? real(sig, handler) : SIG_ERR;
+}
+
+/* sigprocmask and pthread_sigmask: the real call, then note whether SIGSEGV or SIGBUS is blocked now. */
+static int mask_call(int (*real)(int, const sigset_t *, sigset_t *), int how, const sigset_t *set, sigset_t *old)
+{
+	static const int guarded[] = { SIGSEGV, SIGBUS };
+	sigset_t before, now;
+	int ret = real(how, set, &before);
+
+	if (ret != 0)
+		return ret;
+	if (old)
+		*old = before;
+	sigemptyset(&now);
+	for (size_t i = 0; i < sizeof(guarded) / sizeof(guarded[0]); i++) {
+		int sig = guarded[i], was = sigismember(&before, sig) == 1, in = set && sigismember(set, sig) == 1;
+		int blocked = !set ? was : how == SIG_SETMASK ? in : how == SIG_BLOCK ? (was || in) : (was && !in);
+		if (blocked)
+			sigaddset(&now, sig);
+	}
+	shim_mask_changed(&now);
+	return 0;
+}
+
+SHIM_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	return mask_call(RESOLVED(sigprocmask), how, set, old);
+}
+
+SHIM_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	return mask_call(RESOLVED(pthread_sigmask), how, set, old);
 }
 
 /* ---------------------------------------------------------------- exit */

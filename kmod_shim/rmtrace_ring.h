@@ -56,6 +56,10 @@
  * data_size / 2 has its buffers cut to fit (trunc_big).  Every counter is
  * written only by the ring's producer (relaxed atomic stores), so the
  * consumer reads whole values.
+ *
+ * The producer builds each record in place at head (nothing is visible
+ * before the store-release of head), so the bytes between head and the
+ * room it reserved may hold a record half written: never read them.
  */
 #ifndef RMTRACE_RING_H
 #define RMTRACE_RING_H
@@ -65,7 +69,7 @@
 /* ------------------------------------------------------------------ rings */
 
 #define RMT_RING_MAGIC    0x474e5252u /* "RRNG" */
-#define RMT_RING_VERSION  1
+#define RMT_RING_VERSION  2
 #define RMT_RING_CTL_SIZE 4096u       /* the data area starts one page in */
 #define RMT_RING_MIN_SIZE 4096u       /* smallest data area (a power of two) */
 
@@ -98,6 +102,12 @@ struct rmt_ring_ctl {
 	/* Consumer's cache line. */
 	uint64_t tail;          /* bytes ever consumed (store-release)            */
 	uint8_t  reserved2[56];
+	/* How the producer read the program's buffers (its own line: written on
+	 * every read, read by the recorder only when the ring retires). */
+	uint64_t read_copy;       /* by the fault-tolerant copy (no system call)   */
+	uint64_t read_syscall;    /* by process_vm_readv: the thread blocked faults */
+	uint64_t read_unreadable; /* a bad pointer: the buffer is UNREADABLE       */
+	uint64_t reserved3[5];
 };
 
 /* ---------------------------------------------------------- session control */

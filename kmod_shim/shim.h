@@ -5,7 +5,7 @@
  *   interposer.c    the hooked libc entry points and process start
  *   shim_state.c    process and thread state: init, fork detection, rings
  *   shim_mem.c      reading the traced program's memory without crashing it
- *   shim_record.c   building one record and writing it into the ring
+ *   shim_record.c   building one record in place in the ring
  *   shim_ioctl.c    which buffers an RM or UVM ioctl carries
  *
  * Nothing here is exported: the library is built with -fvisibility=hidden
@@ -19,6 +19,7 @@
 #define RMTRACE_SHIM_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -83,6 +84,10 @@ struct shim_real {
 	int (*dup3)(int, int, int);
 	int (*fcntl)(int, int, ...);
 	int (*fcntl64)(int, int, ...);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+	sighandler_t (*signal)(int, sighandler_t);
+	int (*sigprocmask)(int, const sigset_t *, sigset_t *);
+	int (*pthread_sigmask)(int, const sigset_t *, sigset_t *);
 	void *(*mmap)(void *, size_t, int, int, int, off_t);
 	void *(*mmap64)(void *, size_t, int, int, int, off_t);
 	int (*munmap)(void *, size_t);
@@ -135,6 +140,8 @@ uint64_t shim_next_call_id(void);
 uint64_t shim_now(void);
 
 /* ------------------------------------------------------- thread state */
+enum shim_faults { FAULTS_UNKNOWN = 0, FAULTS_DELIVERED = 1, FAULTS_BLOCKED = 2 };
+
 struct shim_thread {
 	struct rmt_ring_ctl *ctl;
 	uint8_t *data;
@@ -142,12 +149,17 @@ struct shim_thread {
 	uint64_t head;          /* our copy of ctl->head                     */
 	uint64_t tail_seen;     /* ctl->tail when last loaded (it only grows) */
 	uint64_t gen;           /* shim_proc.gen the ring was made under     */
-	uint8_t *scratch;       /* max_record bytes: a record being built    */
-	uintptr_t stack_lo, stack_hi;
+	uint64_t ids_next;      /* call ids handed out by this thread:       */
+	uint64_t ids_end;       /*   [ids_next, ids_end) of image ids_gen     */
+	uint64_t ids_gen;
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
 	int broken;             /* no ring could be made under gen           */
+	int faults;             /* enum shim_faults: SIGSEGV/SIGBUS blocked? */
 };
+
+/* The calling thread's state (its ring may not exist yet). */
+struct shim_thread *shim_self_thread(void);
 
 /* The calling thread's state with a usable ring, or NULL (inactive, no
  * ring, recording stopped).  Sets t->busy; release with shim_leave. */
@@ -156,33 +168,31 @@ void shim_leave(struct shim_thread *t);
 
 /* ------------------------------------------------------- the ring */
 int ring_reserve(struct shim_thread *t, uint32_t size);
-void ring_write(struct shim_thread *t, uint64_t *pos, const void *src, size_t n);
-void ring_zero(struct shim_thread *t, uint64_t *pos, size_t n);
+void ring_write(struct shim_thread *t, uint64_t pos, const void *src, size_t n);
 void ring_commit(struct shim_thread *t, uint64_t pos);
 void ring_count(uint64_t *counter);
 
 /* ------------------------------------------------------- program memory */
-/* Copy n bytes from the program's address addr; 0 on success, -1 when any
- * of it is unreadable (nothing faults). */
+enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1 };
+
+/* Copy n bytes from the program's address addr: the path that read them
+ * (enum shim_read_path), or -1 when any of it is unreadable (nothing faults). */
 int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
 /* A NUL-terminated string at addr into dst (at most cap bytes, NUL kept);
  * returns its length, or -1 when unreadable. */
 long shim_read_str(struct shim_thread *t, char *dst, uint64_t addr, size_t cap);
+/* Install the SIGSEGV/SIGBUS handler that turns a fault in the shim's own
+ * copy into an unreadable buffer and chains every other fault. */
+void shim_guard_install(void);
+/* The program's sigaction, as the shim applies it (see shim_mem.c). */
+int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/* After the program changed this thread's signal mask to *now. */
+void shim_mask_changed(const sigset_t *now);
 
 /* ------------------------------------------------------- records */
 #define SHIM_MAX_BUFS 24
 
-struct shim_buf {
-	uint16_t role;
-	uint8_t when;
-	uint8_t flags;
-	uint32_t len;
-	uint64_t addr;
-	uint32_t orig_len;
-	uint32_t slot;
-	const uint8_t *data;
-};
-
+/* A record being built in place: its bytes start at t->head, not yet published. */
 struct shim_rec {
 	struct shim_thread *t;
 	uint16_t source;
@@ -195,22 +205,28 @@ struct shim_rec {
 	uint64_t call_id;
 	uint64_t time_ns;
 	uint16_t nbufs;
-	uint32_t size;          /* encoded bytes so far            */
-	uint32_t used;          /* scratch bytes used              */
-	int cut;                /* trunc_big counted for this one  */
-	struct shim_buf buf[SHIM_MAX_BUFS];
+	uint32_t size;          /* bytes written so far, header included */
+	int cut;                /* trunc_big counted for this one        */
+	int dropped;            /* no room (lossy, stopped): not emitted */
+};
+
+/* A buffer's captured bytes, where they lie in the ring. */
+struct shim_view {
+	uint64_t pos;
+	uint32_t len;
 };
 
 void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_t phase, uint32_t op,
 	      int fd, uint64_t call_id);
-/* Add a buffer from our own memory; returns its copy or NULL. */
-const uint8_t *rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot,
-			     const void *src, uint64_t n);
-/* Add a buffer read from the program; returns the bytes captured (their
- * count in *got) or NULL when nothing was (unreadable, empty). */
-const uint8_t *rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot,
-			    uint64_t addr, uint64_t n, uint32_t *got);
-/* Write the record into the ring: 0, or -1 when dropped (lossy, stopped). */
+/* Add a buffer from our own memory; 0, or -1 when it could not be added. */
+int rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, const void *src, uint64_t n);
+/* Add a buffer read from the program: 0 with its captured bytes in *view,
+ * or -1 when nothing was captured (unreadable, empty, no room). */
+int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
+		 struct shim_view *view);
+/* n (<= 8) little-endian bytes at off of a captured buffer; 0 outside it. */
+uint64_t view_load(const struct shim_rec *r, const struct shim_view *v, uint32_t off, unsigned n);
+/* Publish the record: 0, or -1 when dropped (lossy, stopped). */
 int rec_emit(struct shim_rec *r);
 
 /* ------------------------------------------------------- ioctl capture */

@@ -61,13 +61,6 @@ static const struct esc_rule {
 	{ NV_ESC_IOCTL_XFER_CMD, 16,  8, XFER_SIZE,   RMT_BUF_XFER,         1 }, /* the inner argument        */
 };
 
-static uint64_t load_le(const uint8_t *p, unsigned n)
-{
-	uint64_t v = 0;
-	memcpy(&v, p, n); /* little-endian host */
-	return v;
-}
-
 static void plan_add(struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot, uint64_t addr, uint64_t len)
 {
 	if (p->n >= SHIM_MAX_PLAN)
@@ -80,12 +73,12 @@ static void plan_add(struct shim_plan *p, uint16_t role, uint8_t after, uint32_t
 	p->n++;
 }
 
-/* Read one buffer before the call and remember it for the exit. */
-static const uint8_t *take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
-			   uint64_t addr, uint64_t len, uint32_t *got)
+/* Read one buffer before the call and remember it for the exit; 0 when its bytes are in *v. */
+static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
+		uint64_t addr, uint64_t len, struct shim_view *v)
 {
 	plan_add(p, role, after, slot, addr, len);
-	return rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, got);
+	return rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
 }
 
 /* The row of a capture-table array (sorted by a leading u32 key) whose key is key; NULL if none. */
@@ -127,9 +120,9 @@ static uint32_t class_params_size(uint32_t cls)
 	return c ? c->size : 0;
 }
 
-/* The arrays that params (len bytes, already captured) point to. */
-static void take_nested(struct shim_rec *r, struct shim_plan *p, const uint8_t *params, uint32_t len,
-			uint32_t first, uint32_t n)
+/* The arrays that params (captured, in the ring) point to. */
+static void take_nested(struct shim_rec *r, struct shim_plan *p, const struct shim_view *params, uint32_t first,
+			uint32_t n)
 {
 	uint32_t i;
 
@@ -137,64 +130,62 @@ static void take_nested(struct shim_rec *r, struct shim_plan *p, const uint8_t *
 		return;
 	for (i = 0; i < n; i++) {
 		const struct rmt_ctab_ptr *f = &shim_proc.ptr[first + i];
+		struct shim_view nested;
 		uint64_t addr, count;
 
-		if ((uint64_t)f->offset + 8 > len)
+		if ((uint64_t)f->offset + 8 > params->len)
 			continue;
-		addr = load_le(params + f->offset, 8);
+		addr = view_load(r, params, f->offset, 8);
 		if (f->fixed_count) {
 			count = f->fixed_count;
 		} else {
-			if (f->count_size == 0 || f->count_size > 8 || (uint64_t)f->count_offset + f->count_size > len)
+			if (f->count_size == 0 || f->count_size > 8 || (uint64_t)f->count_offset + f->count_size > params->len)
 				continue;
-			count = load_le(params + f->count_offset, f->count_size);
+			count = view_load(r, params, f->count_offset, f->count_size);
 		}
 		if (addr == 0 || count == 0 || f->elem_size == 0)
 			continue;
 		if (count > UINT32_MAX / f->elem_size)
 			count = UINT32_MAX / f->elem_size; /* rec_add_user caps it further */
-		take(r, p, RMT_BUF_NESTED, 1, i, addr, count * f->elem_size, NULL);
+		take(r, p, RMT_BUF_NESTED, 1, i, addr, count * f->elem_size, &nested);
 	}
 }
 
-/* The buffers an RM escape's argument (arg, len bytes captured) points to. */
-static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const uint8_t *arg, uint32_t len,
-		    int inner)
+/* The buffers an RM escape's argument (captured, in the ring) points to. */
+static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const struct shim_view *arg, int inner)
 {
 	size_t i;
 
 	for (i = 0; i < sizeof(esc_rules) / sizeof(esc_rules[0]); i++) {
 		const struct esc_rule *e = &esc_rules[i];
 		uint64_t addr, size;
-		const uint8_t *got_data;
-		uint32_t got;
+		struct shim_view got;
 
-		if (e->nr != nr || e->arg_size != len)
+		if (e->nr != nr || e->arg_size != arg->len)
 			continue;
-		addr = load_le(arg + e->ptr_off, 8);
+		addr = view_load(r, arg, e->ptr_off, 8);
 		if (e->size_off == SIZE_RIGHTS)
 			size = shim_proc.rights_size;
 		else if (e->size_off & SIZE_CLASS) {
-			size = class_params_size((uint32_t)load_le(arg + NVOS21_CLASS, 4));
+			size = class_params_size((uint32_t)view_load(r, arg, NVOS21_CLASS, 4));
 			if (size == 0) /* a class the profile lacks: trust the argument */
-				size = load_le(arg + (e->size_off & ~SIZE_CLASS), 4);
+				size = view_load(r, arg, e->size_off & ~SIZE_CLASS, 4);
 		} else
-			size = load_le(arg + e->size_off, 4);
+			size = view_load(r, arg, e->size_off, 4);
 		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied, and
 		 * NULL alloc params, whose size the class implies (RM allows NULL where they are optional).
 		 * NULL with a size the caller gave is a bad pointer the driver will refuse: UNREADABLE. */
 		if (addr == 0 && (size == 0 || e->size_off == SIZE_RIGHTS || (e->size_off & SIZE_CLASS)))
 			continue;
-		got_data = take(r, p, e->role, e->after, 0, addr, size, &got);
-		if (!got_data)
+		if (take(r, p, e->role, e->after, 0, addr, size, &got) != 0)
 			continue;
-		if (e->role == RMT_BUF_PARAMS && !(load_le(arg + NVOS54_FLAGS, 4) & NVOS54_FLAGS_FINN_SERIALIZED)) {
-			const struct rmt_ctab_ctrl *c = find_ctrl((uint32_t)load_le(arg + NVOS54_CMD, 4));
+		if (e->role == RMT_BUF_PARAMS && !(view_load(r, arg, NVOS54_FLAGS, 4) & NVOS54_FLAGS_FINN_SERIALIZED)) {
+			const struct rmt_ctab_ctrl *c = find_ctrl((uint32_t)view_load(r, arg, NVOS54_CMD, 4));
 			if (c)
-				take_nested(r, p, got_data, got, c->first_ptr, c->n_ptr);
+				take_nested(r, p, &got, c->first_ptr, c->n_ptr);
 		}
 		if (e->role == RMT_BUF_XFER && !inner)
-			take_rm(r, p, (uint32_t)load_le(arg + XFER_CMD, 4), got_data, got, 1);
+			take_rm(r, p, (uint32_t)view_load(r, arg, XFER_CMD, 4), &got, 1);
 	}
 }
 
@@ -205,29 +196,27 @@ uint32_t ioctl_op(unsigned kind, unsigned long req)
 
 void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req, uint64_t arg)
 {
-	const uint8_t *data;
-	uint32_t got;
+	struct shim_view data;
 
 	p->n = 0;
 	if (kind_is_uvm(kind)) {
 		const struct rmt_ctab_uvm *u = find_uvm((uint32_t)req);
 		if (!u)
 			return; /* a command this driver profile does not know: op alone */
-		data = take(r, p, RMT_BUF_ARG, 1, 0, arg, u->size, &got);
-		if (data && u->n_ptr)
-			take_nested(r, p, data, got, u->first_ptr, u->n_ptr);
+		if (take(r, p, RMT_BUF_ARG, 1, 0, arg, u->size, &data) == 0 && u->n_ptr)
+			take_nested(r, p, &data, u->first_ptr, u->n_ptr);
 		return;
 	}
-	data = take(r, p, RMT_BUF_ARG, 1, 0, arg, _IOC_SIZE(req), &got);
-	if (data && got == _IOC_SIZE(req))
-		take_rm(r, p, (uint32_t)_IOC_NR(req), data, got, 0);
+	if (take(r, p, RMT_BUF_ARG, 1, 0, arg, _IOC_SIZE(req), &data) == 0 && data.len == _IOC_SIZE(req))
+		take_rm(r, p, (uint32_t)_IOC_NR(req), &data, 0);
 }
 
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p)
 {
+	struct shim_view ignored;
 	int i;
 	for (i = 0; i < p->n; i++)
 		if (p->item[i].after)
 			rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr,
-				     p->item[i].len, NULL);
+				     p->item[i].len, &ignored);
 }

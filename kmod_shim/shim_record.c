@@ -1,12 +1,15 @@
 /*
- * shim_record.c: building one record and writing it into the thread's ring.
+ * shim_record.c: building one record in place in the thread's ring.
  *
- * A record is assembled in the thread's scratch area (buffers read from the
- * program land there first, so a pointer found inside one can be followed),
- * then copied into the ring in one reservation and published by one
- * store-release of head (the pairing is tabled in rmtrace_ring.h).  A record
- * never exceeds max_record = ring_size / 2; buffers that would are cut
- * (TRUNCATED) and counted in trunc_big.
+ * A record is written straight into the ring at head as its buffers are
+ * read: each buffer's bytes are copied from the program into the ring (a
+ * pointer inside one is then read back from there, shim_view), its
+ * struct rmt_buffer is put before them, and the struct rmt_record header goes
+ * first once the size is known; one store-release of head publishes it (the
+ * pairing is tabled in rmtrace_ring.h).  Room is reserved as the record
+ * grows, so nothing is copied twice.  A record never exceeds max_record =
+ * ring_size / 2; buffers that would are cut (TRUNCATED) and counted in
+ * trunc_big.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -96,27 +99,66 @@ int ring_reserve(struct shim_thread *t, uint32_t size)
 	return -1;
 }
 
-void ring_write(struct shim_thread *t, uint64_t *pos, const void *src, size_t n)
+/* The two pieces of n ring bytes at never-wrapped position pos. */
+static size_t ring_split(const struct shim_thread *t, uint64_t pos, size_t n, uint8_t **first)
 {
-	size_t off = (size_t)(*pos & t->mask), first = t->mask + 1 - off;
-	if (first > n)
-		first = n;
-	memcpy(t->data + off, src, first);
-	if (n > first)
-		memcpy(t->data, (const uint8_t *)src + first, n - first);
-	*pos += n;
+	size_t off = (size_t)(pos & t->mask), room = t->mask + 1 - off;
+	*first = t->data + off;
+	return room < n ? room : n;
 }
 
-void ring_zero(struct shim_thread *t, uint64_t *pos, size_t n)
+void ring_write(struct shim_thread *t, uint64_t pos, const void *src, size_t n)
+{
+	uint8_t *dst;
+	size_t first = ring_split(t, pos, n, &dst);
+	memcpy(dst, src, first);
+	if (n > first)
+		memcpy(t->data, (const uint8_t *)src + first, n - first);
+}
+
+static void ring_read(const struct shim_thread *t, uint64_t pos, void *dst, size_t n)
+{
+	uint8_t *src;
+	size_t first = ring_split(t, pos, n, &src);
+	memcpy(dst, src, first);
+	if (n > first)
+		memcpy((uint8_t *)dst + first, t->data, n - first);
+}
+
+static void ring_zero(struct shim_thread *t, uint64_t pos, size_t n)
 {
 	static const uint8_t zeros[8];
 	ring_write(t, pos, zeros, n);
+}
+
+/* n bytes of the program's memory at addr into the ring at pos: the read path used, or -1. */
+static int ring_read_user(struct shim_thread *t, uint64_t pos, uint64_t addr, size_t n)
+{
+	uint8_t *dst;
+	size_t first = ring_split(t, pos, n, &dst);
+	int how = shim_read(t, dst, addr, first);
+	if (how >= 0 && n > first) {
+		int rest = shim_read(t, t->data, addr + first, n - first);
+		how = rest < 0 ? rest : how > rest ? how : rest;
+	}
+	return how;
 }
 
 void ring_commit(struct shim_thread *t, uint64_t pos)
 {
 	t->head = pos;
 	__atomic_store_n(&t->ctl->head, pos, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------------ views */
+
+uint64_t view_load(const struct shim_rec *r, const struct shim_view *v, uint32_t off, unsigned n)
+{
+	uint64_t value = 0;
+	if (off > v->len || n > v->len - off || n > sizeof(value))
+		return 0;
+	ring_read(r->t, v->pos + off, &value, n); /* little-endian host */
+	return value;
 }
 
 /* ------------------------------------------------------------------ records */
@@ -136,33 +178,32 @@ void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_
 	r->time_ns = 0;
 	r->nbufs = 0;
 	r->size = sizeof(struct rmt_record);
-	r->used = 0;
 	r->cut = 0;
+	r->dropped = 0;
 }
 
-/* A new buffer slot and how many of n bytes fit in it (0 when none). */
-static struct shim_buf *rec_slot(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
-				 uint64_t n, uint32_t *take)
+/* Ring room for the record so far plus extra bytes; 0, or -1 (the record is dropped). */
+static int rec_room(struct shim_rec *r, uint32_t extra)
 {
-	struct shim_buf *b;
+	if (!r->dropped && ring_reserve(r->t, r->size + extra) != 0)
+		r->dropped = 1;
+	return r->dropped ? -1 : 0;
+}
+
+/* A new buffer for n bytes: how many it takes (*take, cut to the limits); 0, or -1 when it cannot be
+ * added at all (too many buffers, the record at its limit, no room in the ring). */
+static int rec_open(struct shim_rec *r, uint64_t n, uint32_t *take)
+{
 	uint64_t room, want = n;
 
 	*take = 0;
+	if (r->dropped)
+		return -1;
 	if (r->nbufs >= SHIM_MAX_BUFS || r->size + sizeof(struct rmt_buffer) > shim_proc.max_record) {
 		r->flags |= RMT_RF_TRUNCATED;
-		return NULL;
+		return -1;
 	}
-	b = &r->buf[r->nbufs++];
-	b->role = role;
-	b->when = when;
-	b->flags = 0;
-	b->len = 0;
-	b->addr = addr;
-	b->orig_len = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-	b->slot = slot;
-	b->data = NULL;
-	r->size += sizeof(struct rmt_buffer);
-	room = (shim_proc.max_record - r->size) & ~7ull;
+	room = (shim_proc.max_record - r->size - sizeof(struct rmt_buffer)) & ~7ull;
 	if (want > shim_proc.max_buffer)
 		want = shim_proc.max_buffer;
 	if (want > room) {
@@ -172,64 +213,81 @@ static struct shim_buf *rec_slot(struct shim_rec *r, uint16_t role, uint8_t when
 			ring_count(&r->t->ctl->trunc_big);
 		}
 	}
-	if (want < n) {
-		b->flags |= RMT_BF_TRUNCATED;
-		r->flags |= RMT_RF_TRUNCATED;
-	}
 	*take = (uint32_t)want;
-	return b;
+	return rec_room(r, (uint32_t)sizeof(struct rmt_buffer) + ALIGN8(*take));
 }
 
-static const uint8_t *rec_fill(struct shim_rec *r, struct shim_buf *b, uint32_t take)
+/* Where the data of the buffer being added goes. */
+static uint64_t rec_data_pos(const struct shim_rec *r)
 {
-	b->len = take;
-	b->data = r->t->scratch + r->used;
-	r->used += ALIGN8(take);
-	r->size += ALIGN8(take);
-	return b->data;
+	return r->t->head + r->size + sizeof(struct rmt_buffer);
 }
 
-const uint8_t *rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, const void *src,
-			     uint64_t n)
+/* The buffer's header (and padding) after its data is in place; the record grows by it. */
+static struct shim_view rec_close(struct shim_rec *r, uint16_t role, uint8_t when, uint8_t flags, uint32_t len,
+				  uint64_t addr, uint64_t n, uint32_t slot)
 {
-	uint32_t take;
-	struct shim_buf *b = rec_slot(r, role, when, slot, 0, n, &take);
-	if (!b || take == 0)
-		return NULL;
-	memcpy(r->t->scratch + r->used, src, take);
-	return rec_fill(r, b, take);
-}
+	uint64_t at = r->t->head + r->size;
+	struct rmt_buffer bh = { role, when, flags, len, addr, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, slot };
+	struct shim_view v = { at + sizeof(bh), len };
 
-const uint8_t *rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
-			    uint64_t n, uint32_t *got)
-{
-	uint32_t take;
-	struct shim_buf *b = rec_slot(r, role, when, slot, addr, n, &take);
-
-	if (got)
-		*got = 0;
-	if (!b || n == 0)
-		return NULL;
-	if (addr == 0 || (take && shim_read(r->t, r->t->scratch + r->used, addr, take) != 0)) {
-		b->flags |= RMT_BF_UNREADABLE;
+	if (flags & RMT_BF_TRUNCATED)
+		r->flags |= RMT_RF_TRUNCATED;
+	if (flags & RMT_BF_UNREADABLE)
 		r->flags |= RMT_RF_UNREADABLE;
-		return NULL;
+	ring_write(r->t, at, &bh, sizeof(bh));
+	if (ALIGN8(len) > len)
+		ring_zero(r->t, v.pos + len, ALIGN8(len) - len);
+	r->size += (uint32_t)sizeof(bh) + ALIGN8(len);
+	r->nbufs++;
+	return v;
+}
+
+int rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, const void *src, uint64_t n)
+{
+	uint32_t take;
+
+	if (rec_open(r, n, &take) != 0)
+		return -1;
+	ring_write(r->t, rec_data_pos(r), src, take);
+	rec_close(r, role, when, take < n ? RMT_BF_TRUNCATED : 0, take, 0, n, slot);
+	return 0;
+}
+
+int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
+		 struct shim_view *view)
+{
+	struct shim_thread *t = r->t;
+	uint8_t flags;
+	uint32_t take;
+	int how;
+
+	view->len = 0;
+	if (rec_open(r, n, &take) != 0)
+		return -1;
+	flags = take < n ? RMT_BF_TRUNCATED : 0;
+	if (n == 0) {
+		*view = rec_close(r, role, when, flags, 0, addr, n, slot); /* an empty buffer, as the program gave it */
+		return -1;
 	}
-	if (take == 0)
-		return NULL;
-	if (got)
-		*got = take;
-	return rec_fill(r, b, take);
+	how = addr == 0 ? -1 : take ? ring_read_user(t, rec_data_pos(r), addr, take) : SHIM_READ_COPY;
+	if (how < 0) {
+		ring_count(&t->ctl->read_unreadable);
+		*view = rec_close(r, role, when, flags | RMT_BF_UNREADABLE, 0, addr, n, slot);
+		return -1;
+	}
+	if (take)
+		ring_count(how == SHIM_READ_COPY ? &t->ctl->read_copy : &t->ctl->read_syscall);
+	*view = rec_close(r, role, when, flags, take, addr, n, slot);
+	return take ? 0 : -1;
 }
 
 int rec_emit(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 	struct rmt_record h;
-	uint64_t pos;
-	uint16_t i;
 
-	if (ring_reserve(t, r->size) != 0)
+	if (rec_room(r, 0) != 0)
 		return -1;
 	memset(&h, 0, sizeof(h));
 	h.magic = RMT_RECORD_MAGIC;
@@ -248,17 +306,7 @@ int rec_emit(struct shim_rec *r)
 	h.ret = r->ret;
 	h.err = r->err;
 	h.nbufs = r->nbufs;
-	pos = t->head;
-	ring_write(t, &pos, &h, sizeof(h));
-	for (i = 0; i < r->nbufs; i++) {
-		const struct shim_buf *b = &r->buf[i];
-		struct rmt_buffer bh = { b->role, b->when, b->flags, b->len, b->addr, b->orig_len, b->slot };
-		ring_write(t, &pos, &bh, sizeof(bh));
-		if (b->len) {
-			ring_write(t, &pos, b->data, b->len);
-			ring_zero(t, &pos, ALIGN8(b->len) - b->len);
-		}
-	}
-	ring_commit(t, pos);
+	ring_write(t, t->head, &h, sizeof(h));
+	ring_commit(t, t->head + r->size);
 	return 0;
 }

@@ -67,6 +67,10 @@ void shim_resolve(void)
 	RESOLVE(dup3, "dup3");
 	RESOLVE(fcntl, "fcntl");
 	RESOLVE(fcntl64, "fcntl64");
+	RESOLVE(sigaction, "sigaction");
+	RESOLVE(signal, "signal");
+	RESOLVE(sigprocmask, "sigprocmask");
+	RESOLVE(pthread_sigmask, "pthread_sigmask");
 	RESOLVE(mmap, "mmap");
 	RESOLVE(mmap64, "mmap64");
 	RESOLVE(munmap, "munmap");
@@ -274,6 +278,7 @@ static void init_once_body(void)
 	pthread_key_create(&thread_key, thread_gone);
 	seed_fd_table();
 	new_image();
+	shim_guard_install();
 	shim_proc.active = 1;
 }
 
@@ -294,10 +299,27 @@ int shim_active(void)
 	return 1;
 }
 
+/* Call ids a thread takes from the process counter at a time: one atomic add per this many calls,
+ * not per call (threads calling at once would fight over its cache line). */
+#define CALL_ID_BLOCK 4096
+
 uint64_t shim_next_call_id(void)
 {
-	uint64_t n = __atomic_add_fetch(&shim_proc.calls, 1, __ATOMIC_RELAXED);
+	struct shim_thread *t = &shim_self;
+	uint64_t n;
+
+	if (unlikely(t->ids_next == t->ids_end || t->ids_gen != shim_proc.gen)) {
+		t->ids_end = __atomic_add_fetch(&shim_proc.calls, CALL_ID_BLOCK, __ATOMIC_RELAXED) + 1;
+		t->ids_next = t->ids_end - CALL_ID_BLOCK;
+		t->ids_gen = shim_proc.gen;
+	}
+	n = t->ids_next++;
 	return (shim_proc.image_id << 40) | (n & ((1ull << 40) - 1));
+}
+
+struct shim_thread *shim_self_thread(void)
+{
+	return &shim_self;
 }
 
 uint64_t shim_now(void)
@@ -309,53 +331,12 @@ uint64_t shim_now(void)
 
 /* ------------------------------------------------------------ thread rings */
 
-/* Bounds of the stack mapping holding sp, from /proc/self/maps (read with
- * plain system calls: no malloc, which may be locked by the caller). */
-static void find_stack(struct shim_thread *t)
-{
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-	char buf[8192];
-	size_t have = 0;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-
-	t->stack_lo = t->stack_hi = 0;
-	if (fd < 0)
-		return;
-	for (;;) {
-		long n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
-		char *line, *nl;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = 0;
-		line = buf;
-		while ((nl = strchr(line, '\n')) != NULL) {
-			unsigned long lo, hi;
-			*nl = 0;
-			if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= sp && sp < hi) {
-				t->stack_lo = lo;
-				t->stack_hi = hi;
-				syscall(SYS_close, fd);
-				return;
-			}
-			line = nl + 1;
-		}
-		have = (size_t)(buf + have - line);
-		memmove(buf, line, have);
-		if (have >= sizeof(buf) - 1)
-			have = 0; /* an absurd line: skip it */
-	}
-	syscall(SYS_close, fd);
-}
-
 static void ring_drop(struct shim_thread *t)
 {
 	if (t->ctl)
 		syscall(SYS_munmap, t->ctl, RMT_RING_CTL_SIZE + t->mask + 1);
-	if (t->scratch)
-		syscall(SYS_munmap, t->scratch, shim_proc.max_record);
 	t->ctl = NULL;
-	t->data = t->scratch = NULL;
+	t->data = NULL;
 }
 
 static int ring_create(struct shim_thread *t)
@@ -363,7 +344,6 @@ static int ring_create(struct shim_thread *t)
 	char path[PATH_MAX];
 	size_t total = RMT_RING_CTL_SIZE + shim_proc.ring_size;
 	struct rmt_ring_ctl *ctl;
-	void *scratch;
 	int fd;
 
 	t->tid = (uint32_t)syscall(SYS_gettid);
@@ -386,12 +366,6 @@ static int ring_create(struct shim_thread *t)
 	syscall(SYS_close, fd);
 	if ((long)ctl < 0 && (long)ctl > -4096)
 		return -1;
-	scratch = (void *)syscall(SYS_mmap, NULL, shim_proc.max_record, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if ((long)scratch < 0 && (long)scratch > -4096) {
-		syscall(SYS_munmap, ctl, total);
-		return -1;
-	}
 	ctl->version = RMT_RING_VERSION;
 	ctl->ctl_size = RMT_RING_CTL_SIZE;
 	ctl->data_size = shim_proc.ring_size;
@@ -405,8 +379,6 @@ static int ring_create(struct shim_thread *t)
 	t->mask = shim_proc.ring_size - 1;
 	t->head = 0;
 	t->tail_seen = 0;
-	t->scratch = scratch;
-	find_stack(t);
 	pthread_setspecific(thread_key, t);
 	return 0;
 }

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmtrace.replayer.messages import Difference, Message, Outcome, compare
+from rmtrace.replayer.oracle import Oracle
 from rmtrace.replayer.output import ReplayWriter, provenance
 from rmtrace.replayer.plan import Plan, PlanClient
 from rmtrace.replayer.schedules import Schedule, policy_for
@@ -60,10 +61,13 @@ class ClientResult:
     answered: int = 0
     diverged: int = 0
     """How many messages differed (the verdict names the first)."""
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    """(message index, why) of the messages the target left out (never sent, never compared)."""
 
     def summary(self) -> str:
         if self.verdict is Verdict.GREEN:
-            return f"green ({self.answered} messages)"
+            left_out = f", {len(self.skipped)} skipped" if self.skipped else ""
+            return f"green ({self.answered} messages{left_out})"
         where = f"at message {self.at.index + 1} {self.at.name}"
         if self.verdict is Verdict.DIVERGED:
             more = f" (+{self.diverged - 1} more)" if self.diverged > 1 else ""
@@ -79,7 +83,7 @@ class ClientResult:
             "recorded_seq": at.seq if at else None,
             "differences": [{"what": d.what, "expected": str(d.expected), "got": str(d.got)} for d in self.differences],
             "diverged_messages": self.diverged, "chain": self.chain, "sent": self.sent, "answered": self.answered,
-            "messages": len(self.client.messages),
+            "messages": len(self.client.messages), "skipped": len(self.skipped),
         }
 
 
@@ -92,6 +96,8 @@ class ReplayResult:
     output: str | None
     messages: int
     wall_s: float
+    notes: list[str] = field(default_factory=list)
+    """What the oracle and the target report beyond the verdicts (printed after the table)."""
 
     @property
     def exit_status(self) -> int:
@@ -167,8 +173,11 @@ class Runner:
     """One replay of a plan; see the module docstring."""
 
     def __init__(self, plan: Plan, schedule: Schedule, target: Target, *, timeout_ns: int = DEFAULT_TIMEOUT_NS,
-                 output: str | None = None, status_name: Callable[[int], str] | None = None) -> None:
+                 output: str | None = None, status_name: Callable[[int], str] | None = None,
+                 oracle: Oracle | None = None) -> None:
         self.plan = plan
+        self.oracle = oracle
+        """What an answer is checked against; None: the recording, as ``compare`` reads it."""
         self.schedule = schedule
         self.target = target
         self.timeout_ns = timeout_ns
@@ -197,16 +206,23 @@ class Runner:
         target.open(info, self.writer.raw if self.writer else None)
         try:
             try:
+                if self.oracle is not None:
+                    self.oracle.open(info)
                 self._loop()
             finally:
-                target.close()
+                try:
+                    target.close()
+                finally:
+                    if self.oracle is not None:
+                        self.oracle.close()
             self._finish()
         finally:
             if self.writer is not None:
                 self.writer.mark(MarkOp.STOP, target.now(), {"why": "replay finished", "exit_status": self._status()})
                 self.writer.close()
+        notes = (self.oracle.report() if self.oracle is not None else []) + target.report()
         return ReplayResult(self.schedule, target.name, [r.result for r in self.runs], target.counters(),
-                            self.output, self.plan.message_count, time.perf_counter() - started)
+                            self.output, self.plan.message_count, time.perf_counter() - started, notes)
 
     def _loop(self) -> None:
         target, policy = self.target, self.policy
@@ -272,11 +288,15 @@ class Runner:
         run.result.sent += 1
         target = self.target
         now = target.now()
-        if self.writer is not None:
-            if not run.started and client.argv:
-                self.writer.exec(now, client.pid, client.argv)
-            self.writer.message(msg.request, now, client.pid, client.tid(msg))
+        if self.writer is not None and not run.started and client.argv:
+            self.writer.exec(now, client.pid, client.argv)
         run.started = True
+        reason = target.skip(ticket, client, msg)
+        if reason is not None:
+            self._skipped(lane, msg, reason, now)
+            return
+        if self.writer is not None:
+            self.writer.message(msg.request, now, client.pid, client.tid(msg))
         outcome = target.submit(ticket, client, msg)
         if outcome is None:
             self.inflight[ticket] = (lane, msg, now + self.timeout_ns)
@@ -286,6 +306,19 @@ class Runner:
             if replies:
                 self._handle(replies)
         self._answered(lane, msg, outcome)
+
+    def _skipped(self, lane: _Lane, msg: Message, reason: str, now: int) -> None:
+        """A message the target leaves out: noted in the trace, counted, never compared."""
+        run = lane.run
+        lane.busy = False
+        run.busy -= 1
+        run.answered.add(msg.index)
+        run.result.sent -= 1
+        run.result.skipped.append((msg.index, reason))
+        if self.writer is not None:
+            client = run.client
+            self.writer.mark(MarkOp.NOTE, now, {"skipped": reason, "message": msg.index + 1, "name": msg.name},
+                             pid=client.pid, tid=client.tid(msg), call_id=msg.call_id)
 
     def _handle(self, replies: list[Reply]) -> None:
         for ticket, outcome in replies:
@@ -302,7 +335,10 @@ class Runner:
         result.answered += 1
         if self.writer is not None and outcome.record is not None:
             self.writer.message(outcome.record, self.target.now(), run.client.pid, run.client.tid(msg))
-        diffs = compare(msg.expect, outcome, self.status_name)
+        if self.oracle is not None:
+            diffs = self.oracle.differences(run.client, msg, outcome)
+        else:
+            diffs = compare(msg.expect, outcome, self.status_name)
         if diffs:
             result.diverged += 1
             if result.verdict is Verdict.GREEN:

@@ -106,12 +106,11 @@ class Recovery:
         parts = [f"{head}: {self.records:,} records in {self.chunks} chunks"]
         if self.salvaged:
             parts.append(f"{self.salvaged:,} of them salvaged from cut or damaged chunks")
-        if self.losses:
-            parts.append(f"{self.lost_records:,} records known lost in {len(self.losses)} place"
-                         f"{'s' if len(self.losses) != 1 else ''}")
-            parts += [loss.describe() for loss in self.losses]
+        if len(self.losses) > 1:
+            parts.append(f"{self.lost_records:,} records known lost in {len(self.losses)} places")
+        parts += [loss.describe() for loss in self.losses]
         parts += list(self.notes)
-        if self.reason:
+        if self.reason and self.torn_offset is None:
             parts.append(self.reason)
         return "; ".join(parts)
 

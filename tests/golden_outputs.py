@@ -34,6 +34,7 @@ from rmtrace import captures
 from rmtrace.analysis.diff import first_divergence, traffic_table
 from rmtrace.analysis.stats import session_stats
 from rmtrace.analysis.wedges import find_wedges
+from rmtrace.exitcodes import ExitCode
 from rmtrace.session import SessionModel, load_session
 from tests import scenarios
 
@@ -49,6 +50,8 @@ def plain(value: Any) -> Any:
     sets sorted."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, ExitCode):
+        return int(value)  # the number is the contract (docs/exit-codes.md), not the name
     if isinstance(value, enum.Enum):
         return value.value if isinstance(value, str) else value.name
     if isinstance(value, bytes):

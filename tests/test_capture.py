@@ -279,6 +279,29 @@ def test_bad_pointers_are_flagged_not_fatal(programs, devdir, tmp_path):
     (alloc, alloc_exit), = calls(records, Source.RM, RM_ALLOC)
     assert alloc.buffer(Role.ALLOC_PARAMS).flags & BufferFlag.UNREADABLE
     assert u32(alloc_exit.buffer(Role.ARG, When.AFTER).data, 28) == NV_ERR_INVALID_ADDRESS
+    reads = text(marks(records, MarkOp.STOP)[0])["buffer_reads"]
+    # every read by the copy, none by a system call; the bad ones before and after each call
+    assert reads["copy"] > 0 and reads["syscall"] == 0 and reads["unreadable"] == 6, reads
+
+
+def test_the_programs_own_fault_handlers_are_kept(programs, devdir, tmp_path):
+    """A program with SIGSEGV/SIGBUS handlers of its own: the shim's faults never reach them, the
+    program's own faults do, it reads back what it set; a thread blocking every signal, and a
+    handler whose mask blocks them, still get their bad pointers answered, not a crash."""
+    rc, stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "signals")
+    assert rc == 0 and "signals ok" in stdout, stderr
+    records = checked(out)
+    reads = text(marks(records, MarkOp.STOP)[0])["buffer_reads"]
+    assert reads["syscall"] >= 3 and reads["unreadable"] >= 4, reads  # the blocked thread read the slow way
+    statuses = [u32(x.buffer(Role.ARG, When.AFTER).data, 28) for _, x in calls(records, Source.RM, RM_CONTROL)]
+    assert statuses.count(NV_ERR_INVALID_ADDRESS) == 4
+
+
+def test_a_fault_with_no_handler_still_kills_the_program(programs, devdir, tmp_path):
+    rc, _stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "segv")
+    assert rc == 128 + signal.SIGSEGV, stderr
+    died = [r for r in checked(out) if r.source == Source.SYS and r.op == SysOp.EXIT]
+    assert died and died[-1].ret == -signal.SIGSEGV
 
 
 def test_tiny_ring_is_lossless(programs, devdir, tmp_path):

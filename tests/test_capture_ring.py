@@ -20,7 +20,8 @@ def make_ring(path, head=0, tail=0, magic=RING_MAGIC, data_size=DATA, state=Ring
     ctl = RingControl.build(dict(magic=magic, version=RING_VERSION, ctl_size=RING_CTL_SIZE, data_size=data_size,
                                  pid=11, tid=12, image_id=3, flags=0, state=state, reserved0=bytes(24), head=head,
                                  lost_full=1, lost_nested=2, lost_stopped=3, trunc_big=4, waits=5, wait_ns=6,
-                                 reserved1=0, tail=tail, reserved2=bytes(56)))
+                                 reserved1=0, tail=tail, reserved2=bytes(56), read_copy=7, read_syscall=8,
+                                 read_unreadable=9, reserved3=[0] * 5))
     path.write_bytes(ctl + bytes(RING_CTL_SIZE - len(ctl) + data_size))
     return path
 
@@ -57,7 +58,8 @@ def test_drain_reads_records_across_the_end_and_moves_tail(tmp_path):
     set_u64(path, "head", pos)
     assert ring.drain() == records
     assert RING["tail"].get(path.read_bytes()) == pos
-    assert ring.counters() == dict(lost_full=1, lost_nested=2, lost_stopped=3, trunc_big=4, waits=5, wait_ns=6)
+    assert ring.counters() == dict(lost_full=1, lost_nested=2, lost_stopped=3, trunc_big=4, waits=5, wait_ns=6,
+                                   read_copy=7, read_syscall=8, read_unreadable=9)
     assert (ring.pid, ring.tid, ring.image_id, ring.closed, ring.broken) == (11, 12, 3, False, None)
     ring.close()
 

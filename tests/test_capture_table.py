@@ -71,3 +71,22 @@ def test_decode_refuses_garbage():
     data = bytearray(ctab.encode(ctab.table_from_profile(small_profile())))
     with pytest.raises(RmtraceError):
         ctab.decode(bytes(data[:-4]))
+
+
+def test_the_recorder_takes_its_table_from_the_cache_the_second_time(tmp_path, monkeypatch):
+    from rmtrace.capture import recorder
+    monkeypatch.setenv("RMTRACE_CACHE_DIR", str(tmp_path))
+    first = recorder.capture_table("580.159.04", 1 << 16, True)
+    assert first[1] == "580.142" and "nearest" in first[2] and first[0].ring_size == 1 << 16 and first[0].lossy
+
+    def no_profile(_version):
+        raise AssertionError("the profile was loaded again")
+    monkeypatch.setattr(recorder, "select_capture_profile", no_profile)
+    again = recorder.capture_table("580.159.04", 1 << 20, False)
+    assert again[1:] == first[1:] and again[0].ring_size == 1 << 20 and not again[0].lossy
+    assert again[0].controls == first[0].controls and again[0].uvm == first[0].uvm
+    (entry,) = tmp_path.glob("capture-table-*.json")
+    entry.write_text("{broken")  # a damaged cache is a miss, not an error
+    monkeypatch.undo()
+    monkeypatch.setenv("RMTRACE_CACHE_DIR", str(tmp_path))
+    assert recorder.capture_table("580.159.04", 1 << 16, True)[1] == "580.142"

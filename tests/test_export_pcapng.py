@@ -111,8 +111,8 @@ def test_cli_writes_the_dissector_and_keeps_what_exists(tmp_path, capsys):
     assert (lua / "rmtrace.lua").read_text().startswith("-- Wireshark dissector for rmtrace records")
     size = out.stat().st_size
     assert main(["export", "cuda-streams", "--format", "pcapng", "-o", str(out)]) == 2
-    assert "exists; use --force" in capsys.readouterr().err and out.stat().st_size == size
+    assert "exists: give --force" in capsys.readouterr().err and out.stat().st_size == size
     assert main(["export", "cuda-streams", "--format", "pcapng", "-o", str(out), "--force"]) == 0
     trace = str(shipped("cuda-streams"))
     assert main(["export", trace, "--format", "pcapng", "-o", trace, "--force"]) == 2
-    assert "is an input" in capsys.readouterr().err
+    assert "refusing to write over it" in capsys.readouterr().err

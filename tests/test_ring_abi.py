@@ -26,7 +26,8 @@ def test_mirror_matches_header(layouts, name):
 
 def test_ring_control_keeps_producer_and_consumer_apart(layouts):
     ring = layouts["rmt_ring_ctl"]
-    assert ring.field("head").offset == 64 and ring.field("tail").offset == 128 and ring.size == 192
+    assert ring.field("head").offset == 64 and ring.field("tail").offset == 128 and ring.size == 256
+    assert ring.field("read_copy").offset == 192  # the read counters: a line of their own
 
 
 @pytest.mark.parametrize("c_name, prefix, py_enum", [

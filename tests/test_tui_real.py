@@ -1,33 +1,22 @@
-"""The TUI on traces folded by the real session model: the constructed second-client wedge and its fixed boot."""
+"""The TUI on what the real tools make: the constructed second-client wedge to its end, and a legacy-model replay
+of the shipped H200 capture (``test_tui_app`` has every key on the constructed boots)."""
 
 import pytest
 from rmtrace.tui.app import RmtraceApp
-from rmtrace.tui.filters import EventFilter
-from rmtrace.tui.screens.detail import RecordDetail
 from rmtrace.tui.services import library_services
 from rmtrace.tui.widgets.events.table import EventsTable
-from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel, state_rows
 from rmtrace.tui.widgets.timeline.timeline import Timeline
-from rmtrace.tui.widgets.wedges.panel import divergence_text, wedge_text
-from textual.widgets import TabbedContent
+from rmtrace.tui.widgets.wedges.panel import wedge_text
 
-from tests.scenarios import sequential
-from tests.tui_doubles import pilot_test, plain
+from tests.tui_support import pilot_test, plain, settle, write_boots
 
 SIZE = (120, 34)
 
 
 @pytest.fixture(scope="module")
 def boots(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("boots")
-    return str(sequential(folder / "wedge.trace", True)), str(sequential(folder / "fixed.trace", False))
-
-
-async def settle(pilot):
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    return write_boots(tmp_path_factory.mktemp("boots"))
 
 
 @pilot_test
@@ -64,50 +53,6 @@ async def test_the_second_client_wedge(boots):
 
 
 @pilot_test
-async def test_fields_filters_and_objects_on_real_decodes(boots):
-    app = RmtraceApp.open([boots[0]], library_services())
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        run = app.workspace.run
-        events = app.main.query_one(EventsTable)
-        alloc = next(s for s in range(run.record_count) if run.row(s).operation.startswith("→ RM_ALLOC"))
-        events.focus()
-        events.show_seq(alloc)
-        await pilot.press("enter")
-        assert isinstance(app.screen, RecordDetail)
-        labels = []
-        stack = [app.screen.query_one("#fields").root]
-        while stack:
-            node = stack.pop()
-            labels.append(str(node.label))
-            stack.extend(node.children)
-        assert any(label.startswith("hClient:") for label in labels)
-        await pilot.press("escape")
-        events.set_filter(EventFilter(status="error"))
-        await settle(pilot)
-        assert events.row_count >= 1
-        assert all(run.row(s).error for s in events.matches)
-        assert any("rc" in run.row(s).status or "-22" in run.row(s).status for s in events.matches)
-        # an object of c2: its channel lights up, the events narrow to it
-        tree = app.main.query_one(ObjectsTree)
-        await pilot.press("o")
-        c2 = next(n for n in tree.root.children if n.data == "c2")
-        found = []
-        stack = list(c2.children)
-        while stack:
-            node = stack.pop()
-            if getattr(node.data, "class_name", "").endswith("CHANNEL_GPFIFO_A"):
-                found.append(node)
-            stack.extend(node.children)
-        assert found
-        tree.select_node(found[0])
-        await settle(pilot)
-        timeline = app.main.query_one(Timeline)
-        assert "chan/c2/ch0" in timeline.highlighted
-        assert events.matches and all(run.row(s).handles & events.filter.handles for s in events.matches)
-
-
-@pilot_test
 async def test_a_legacy_model_replay_of_the_real_capture(tmp_path):
     from rmtrace.replayer import Schedule, build_plan, make_target, replay
 
@@ -130,21 +75,3 @@ async def test_a_legacy_model_replay_of_the_real_capture(tmp_path):
         assert at_end.counters.get("drain_held", 0) > 0  # the host's drain hold never ended
         rows = {label: state for label, state, _, _ in state_rows(app.workspace, at_end)}
         assert rows[next(label for label in rows if label.startswith("c3 pid"))] == "in_flight"  # behind c2
-
-
-@pilot_test
-async def test_diff_of_the_wedged_and_the_fixed_boot(boots):
-    app = RmtraceApp.open(list(boots), library_services())
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        div = app.workspace.divergence
-        assert div is not None and div.seq[0] is not None
-        text = plain(divergence_text(app.workspace), width=200)
-        assert "first divergence" in text and "c2" in text
-        timeline = app.main.query_one(Timeline)
-        assert timeline.cursor == div.t_rel[0]
-        labels = [r.label.strip() for r in timeline.rows]
-        assert labels.index("A calls") + 1 == labels.index("B calls")
-        await pilot.press("d")
-        assert app.main.query_one(TabbedContent).active == "tab-diff"
-        assert len(app.workspace.runs[0].wedges()) > 0 and app.workspace.runs[1].wedges() == []

@@ -71,3 +71,22 @@ def test_next_and_previous_change():
     assert lane.order == (1, 0)
     assert lane.next_change(0) == 100 and lane.next_change(100) == 300 and lane.next_change(300) is None
     assert lane.previous_change(300) == 100 and lane.previous_change(100) is None
+
+
+def test_marks_never_cut_a_label():
+    """A wedge (W) or divergence (≠) mark drops the label it would land in: never ``|10.W00s``."""
+    w = Window(0, 10_000_000, 100)
+    plain = ruler(w)
+    col = plain.index("|2.000ms")
+    marked = ruler(w, {col + 3: "W", 0: "≠"})
+    assert marked[col] == "|" and marked[col + 3] == "W" and "2.000ms" not in marked and marked[0] == "≠"
+    for label in ("|4.000ms", "|6.000ms"):
+        assert label in marked
+    tokens = [t.strip() for t in marked.replace("≠", "").replace("W", "").split("|")]
+    assert all(not t or t.endswith("ms") and t[0].isdigit() for t in tokens)  # every label whole
+
+
+def test_a_label_that_would_run_off_the_right_edge_is_left_out():
+    w = Window(0, 8_300_000, 83)  # a tick every 2ms (20 columns): the one at 8ms sits 3 columns from the edge
+    line = ruler(w)
+    assert len(line) == 83 and "|6.000ms" in line and line.rstrip().endswith("|") and "|8." not in line

@@ -1,4 +1,4 @@
-"""One SVG per screen at a fixed terminal size (pytest-textual-snapshot); update with --snapshot-update.
+"""One SVG per screen at 120x34 and at 80x24 (pytest-textual-snapshot); update with --snapshot-update.
 
 Every trace is folded by the real session model: the main screen on a real
 capture (the shipped H200 recording of three CUDA clients in a row); the
@@ -9,12 +9,10 @@ beside its fixed boot.
 """
 
 import pytest
-from rmtrace.tui.app import RmtraceApp
-from rmtrace.tui.services import library_services
 from textual.widgets import Input
 
 from rmtrace import captures
-from tests.scenarios import sequential
+from tests.tui_support import open_app, settle, write_boots
 
 SIZE = (120, 34)
 
@@ -37,26 +35,19 @@ def legacy_replay(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def boots(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("boots")
-    return str(sequential(folder / "wedge.trace", True)), str(sequential(folder / "fixed.trace", False))
+    return write_boots(tmp_path_factory.mktemp("boots"))
 
 
 def app_for(*paths):
-    return RmtraceApp.open(list(paths), library_services())
-
-
-async def settled(pilot):
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    return open_app(*paths)
 
 
 def keys(*pressed):
     async def run_before(pilot):
-        await settled(pilot)
+        await settle(pilot)
         for key in pressed:
             await pilot.press(key)
-            await settled(pilot)
+            await settle(pilot)
     return run_before
 
 
@@ -89,8 +80,32 @@ def test_diff(snap_compare, boots):
     assert snap_compare(app_for(*boots), run_before=keys("d"), terminal_size=SIZE)
 
 
+SMALL = (80, 24)
+"""A first-class size: the events table and the side tabs take turns at the full width."""
+
+
 def test_small_terminal(snap_compare, boots):
-    assert snap_compare(app_for(boots[0]), run_before=keys("w"), terminal_size=(80, 24))
+    """``w`` at 80x24: the wedge's chain where the events were."""
+    assert snap_compare(app_for(boots[0]), run_before=keys("w"), terminal_size=SMALL)
+
+
+def test_small_terminal_events(snap_compare):
+    """The real capture's events at 80x24: control names readable, the run line on one line."""
+    assert snap_compare(app_for(CAPTURE), run_before=keys(*["down"] * 12), terminal_size=SMALL)
+
+
+def test_small_terminal_state(snap_compare):
+    assert snap_compare(app_for(CAPTURE), run_before=keys("g", *"420ms", "enter", "s"), terminal_size=SMALL)
+
+
+def test_small_terminal_help(snap_compare):
+    """The help scrolls at 80x24 (here after two ↓)."""
+    assert snap_compare(app_for(CAPTURE), run_before=keys("question_mark", "down", "down"), terminal_size=SMALL)
+
+
+def test_small_terminal_record_detail(snap_compare):
+    """The field tree above the hex at 80x24."""
+    assert snap_compare(app_for(CAPTURE), run_before=keys(*["down"] * 9, "enter"), terminal_size=SMALL)
 
 
 def test_objects(snap_compare):

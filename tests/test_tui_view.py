@@ -1,113 +1,135 @@
-"""RunView: what widgets see of a run, on a real trace file with a session-model double."""
+"""RunView: what widgets see of a run, on the constructed wedged boot folded by the real session model."""
 
 import pytest
 from rmtrace.tui.filters import EventFilter
+from rmtrace.tui.services import library_services
 from rmtrace.tui.view import CallIndex, RunView
+from rmtrace.tui.workspace import Workspace
 
 from rmtrace.trace import TraceReader
-from tests.tui_doubles import US, double_services, wedge_story
+from tests.tui_support import write_boots
+
+
+@pytest.fixture(scope="module")
+def boots(tmp_path_factory):
+    return write_boots(tmp_path_factory.mktemp("view"))
 
 
 @pytest.fixture
-def story(tmp_path):
-    path = str(tmp_path / "story.trace")
-    model = wedge_story(path)
-    run = RunView(TraceReader(path), double_services({path: model}))
-    yield run, model
-    run.close()
+def run(boots):
+    view = RunView(TraceReader(boots[0]), library_services())
+    yield view
+    view.close()
 
 
-def test_before_the_model_the_index_answers(story):
-    run, _ = story
-    assert not run.loaded and run.record_count == 25 and run.complete
+@pytest.fixture
+def folded(run):
+    run.attach(run.build_model(run.build_decoders()))
+    return run
+
+
+def test_before_the_model_the_index_answers(run):
+    assert not run.loaded and run.record_count == 106 and run.complete
     assert run.lanes() == [] and run.wedges() == [] and run.state_at(0) is None and run.object_trees() == {}
-    row = run.row(1)
+    row = run.row(2)
     assert row.source == "RM" and row.operation == "→ op 0x2b" and row.client == "" and row.latency_ns is None
-    assert run.row(2).status == "ret 0"
+    assert run.row(3).status == "ret 0"
     assert run.seq_at(0) == 0 and run.seq_at(run.end_rel + 1) == run.record_count - 1
 
 
-def test_with_the_model_rows_are_named_and_timed(story):
-    run, model = story
-    run.attach(run.build_model())
+def test_with_the_model_rows_are_named_timed_and_say_what_the_decoders_say(folded):
+    run = folded
     assert run.generation == 1
-    enter = run.row(1)
-    assert (enter.client, enter.operation, enter.status, enter.latency_ns) == ("c1", "→ RM_ALLOC", "OK", 120 * US)
+    enter = run.row(2)
+    call = run.call_at(2)
+    assert (enter.client, enter.operation, enter.status) == ("c1", "→ RM_ALLOC NV01_ROOT_CLIENT", "NV_OK")
+    assert enter.latency_ns == call.t_exit - call.t_enter > 0
     assert enter.obj == "NV01_ROOT_CLIENT 0xc1d00001"
-    stuck = next(run.row(s) for s in range(run.record_count) if "REGISTER_GPU" in run.row(s).operation
-                 and run.row(s).client == "c2")
+    stuck = run.row(run.wedges()[0].seq)
+    assert stuck.client == "c2" and stuck.operation == "→ UVM_REGISTER_GPU"
     assert stuck.in_flight and stuck.status == "in flight" and stuck.latency_ns is None
     hints = [run.row(s) for s in range(run.record_count) if "COMPLETION_HINT" in run.row(s).operation]
-    assert [h.error for h in hints] == [False, True, True]
+    assert [h.error for h in hints if h.client == "c1"] == [False, False]
+    assert any(h.error and "-22" in h.status for h in hints if h.client == "c2")  # refused as stale
 
 
-def test_lanes_are_relative_to_the_start(story):
-    run, model = story
-    run.attach(run.fold(model))
+def test_lanes_are_relative_to_the_start(folded):
+    run = folded
     lanes = {lane.entity: lane for lane in run.lanes()}
-    assert set(lanes) == {"client/c1", "chan/c1/ch0", "client/c2", "rank/2"}
+    assert set(lanes) == {"client/c1", "client/c2", "client/c3", "chan/c1/ch0", "chan/c2/ch0", "chan/c3/ch0",
+                          "rank/2"}
     assert all(0 <= seg[0] <= seg[1] <= run.end_rel for lane in lanes.values() for seg in lane.segments)
-    assert lanes["chan/c1/ch0"].segments[-1][2] == "stale"
-    assert run.group_labels()["c2"] == "c2 pid 200 (victory_mail)"
+    assert lanes["chan/c2/ch0"].segments[-1][2] == "stale"
+    assert run.group_labels()["c2"] == "c2 pid 1002"
 
 
-def test_objects_nest_by_parent_and_map_to_lanes(story):
-    run, model = story
-    run.attach(run.fold(model))
+def test_objects_nest_by_parent_and_map_to_lanes(folded):
+    run = folded
     trees = run.object_trees()
-    assert list(trees) == ["c1", "c2"]
+    assert list(trees) == ["c1", "c2", "c3"]
     root = trees["c1"][0]
-    assert root.class_name == "NV01_ROOT_CLIENT" and root.children[0].children[0].class_name == "AMPERE_CHANNEL_GPFIFO_A"
+    assert root.class_name == "NV01_ROOT_CLIENT" and root.children[0].class_name == "NV01_DEVICE_0"
     assert run.entities_of("c1", 0x5C000001) == {"chan/c1/ch0", "rank/2"}
-    assert run.object_handles("c1", 0xC1D00001) == {0xC1D00001, 0x5C000001, 0xCAF000D4}
+    under = run.object_handles("c1", 0xC1D00001)
+    assert {0xC1D00001, 0x5C000001, 0x5C000002, 0x5C000004, 0xCAF000D4} <= under
     assert run.lane_for_wedge(run.wedges()[0]) == "client/c2"
+    assert run.lane_for_wedge(next(w for w in run.wedges() if w.kind == "no_completion")) == "chan/c2/ch0"
 
 
-def test_call_index_finds_both_ends():
-    class C:
-        def __init__(self, enter, exit_):
-            self.enter_seq, self.exit_seq = enter, exit_
-    calls = [C(5, 9), C(1, None), C(3, 4)]
+def test_call_index_finds_both_ends(folded):
+    calls = folded.model.calls
     index = CallIndex.build(calls)
-    assert index.call_at(9) is calls[0] and index.call_at(1) is calls[1] and index.call_at(4) is calls[2]
-    assert index.call_at(2) is None
+    for call in calls[:20]:
+        assert index.call_at(call.enter_seq) is call
+        if call.exit_seq is not None:
+            assert index.call_at(call.exit_seq) is call
+    assert index.call_at(folded.record_count) is None
 
 
-def test_scans_filter_by_header_client_and_row(story):
-    run, model = story
-    run.attach(run.fold(model))
+def test_scans_filter_by_header_client_and_row(folded):
+    run = folded
 
     def scan(flt, **kw):
         return [seq for found, _ in run.scan(flt, **kw) for seq in found]
 
-    assert scan(EventFilter(pids=frozenset({200}))) == [s for s in range(run.record_count) if run.record(s).pid == 200]
-    assert scan(EventFilter(clients=frozenset({"c2"}))) == model.client_seqs("c2")
+    assert scan(EventFilter(pids=frozenset({1002}))) == [s for s in range(run.record_count) if run.record(s).pid == 1002]
+    assert scan(EventFilter(clients=frozenset({"c2"}))) == list(run.model.client_seqs("c2"))
     errors = scan(EventFilter(status="error"))
-    assert len(errors) == 2 and all("COMPLETION_HINT" in run.row(s).operation for s in errors)
-    assert scan(EventFilter(channels=frozenset({"c1/ch0"}))) == scan(EventFilter(channels=frozenset({"0xcaf000d4"})))
-    assert scan(EventFilter(clients=frozenset({"c2"})), start=20) == [s for s in model.client_seqs("c2") if s >= 20]
+    assert errors and all(run.row(s).error for s in errors)
+    assert scan(EventFilter(channels=frozenset({"c2/ch0"}))) == scan(EventFilter(channels=frozenset({"0xcaf000d4"})))
+    assert scan(EventFilter(clients=frozenset({"c2"})), start=60) == [s for s in run.model.client_seqs("c2") if s >= 60]
     batches = list(run.scan(EventFilter(sources=frozenset({4})), batch=3))
     assert len(batches) > 2 and batches[-1][1] == run.record_count
 
 
-def test_find_text(story):
-    run, model = story
-    run.attach(run.fold(model))
+def test_find_text(folded):
+    run = folded
     seqs = list(range(run.record_count))
     at = run.find_text("register_gpu", seqs)
-    assert run.row(seqs[at]).operation == "→ UVM_UNREGISTER_GPU"
-    again = run.find_text(" uvm_register_gpu", seqs[at + 1:])
-    assert run.row(seqs[at + 1 + again]).operation == "→ UVM_REGISTER_GPU"
+    assert run.row(seqs[at]).operation == "→ UVM_REGISTER_GPU"
+    again = run.find_text("unregister_gpu", seqs[at + 1:])
+    assert run.row(seqs[at + 1 + again]).operation == "→ UVM_UNREGISTER_GPU"
     assert run.find_text("no such thing", seqs) is None
 
 
-def test_the_state_table_lists_the_selected_client_first_past_its_cap(monkeypatch):
-    from types import SimpleNamespace
+def test_a_diff_names_its_client_once(boots):
+    runs = [RunView(TraceReader(p), library_services()) for p in boots]
+    for view in runs:
+        view.attach(view.build_model(view.build_decoders()))
+    workspace = Workspace(runs)
+    div = workspace.divergence_from(library_services().first_divergence(runs[0].model, runs[1].model))
+    assert div is not None and div.lines[0].startswith("c2: ") and not div.lines[0].startswith("c2: c2:")
+    assert div.t_rel[0] == runs[0].t_rel_of(div.seq[0])
+    for view in runs:
+        view.close()
 
+
+def test_the_state_table_lists_the_selected_client_first_past_its_cap(monkeypatch):
+    from rmtrace.tui.view import LaneRow
     from rmtrace.tui.widgets.state import panel
     monkeypatch.setattr(panel, "MAX_ROWS", 4)
-    lanes = [SimpleNamespace(entity=f"client/c{i}", group=f"c{i}") for i in range(6)]
-    lanes += [SimpleNamespace(entity="rank/2", group="host")]
+    lanes = [LaneRow(f"client/c{i}", "client", f"c{i}", f"c{i} pid {100 + i}", ()) for i in range(6)]
+    lanes += [LaneRow("rank/2", "rank", "host", "rank 2", ())]
     assert panel.shown_lanes(lanes[:3], None) == lanes[:3]
     shown = panel.shown_lanes(lanes, "client/c5")
     assert [lane.entity for lane in shown] == ["client/c5", "rank/2", "client/c0", "client/c1"]

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmtrace.tui.filters import EventFilter
 from rmtrace.tui.messages import (
@@ -49,6 +49,9 @@ from rmtrace.errors import RmtraceError
 from rmtrace.timefmt import parse_duration
 from rmtrace.trace import TraceReader
 
+if TYPE_CHECKING:
+    from rmtrace.analysis.diff import Divergence as AnalysisDivergence
+
 FOLLOW_POLL_S = 0.5
 """A recorder flushes a chunk at least this often."""
 REFOLD_EVERY_S = 2.0
@@ -70,8 +73,8 @@ class RmtraceApp(App):
         Binding("f", "filter", "Filter"),
         Binding("slash", "search", "Search"),
         Binding("g", "goto", "Go to time"),
-        Binding("t", "focus('timeline')", "Timeline", show=False),
-        Binding("e", "focus('events')", "Events", show=False),
+        Binding("t", "show('timeline')", "Timeline", show=False),
+        Binding("e", "show('events')", "Events", show=False),
         Binding("s", "tab('tab-state')", "State", show=False),
         Binding("o", "tab('tab-objects')", "Objects", show=False),
         Binding("d", "tab('tab-diff')", "Diff", show=False),
@@ -100,8 +103,12 @@ class RmtraceApp(App):
 
     # -- lifecycle
 
+    def get_default_screen(self) -> MainScreen:
+        """The main screen is the bottom of the stack: nothing can pop it, every other screen closes onto it."""
+        self._main = MainScreen(self.workspace)
+        return self._main
+
     def on_mount(self) -> None:
-        self.push_screen(MainScreen(self.workspace))
         if self.workspace.follow:
             self.set_interval(FOLLOW_POLL_S, self._poll)
 
@@ -115,7 +122,7 @@ class RmtraceApp(App):
     def _decoders_ready(self, message: DecodersReady) -> None:
         run = self.workspace.runs[message.run]
         run.attach_decoders(message.decoders)
-        if self.main is not None and message.run == self.workspace.active:
+        if message.run == self.workspace.active:
             self.main.query_one(EventsTable).reset()
 
     def _fold(self, index: int) -> None:
@@ -157,8 +164,7 @@ class RmtraceApp(App):
         self._folded(message.run)
         run = self.workspace.runs[message.run]
         run.attach(message.folded)
-        if self.main is not None:
-            self.main.query_one(Timeline).adopt_indexes(message.lane_indexes)
+        self.main.query_one(Timeline).adopt_indexes(message.lane_indexes)
         if run.record_count > self._folded_upto[message.run]:
             self._refold_soon(message.run)  # it grew while this fold ran
         if self.workspace.is_diff and all(r.loaded for r in self.workspace.runs):
@@ -168,7 +174,7 @@ class RmtraceApp(App):
     @on(ModelFailed)
     def _model_failed(self, message: ModelFailed) -> None:
         self._folded(message.run)
-        self.notify(f"session model: {message.error}", severity="error", timeout=10)
+        self.notify(f"session model: {message.error}", severity="error", timeout=10, markup=False)
 
     @work(thread=True, group="diff", exclusive=True)
     def _diverge(self) -> None:
@@ -176,7 +182,7 @@ class RmtraceApp(App):
         div = a.services.first_divergence(a.model, b.model)
         self.call_from_thread(self._show_divergence, div)
 
-    def _show_divergence(self, div: Any) -> None:
+    def _show_divergence(self, div: AnalysisDivergence | None) -> None:
         ws = self.workspace
         ws.divergence = ws.divergence_from(div)
         self.redraw()
@@ -187,8 +193,6 @@ class RmtraceApp(App):
     def redraw(self) -> None:
         """Everything drawn from the models again."""
         screen = self.main
-        if screen is None:
-            return
         screen.query_one(Timeline).rebuild()
         screen.query_one(EventsTable).reset()
         screen.query_one(StatePanel).show(self.workspace.cursor)
@@ -199,8 +203,8 @@ class RmtraceApp(App):
         screen.update_titles()
 
     @property
-    def main(self) -> MainScreen | None:
-        return next((s for s in self.screen_stack if isinstance(s, MainScreen)), None)
+    def main(self) -> MainScreen:
+        return self._main
 
     # -- following a live trace
 
@@ -213,7 +217,7 @@ class RmtraceApp(App):
     @on(TraceGrew)
     def _grew(self, message: TraceGrew) -> None:
         screen = self.main
-        if message.run == self.workspace.active and screen is not None:
+        if message.run == self.workspace.active:
             screen.query_one(EventsTable).grew(message.added)
             timeline = screen.query_one(Timeline)
             timeline.grew()
@@ -263,7 +267,7 @@ class RmtraceApp(App):
 
     @on(Timeline.LaneSelected)
     def _lane_selected(self, message: Timeline.LaneSelected) -> None:
-        if message.run == self.workspace.active and self.main is not None:
+        if message.run == self.workspace.active:
             self.main.query_one(StatePanel).select(message.entity)
 
     @on(EventsTable.OpenRecord)
@@ -351,16 +355,20 @@ class RmtraceApp(App):
             events.follow_time(t_rel)
         screen.query_one(StatePanel).show(t_rel)
         screen.query_one(WedgePanel).reload()
-        screen.query_one(TabbedContent).active = "tab-wedges"
+        self.action_tab("tab-wedges")
         self.post_message(WedgeShown(ws.wedge_index, wedge))
 
     # -- focus, tabs, runs
 
-    def action_focus(self, widget_id: str) -> None:
+    def action_show(self, widget_id: str) -> None:
+        """Focus the timeline or the events table (which a narrow screen shows instead of the side tabs)."""
+        if widget_id == "events":
+            self.main.show_side(False)
         self.main.query_one(f"#{widget_id}").focus()
 
     def action_tab(self, tab: str) -> None:
         self.main.query_one(TabbedContent).active = tab
+        self.main.show_side(True)
 
     def action_switch_run(self) -> None:
         ws = self.workspace

@@ -6,9 +6,15 @@ Times are nanoseconds relative to the run's start (see ``rmtrace.tui.view``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from rmtrace.decoders.decoderset import DecoderSet
+    from rmtrace.tui.view import Folded
+
+    from rmtrace.analysis.wedges import Wedge
 
 
 @dataclass
@@ -56,7 +62,7 @@ class ModelLoaded(Message):
     """A worker finished folding a run (``rmtrace.tui.view.Folded``) and indexing its lanes; the app attaches it."""
 
     run: int
-    folded: Any
+    folded: Folded
     lane_indexes: dict
 
 
@@ -65,7 +71,7 @@ class DecodersReady(Message):
     """A worker built a run's decoders: rows get their names before the model is done."""
 
     run: int
-    decoders: Any
+    decoders: DecoderSet
 
 
 @dataclass
@@ -90,4 +96,4 @@ class WedgeShown(Message):
     """A wedge was jumped to (``w``)."""
 
     index: int
-    wedge: Any
+    wedge: Wedge

@@ -20,8 +20,9 @@ import itertools
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rmtrace.decoders.render import format_arg
 from rmtrace.tui.services import Services
 from rmtrace.tui.states import look
 
@@ -31,7 +32,12 @@ from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader
 
 if TYPE_CHECKING:
+    from rmtrace.decoders.base import Decoded
+    from rmtrace.decoders.decoderset import DecoderSet
     from rmtrace.tui.filters import EventFilter
+
+    from rmtrace.analysis.wedges import Wedge
+    from rmtrace.session import CallInfo, RmObject, SessionModel, State
 
 PHASE_MARKS: Mapping[int, str] = {
     Phase.ENTER: "→", Phase.EXIT: "←", Phase.SEND: "⇢", Phase.RECV: "⇠", Phase.EVENT: "•",
@@ -103,20 +109,20 @@ class ObjectNode:
 class CallIndex:
     """Calls found by the sequence number of their enter or exit record, in arrays (a trace holds millions)."""
 
-    calls: Sequence[Any]
+    calls: Sequence[CallInfo]
     by_enter: array = field(default_factory=lambda: array("q"))
     enter_idx: array = field(default_factory=lambda: array("q"))
     by_exit: array = field(default_factory=lambda: array("q"))
     exit_idx: array = field(default_factory=lambda: array("q"))
 
     @classmethod
-    def build(cls, calls: Sequence[Any]) -> CallIndex:
+    def build(cls, calls: Sequence[CallInfo]) -> CallIndex:
         enters = sorted((c.enter_seq, i) for i, c in enumerate(calls))
         exits = sorted((c.exit_seq, i) for i, c in enumerate(calls) if c.exit_seq is not None)
         return cls(calls, array("q", (s for s, _ in enters)), array("q", (i for _, i in enters)),
                    array("q", (s for s, _ in exits)), array("q", (i for _, i in exits)))
 
-    def call_at(self, seq: int) -> Any | None:
+    def call_at(self, seq: int) -> CallInfo | None:
         for keys, idx in ((self.by_enter, self.enter_idx), (self.by_exit, self.exit_idx)):
             k = bisect.bisect_left(keys, seq)
             if k < len(keys) and keys[k] == seq:
@@ -129,29 +135,29 @@ class Folded:
     """Everything drawn from a session model, computed off the UI thread (a fold takes seconds, and so
     can finding wedges or building object trees on a large trace)."""
 
-    model: Any
+    model: SessionModel
     calls: CallIndex
     lanes: list[LaneRow]
-    wedges: list[Any]
+    wedges: list[Wedge]
     trees: dict[str, list[ObjectNode]]
 
 
-def lane_rows(model: Any, start_ns: int) -> list[LaneRow]:
+def lane_rows(model: SessionModel, start_ns: int) -> list[LaneRow]:
     """The model's lanes with their segments relative to ``start_ns``."""
     return [LaneRow(lane.entity, lane.kind, lane.group, lane.label,
                     tuple((s.t0 - start_ns, s.t1 - start_ns, s.state, s.detail) for s in lane.segments))
             for lane in model.lanes()]
 
 
-def object_trees(model: Any, start_ns: int) -> dict[str, list[ObjectNode]]:
+def object_trees(model: SessionModel, start_ns: int) -> dict[str, list[ObjectNode]]:
     """Client id -> its root objects, children nested, in allocation order."""
-    children: dict[tuple[str, int | None], list[Any]] = {}
+    children: dict[tuple[str, int | None], list[RmObject]] = {}
     handles = set(model.objects)
     for (client_id, _), obj in sorted(model.objects.items(), key=lambda kv: kv[1].alloc_seq):
         parent = obj.parent if (client_id, obj.parent) in handles and obj.parent != obj.handle else None
         children.setdefault((client_id, parent), []).append(obj)
 
-    def node(obj: Any) -> ObjectNode:
+    def node(obj: RmObject) -> ObjectNode:
         return ObjectNode(
             obj.client_id, obj.handle, obj.class_name, obj.stable_name,
             None if obj.alloc_ns is None else obj.alloc_ns - start_ns,
@@ -172,8 +178,8 @@ class RunView:
         span = reader.time_span
         self.start_ns = span[0] if span else 0
         self._end_ns = span[1] if span else 0
-        self.model: Any | None = None
-        self.decoders: Any | None = None
+        self.model: SessionModel | None = None
+        self.decoders: DecoderSet | None = None
         """The trace's DecoderSet before the model (which brings its own) is built."""
         self.generation = 0
         """Bumped whenever what the rows show may change (model attached, trace grew)."""
@@ -225,11 +231,11 @@ class RunView:
     def loaded(self) -> bool:
         return self.model is not None
 
-    def build_model(self, decoders: Any | None = None) -> Folded:
+    def build_model(self, decoders: DecoderSet | None = None) -> Folded:
         """Fold the trace (its own reader, so this runs in a worker thread), with ``decoders`` if given."""
         return self.fold(self.services.load_model(self.path, decoders))
 
-    def fold(self, model: Any) -> Folded:
+    def fold(self, model: SessionModel) -> Folded:
         """What the screen draws from ``model``: lanes, wedges, object trees, the call index."""
         return Folded(model, CallIndex.build(model.calls), lane_rows(model, self.start_ns),
                       list(self.services.find_wedges(model)), object_trees(model, self.start_ns))
@@ -241,10 +247,10 @@ class RunView:
         self._children = None
         self.generation += 1
 
-    def call_at(self, seq: int) -> Any | None:
+    def call_at(self, seq: int) -> CallInfo | None:
         return self._folded.calls.call_at(seq) if self._folded is not None else None
 
-    def build_decoders(self) -> Any | None:
+    def build_decoders(self) -> DecoderSet | None:
         """The trace's decoders (runs in a worker thread; the profile is chosen from the metadata)."""
         make = self.services.decoders_for
         if make is None:
@@ -255,24 +261,28 @@ class RunView:
         finally:
             reader.close()
 
-    def attach_decoders(self, decoders: Any) -> None:
+    def attach_decoders(self, decoders: DecoderSet) -> None:
         self.decoders = decoders
         self.generation += 1
 
-    def decoded(self, rec: Record) -> Any | None:
+    def status_namer(self) -> Callable[[int], str | None] | None:
+        """NV_STATUS value -> its name, from the trace's driver profile (None before the decoders are built)."""
+        decoders = self.model.decoders if self.model is not None else self.decoders
+        return None if decoders is None else decoders.profile.status.get
+
+    def decoded(self, rec: Record) -> Decoded | None:
         """A row's decode: name, status, handles (not every field)."""
         decoders = self.model.decoders if self.model is not None else self.decoders
         if decoders is None:
             return None
         return decoders.decode(rec, self.services.row_level)
 
-    def decoded_call(self, seq: int) -> tuple[Any | None, tuple[Record, ...]]:
+    def decoded_call(self, seq: int) -> tuple[Decoded | None, tuple[Record, ...]]:
         """The whole call a record belongs to, decoded field by field (enter with exit), and its records."""
         call = self.call_at(seq)
+        records: tuple[Record, ...] = (self.record(seq),)
         if call is not None and call.exit_seq is not None and call.exit_seq != call.enter_seq:
             records = (self.record(call.enter_seq), self.record(call.exit_seq))
-        else:
-            records = (self.record(seq),)
         decoders = self.model.decoders if self.model is not None else self.decoders
         if decoders is None:
             return None, records
@@ -300,10 +310,9 @@ class RunView:
         )
 
     @staticmethod
-    def _operation(rec: Record, dec: Any | None) -> str:
+    def _operation(rec: Record, dec: Decoded | None) -> str:
         if dec is not None:
-            detail = getattr(dec, "detail", "") or ""
-            return f"{dec.name} {detail}".strip()
+            return f"{dec.name} {dec.detail or ''}".strip()
         return f"op {rec.op:#x}"
 
     def _object_text(self, client: str, handles: frozenset[int]) -> str:
@@ -327,7 +336,7 @@ class RunView:
             labels.update({c.id: c.label for c in self.model.clients})
         return labels
 
-    def state_at(self, t_rel: int) -> Any | None:
+    def state_at(self, t_rel: int) -> State | None:
         return None if self.model is None else self.model.state_at(self.start_ns + t_rel)
 
     # -- objects and wedges
@@ -369,10 +378,10 @@ class RunView:
                     todo.append(child)
         return frozenset(under)
 
-    def wedges(self) -> list[Any]:
+    def wedges(self) -> list[Wedge]:
         return self._folded.wedges if self._folded is not None else []
 
-    def wedge_time(self, wedge: Any) -> int:
+    def wedge_time(self, wedge: Wedge) -> int:
         """When a wedge shows, relative to the start: its own time, its record's, or the end."""
         if wedge.t_ns is not None:
             return wedge.t_ns - self.start_ns
@@ -380,7 +389,7 @@ class RunView:
             return self.t_rel_of(wedge.seq)
         return self.end_rel
 
-    def lane_for_wedge(self, wedge: Any) -> str | None:
+    def lane_for_wedge(self, wedge: Wedge) -> str | None:
         """The wedge's own lane, else its client's lane in the most severe state at the wedge's time."""
         if getattr(wedge, "entity", None) and any(lane.entity == wedge.entity for lane in self.lanes()):
             return wedge.entity
@@ -472,27 +481,28 @@ class RunView:
         self.reader.close()
 
 
-def _handles_of(dec: Any | None) -> Iterable[int]:
+def _handles_of(dec: Decoded | None) -> Iterable[int]:
     if dec is None:
         return ()
     return (h for h in dec.handles.values() if isinstance(h, int) and h)
 
 
-def _latency(call: Any | None) -> int | None:
+def _latency(call: CallInfo | None) -> int | None:
     """Enter to exit of a call; None for a lone record (an event, a message) or a call still in flight."""
     if call is None or call.t_exit is None or call.exit_seq == call.enter_seq:
         return None
     return call.t_exit - call.t_enter
 
 
-def _status_text(rec: Record, dec: Any | None, call: Any | None) -> str:
+def _status_text(rec: Record, dec: Decoded | None, call: CallInfo | None) -> str:
     if call is not None and call.in_flight:
         return "in flight"
-    if dec is not None and getattr(dec, "errno", None):
+    if dec is not None and dec.errno:
         return f"errno {dec.errno}"
-    name = getattr(dec, "status_name", None) if dec is not None else None
-    if name:
-        return str(name)
+    if dec is not None and dec.status_name:
+        if dec.status is not None and dec.status_name == str(dec.status):  # a plain return value: an address in hex
+            return format_arg("status", dec.status, {})
+        return dec.status_name
     if call is not None and call.status_name:
         return str(call.status_name)
     if rec.phase == Phase.EXIT:
@@ -500,13 +510,11 @@ def _status_text(rec: Record, dec: Any | None, call: Any | None) -> str:
     return ""
 
 
-def _is_error(rec: Record, dec: Any | None, call: Any | None) -> bool:
-    ok = getattr(dec, "ok", None) if dec is not None else None
-    if ok is not None:
-        return not ok
-    status = getattr(dec, "status", None) if dec is not None else None
-    if isinstance(status, int):
-        return status != 0
+def _is_error(rec: Record, dec: Decoded | None, call: CallInfo | None) -> bool:
+    if dec is not None and dec.ok is not None:
+        return not dec.ok
+    if dec is not None and dec.status is not None:
+        return dec.status != 0
     if call is not None and isinstance(call.status, int):
         return call.status != 0
     return rec.phase == Phase.EXIT and (rec.err != 0 or rec.ret < 0)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rmtrace.tui.view import RunView
+
+if TYPE_CHECKING:
+    from rmtrace.analysis.diff import Divergence as AnalysisDivergence
 
 RUN_TAGS = ("A", "B")
 """How a diff names its runs on screen."""
@@ -52,10 +55,12 @@ class Workspace:
     def tag(self, index: int) -> str:
         return RUN_TAGS[index] if self.is_diff else ""
 
-    def divergence_from(self, div: Any) -> Divergence | None:
+    def divergence_from(self, div: AnalysisDivergence | None) -> Divergence | None:
         """The analysis' answer in screen terms (see ``rmtrace.analysis.diff``)."""
         if div is None:
             return None
-        seqs = tuple(None if call is None else call.enter_seq for call in (div.a, div.b))
-        times = tuple(None if s is None else run.t_rel_of(s) for s, run in zip(seqs, self.runs))
-        return Divergence(times, seqs, (f"{div.client_id}: {div.summary}", *div.details))
+        seq_a, seq_b = (None if call is None else call.enter_seq for call in (div.a, div.b))
+        run_a, run_b = self.runs
+        seqs = (seq_a, seq_b)
+        times = (None if seq_a is None else run_a.t_rel_of(seq_a), None if seq_b is None else run_b.t_rel_of(seq_b))
+        return Divergence(times, seqs, (div.summary, *div.details))  # the summary names its client

@@ -15,6 +15,7 @@ from rmtrace.replayer.model.policy import PRESETS, policy
 from rmtrace.replayer.plan import Plan
 from rmtrace.replayer.targets.base import RunInfo, Target
 from rmtrace.replayer.targets.model import ModelTarget
+from rmtrace.replayer.targets.nvidia import NvidiaTarget
 from rmtrace.replayer.targets.recorded import RecordedTarget
 from rmtrace.replayer.targets.unix import UnixTarget
 
@@ -33,6 +34,8 @@ TARGETS: dict[str, tuple[Callable[[str, Plan], Target], str]] = {
     "unix": (_unix, "a host service behind a Unix socket speaking docs/replay-protocol.md"),
     "recorded": (lambda arg, plan: RecordedTarget(plan.source, plan.semantics),
                  "the recording answers itself (a self-check: green, zero divergences)"),
+    "nvidia": (lambda arg, plan: NvidiaTarget(plan, allow_unsafe=arg == "allow-unsafe"),
+               "the real driver: each client a process re-issuing its RM/UVM calls (docs/replay-nvidia.md)"),
 }
 
 
@@ -50,4 +53,4 @@ def describe_targets() -> str:
 
 
 __all__ = ["Target", "RunInfo", "TARGETS", "make_target", "describe_targets", "ModelTarget", "UnixTarget",
-           "RecordedTarget"]
+           "RecordedTarget", "NvidiaTarget"]

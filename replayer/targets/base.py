@@ -22,7 +22,8 @@ without touching plans or schedules (docs/replay-protocol.md, "Targets"):
 ``now()`` is the target's clock: virtual for the model (a wait costs nothing
 and a wedge is found at once), CLOCK_MONOTONIC for real services.
 ``explain(ticket)`` says why an unanswered message waits, when the target
-knows; ``answers`` names the parts of an outcome it produces, so that what
+knows; ``skip(ticket, client, msg)`` says why a target does not send a
+message at all (the real driver's safety table), or None; ``answers`` names the parts of an outcome it produces, so that what
 it cannot know is never counted as a divergence.
 """
 
@@ -77,9 +78,17 @@ class Target(ABC):
     def explain(self, ticket: Ticket) -> list[str]:
         return []
 
+    def skip(self, ticket: Ticket, client: Any, msg: Message) -> str | None:
+        """Why this target leaves ``msg`` out (never sent, never compared), or None to send it."""
+        return None
+
     def counters(self) -> dict[str, int]:
         """The host counters at this point, where the target has them."""
         return {}
+
+    def report(self) -> list[str]:
+        """Lines the replay prints after its table (what the target did beyond the verdicts)."""
+        return []
 
     def close(self) -> None:  # noqa: B027 (a default that does nothing, on purpose)
         """Stop; a target with resources releases them here."""

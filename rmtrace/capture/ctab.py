@@ -12,6 +12,9 @@ pointer's index).  The byte layout is ``struct rmt_ctab_*`` in
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -177,5 +180,48 @@ def decode(data: bytes) -> CaptureTable:
                         classes)
 
 
+# --------------------------------------------------------------------------- the user's cache
+
+CACHE_ENV = "RMTRACE_CACHE_DIR"
+
+
+def _cache_dir() -> str:
+    """$RMTRACE_CACHE_DIR, else $XDG_CACHE_HOME/rmtrace, else ~/.cache/rmtrace."""
+    return os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rmtrace")
+
+
+def cache_key(driver_version: str | None) -> str:
+    """What a cached table depends on: the driver, this rmtrace, and the shipped profiles as files."""
+    from rmtrace import __version__
+    from rmtrace.decoders.profiles import loader
+    stamp = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in loader._data().iterdir())
+    text = json.dumps([driver_version, __version__, CTAB_VERSION, stamp])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def cached(key: str) -> tuple[CaptureTable, str, str | None] | None:
+    """(table, profile version, warning) stored under key, or None (missing, unreadable, foreign)."""
+    try:
+        with open(os.path.join(_cache_dir(), f"capture-table-{key}.json")) as f:
+            entry = json.load(f)
+        return decode(bytes.fromhex(entry["table"])), entry["profile"], entry["warning"]
+    except (OSError, ValueError, KeyError, TypeError, RmtraceError):
+        return None
+
+
+def store(key: str, table: CaptureTable, profile: str, warning: str | None) -> None:
+    """Keep a table for the next recording; a cache that cannot be written is no error."""
+    directory = _cache_dir()
+    tmp = os.path.join(directory, f".capture-table-{key}.{os.getpid()}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump({"profile": profile, "warning": warning, "table": encode(table).hex()}, f)
+        os.replace(tmp, os.path.join(directory, f"capture-table-{key}.json"))
+    except OSError:
+        pass
+
+
 __all__ = ["CaptureTable", "TablePointer", "table_from_profile", "encode", "decode", "check_ring_size",
-           "DEFAULT_RING_SIZE", "DEFAULT_MAX_BUFFER", "CTAB_MAGIC"]
+           "cache_key", "cached", "store", "DEFAULT_RING_SIZE", "DEFAULT_MAX_BUFFER", "CTAB_MAGIC"]

@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -32,7 +32,7 @@ from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_co
 from rmtrace.capture.progress import Progress
 from rmtrace.capture.ring import Ring, check_machine, well_formed
 from rmtrace.capture.session import Session, alive, sweep_stale_sessions
-from rmtrace.capture.shm import RING_COUNTERS
+from rmtrace.capture.shm import READ_COUNTERS, RING_COUNTERS
 from rmtrace.errors import RmtraceError
 from rmtrace.kmod_shim import interposer_path
 from rmtrace.record import (
@@ -107,6 +107,20 @@ def select_capture_profile(driver_version: str | None) -> tuple[Any, str | None]
     return select_profile(driver_version)
 
 
+def capture_table(driver_version: str | None, ring_size: int, lossy: bool) -> tuple[ctab.CaptureTable, str, str | None]:
+    """The capture table for this driver, its profile's version and the warning choosing it gave:
+    from the user's cache when this rmtrace made it before (loading a profile is most of a
+    recorder's start-up), else from the profile, then cached."""
+    key = ctab.cache_key(driver_version)
+    hit = ctab.cached(key)
+    if hit is None:
+        profile, warning = select_capture_profile(driver_version)
+        hit = ctab.table_from_profile(profile), profile.version, warning
+        ctab.store(key, *hit)
+    table, version, warning = hit
+    return replace(table, ring_size=ctab.check_ring_size(ring_size), lossy=lossy), version, warning
+
+
 def child_environment(shim: str, session_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """The traced command's environment: the shim first in LD_PRELOAD, the session named."""
     env = dict(os.environ if base is None else base)
@@ -134,7 +148,7 @@ class Recorder:
         self._profile = profile
         self._profile_warning = profile_warning
         self._rings: list[Ring] = []
-        self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS}
+        self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS + READ_COUNTERS}
         self._broken: list[dict] = []
         self._merger = TimeMerger(int(options.lag_s * 1e9))
         self._calls = CallTracker()
@@ -145,7 +159,7 @@ class Recorder:
 
     # ------------------------------------------------------------ setup
 
-    def _metadata(self, host: dict, profile: Any, table: ctab.CaptureTable, shim: str) -> dict:
+    def _metadata(self, host: dict, profile: str, table: ctab.CaptureTable, shim: str) -> dict:
         now = datetime.now(timezone.utc)
         meta = dict(host)
         meta.update({
@@ -153,7 +167,7 @@ class Recorder:
             "backend": "preload",
             "start_time": now.isoformat(),
             "start_monotonic_ns": time.monotonic_ns(),
-            "profile": getattr(profile, "version", None),
+            "profile": profile,
             "profile_warning": self._profile_warning,
             "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
                         "lag_ms": int(self.opt.lag_s * 1000), "flush_ms": int(self.opt.flush_after_s * 1000),
@@ -225,12 +239,14 @@ class Recorder:
         check_machine()
         shim = str(interposer_path())
         host = host_metadata()
-        profile, warning = (self._profile, self._profile_warning) if self._profile is not None \
-            else select_capture_profile(host["driver_version"])
+        if self._profile is not None:
+            version, warning = self._profile.version, self._profile_warning
+            table = ctab.table_from_profile(self._profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
+        else:
+            table, version, warning = capture_table(host["driver_version"], self.opt.ring_size, self.opt.lossy)
         self._profile_warning = warning
         if warning:
             self.result.warnings.append(f"driver profile: {warning}")
-        table = ctab.table_from_profile(profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
         stale = sweep_stale_sessions()
         if stale:
             self.result.warnings.append(f"removed {len(stale)} capture session folder{'s' if len(stale) != 1 else ''} "
@@ -239,7 +255,7 @@ class Recorder:
         old_handlers = {}
         try:
             try:
-                writer = TraceWriter(self.opt.output, self._metadata(host, profile, table, shim), durable=True)
+                writer = TraceWriter(self.opt.output, self._metadata(host, version, table, shim), durable=True)
             except OSError as exc:
                 raise RmtraceError(f"cannot write {self.opt.output}: {exc.strerror}") from None
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -328,8 +344,9 @@ class Recorder:
                 else None,
             }, pid=call.pid, tid=call.tid, call_id=call.call_id))
         res.in_flight = len(in_flight)
-        res.losses = dict(self._retired, lost_noring=session.lost_noring, malformed=self._malformed,
-                          late_records=self._merger.late, unmatched_exits=self._calls.unmatched_exits)
+        res.losses = {name: self._retired[name] for name in RING_COUNTERS}
+        res.losses.update(lost_noring=session.lost_noring, malformed=self._malformed, late_records=self._merger.late,
+                          unmatched_exits=self._calls.unmatched_exits)
         if self.opt.lossy or any(res.losses[k] for k in LOSS_COUNTERS):
             marks.append(_mark(MarkOp.LOST, dict(res.losses, lossy=self.opt.lossy)))
         marks.append(_mark(MarkOp.STOP, {
@@ -339,6 +356,7 @@ class Recorder:
             "processes": len(self._pids - {os.getpid()}), "images": session.images,
             "terminating": sorted(live), "broken_rings": self._broken,
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
+            "buffer_reads": {name.removeprefix("read_"): self._retired[name] for name in READ_COUNTERS},
         }))
         return marks
 

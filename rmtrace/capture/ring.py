@@ -14,7 +14,16 @@ import mmap
 import os
 import platform
 
-from rmtrace.capture.shm import RING, RING_COUNTERS, RING_CTL_SIZE, RING_MAGIC, RING_MIN_SIZE, RING_VERSION, RingState
+from rmtrace.capture.shm import (
+    READ_COUNTERS,
+    RING,
+    RING_COUNTERS,
+    RING_CTL_SIZE,
+    RING_MAGIC,
+    RING_MIN_SIZE,
+    RING_VERSION,
+    RingState,
+)
 from rmtrace.errors import RmtraceError
 from rmtrace.record import BUFFER_HEADER_SIZE, BUFFER_LEN, HEADER, HEADER_SIZE, RECORD, RECORD_MAGIC, RECORD_VERSION, H
 
@@ -119,7 +128,8 @@ class Ring:
         return _STATE.get(self._mm) == RingState.CLOSED
 
     def counters(self) -> dict[str, int]:
-        return {name: RING[name].get(self._mm) for name in RING_COUNTERS}
+        """The producer's counters: losses and waits (RING_COUNTERS), then how it read (READ_COUNTERS)."""
+        return {name: RING[name].get(self._mm) for name in RING_COUNTERS + READ_COUNTERS}
 
     def close(self) -> None:
         self._data.release()

@@ -16,7 +16,7 @@ from construct import Array, Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
 from rmtrace.flat import FlatStruct
 
 RING_MAGIC = 0x474E5252
-RING_VERSION = 1
+RING_VERSION = 2
 RING_CTL_SIZE = 4096
 RING_MIN_SIZE = 4096
 
@@ -68,8 +68,12 @@ RingControl = Struct(
     "reserved1" / Int64ul,
     "tail" / Int64ul,
     "reserved2" / Bytes(56),
+    "read_copy" / Int64ul,
+    "read_syscall" / Int64ul,
+    "read_unreadable" / Int64ul,
+    "reserved3" / Array(5, Int64ul),
 )
-"""struct rmt_ring_ctl, 192 bytes at the start of each ring file."""
+"""struct rmt_ring_ctl, 256 bytes at the start of each ring file."""
 
 SessionControl = Struct(
     "magic" / Const(SESSION_MAGIC, Int32ul),
@@ -131,6 +135,9 @@ MIRRORS = {
 
 RING_COUNTERS = ("lost_full", "lost_nested", "lost_stopped", "trunc_big", "waits", "wait_ns")
 """The ring's named counters, reported in the recording's MARK LOST record."""
+READ_COUNTERS = ("read_copy", "read_syscall", "read_unreadable")
+"""How the shim read the program's buffers: by its fault-tolerant copy, by a system call (the slow
+path, for a thread that blocks SIGSEGV or SIGBUS), or not at all (a bad pointer); in MARK STOP."""
 
 RING = FlatStruct(RingControl, "rmt_ring_ctl")
 """The ring control page's fields, each read or written in place (``RING["head"].get(mm)``)."""

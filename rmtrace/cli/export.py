@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from rmtrace.errors import RmtraceError
 
@@ -40,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="traces to export (parquet takes several; default: the shipped capture of three "
                              "CUDA clients)")
     parser.add_argument("--format", "-f", choices=FORMATS, help="what to write")
-    parser.add_argument("-o", "--output", metavar="OUT", help="the file to write (parquet: the dataset directory)")
+    parser.add_argument("-o", "--output", metavar="OUT", help="the file to write (jsonl: - for standard output; "
+                                                              "parquet: the dataset directory)")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
     parser.add_argument("--dissector", metavar="DIR", help="write the Wireshark dissector (rmtrace.lua) into DIR")
     parser.add_argument("--driver", metavar="VERSION", help="decode with this driver's profile, not the recorded one")
@@ -56,17 +56,6 @@ def _traces(args: argparse.Namespace) -> list[str]:
     return [_trace_path(t) for t in args.traces]
 
 
-def _check_output(out: str, inputs: list[str], force: bool) -> None:
-    """Never write over an input; an existing output needs --force."""
-    target = Path(out)
-    if target.exists():
-        for path in inputs:
-            if Path(path).exists() and os.path.samefile(path, target):
-                raise RmtraceError(f"{out} is an input of this export; write the export somewhere else")
-        if not force:
-            raise RmtraceError(f"{out} exists; use --force to replace it")
-
-
 def run(args: argparse.Namespace) -> int:
     if args.format is None and args.dissector is None:
         raise RmtraceError("say what to write: --format pcapng|perfetto|jsonl|parquet, or --dissector DIR")
@@ -80,8 +69,9 @@ def run(args: argparse.Namespace) -> int:
     if args.format != "parquet":
         if len(traces) != 1:
             raise RmtraceError(f"--format {args.format} exports one trace; only parquet takes several")
-        _check_output(args.output, traces, args.force)
-        _export_one(args, traces[0])
+        from rmtrace.cli.common import output_path
+        out = output_path(args.output, force=args.force, inputs=tuple(traces), stdout=args.format == "jsonl")
+        _export_one(args, traces[0], out)
         return 0
     from rmtrace.export.parquet import export_dataset
     written = export_dataset(traces, args.output, driver=args.driver, host=args.host, force=args.force)
@@ -90,16 +80,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export_one(args: argparse.Namespace, trace: str) -> None:
+def _export_one(args: argparse.Namespace, trace: str, out: str) -> None:
     from rmtrace.export import writer
     from rmtrace.export.source import ExportInput
     write = writer(args.format)
     with ExportInput(trace, driver=args.driver) as src:
         if src.warning:
             print(f"rmtrace export: {src.warning}", file=sys.stderr)
-        count = write(src, args.output)
-    print(f"rmtrace export: {args.output}: {count:,} {'packets' if args.format == 'pcapng' else 'objects'}",
-          file=sys.stderr)
+        count = write(src, out)
+    print(f"rmtrace export: {'standard output' if out == '-' else out}: {count:,} "
+          f"{'packets' if args.format == 'pcapng' else 'objects'}", file=sys.stderr)
 
 
 def _write_dissector(args: argparse.Namespace, traces: list[str]) -> None:
@@ -115,7 +105,8 @@ def _write_dissector(args: argparse.Namespace, traces: list[str]) -> None:
         if args.driver is None:
             print(f"rmtrace export: no FILE or --driver; the dissector is for profile {profile.version}", file=sys.stderr)
         decoders = DecoderSet(profile, user=False)
-    _check_output(os.path.join(args.dissector, TEMPLATE), traces, args.force)
+    from rmtrace.cli.common import output_path
+    output_path(os.path.join(args.dissector, TEMPLATE), force=args.force, inputs=tuple(traces))
     path = write_dissector(args.dissector, decoders)
     print(f"rmtrace export: {path} (profile {decoders.profile.version}); "
           f"tshark -X lua_script:{path} -r FILE.pcapng", file=sys.stderr)

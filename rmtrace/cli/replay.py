@@ -18,6 +18,7 @@ from rmtrace.cli.common import (
 )
 from rmtrace.errors import RmtraceError
 from rmtrace.replayer.chains import attach_wedge_chains
+from rmtrace.replayer.oracle import default_oracle, make_oracle
 from rmtrace.replayer.plan import Plan, build_plan
 from rmtrace.replayer.report import EXIT_MEANING, headline, junit, seeds_line, table
 from rmtrace.replayer.runner import DEFAULT_TIMEOUT_NS, ReplayResult, replay
@@ -79,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                  "~/.local/share/rmtrace/replays; printed)")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (--force: over an old one)")
     add_json_argument(parser, "per run a replay object, then a verdict object per client")
+    parser.add_argument("--oracle", metavar="ORACLE",
+                        help="check each answer against this instead of the recording: nvidia (the real driver, "
+                             "answering the same messages) or a trace (e.g. a replay against nvidia)")
+    parser.add_argument("--allow-unsafe", action="store_true",
+                        help="nvidia: also send the calls its safety table does not know to be harmless")
 
 
 def _numbers(text: str) -> list[int]:
@@ -115,8 +121,11 @@ def timeout_from_args(args: argparse.Namespace) -> int:
 
 
 def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
-    return replay(plan, schedule, make_target(args.against, plan), timeout_ns=timeout_from_args(args),
-                  output=output)
+    unsafe = ":allow-unsafe" if args.allow_unsafe else ""
+    target = make_target(args.against + unsafe if args.against == "nvidia" else args.against, plan)
+    spec = args.oracle
+    oracle = make_oracle(spec + unsafe if spec == "nvidia" else spec, plan) if spec else default_oracle(target, plan)
+    return replay(plan, schedule, target, timeout_ns=timeout_from_args(args), output=output, oracle=oracle)
 
 
 def _output(args: argparse.Namespace, plan: Plan) -> str:
@@ -145,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         attach_wedge_chains(result)
         say(headline(result, source))
         say(table(result))
+        if result.notes:
+            say("\n".join(result.notes))
         results = [result]
     else:
         results = _explore(plan, args, schedule, source, say)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from rmtrace.cli.common import _trace_path, trace_or_default
 from rmtrace.errors import RmtraceError
@@ -37,11 +36,11 @@ def run(args: argparse.Namespace) -> int:
     if len(args.traces) > 2:
         raise RmtraceError("give one trace, or two to compare them")
     traces = args.traces or [trace_or_default(argparse.Namespace(trace=None))]
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise RmtraceError("the TUI needs a terminal (for a text listing use 'rmtrace show')")
     from rmtrace.tui.app import RmtraceApp
     from rmtrace.tui.services import library_services
+    from rmtrace.tui.terminal import on_terminal
 
     app = RmtraceApp.open(traces, library_services(), follow=args.follow)
-    app.run()
+    with on_terminal():  # the terminal itself, also when stdin or stderr is redirected
+        app.run()
     return app.return_code or 0

@@ -5,7 +5,8 @@ can be asked later.  An export asks each question once, in order: which
 client made this call, what stable name its handles have, what a channel or
 a rank became, what the host counters read.  ``StreamingFold`` runs the same
 ``Folder`` (one call at a time, the same handlers) and hands each call's
-``CallInfo`` and each transition out as soon as it is final, then forgets it.
+``CallInfo`` and each transition out as soon as it is final, then forgets it,
+and forgets a client's objects and channels when its process exits.
 
 A call's effects carry the time of its exit, but calls are folded in order of
 their enter; every later call enters at or after the current one, so a
@@ -21,6 +22,7 @@ from typing import Any
 
 from rmtrace.calls import Call
 from rmtrace.decoders import DecoderSet
+from rmtrace.record import Source, SysOp
 from rmtrace.session import CallInfo, Transition
 from rmtrace.session.fold import Folder
 from rmtrace.session.timeline import Timeline
@@ -52,16 +54,38 @@ class StreamingFold:
     def __init__(self, decoders: DecoderSet) -> None:
         self.transitions = TransitionStream()
         self.folder = Folder(decoders, self.transitions)
+        self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
+        self._released_before = 0
 
     def fold(self, call: Call) -> CallInfo:
         """Fold one call (in the decoders' order) and return what the model knows of it."""
         folder = self.folder
+        # exits whose transitions the caller has had (all before the previous call's first record)
+        while self._exited and self._exited[0][0] < self._released_before:
+            self._forget(heapq.heappop(self._exited)[1])
         folder.fold(call)
         info = folder.calls.pop()  # the fold appends exactly this call's CallInfo
         # what only a whole-trace model needs: record -> client and the GSP exchange list
         folder.seq_client.clear()
         folder.gsp.clear()
+        first = call.first
+        if first.source == Source.SYS and first.op == SysOp.EXIT:
+            heapq.heappush(self._exited, (call.last.time_ns, first.pid))
+        self._released_before = first.time_ns
         return info
+
+    def _forget(self, pid: int) -> None:
+        """A process exited: its client makes no more calls, so its objects and channels are dropped
+        (the fold has freed them, and the caller has had their transitions), keeping memory to what is live."""
+        folder = self.folder
+        gone = {c.id for c in folder.clients.values() if c.pid == pid}
+        if not gone:
+            return
+        folder.object_list[:] = [o for o in folder.object_list if o.client_id not in gone]
+        for obj_key in [k for k in folder.objects if k[0] in gone]:
+            del folder.objects[obj_key]
+        for chan_id in [k for k, chan in folder.channels.items() if chan.client_id in gone]:
+            del folder.channels[chan_id]
 
     def stable_names(self, info: CallInfo) -> dict[str, str]:
         """The stable names (``NV01_ROOT_CLIENT#0/NV01_DEVICE_0#0/...``) of the objects a call's handles name."""

@@ -1,18 +1,25 @@
-"""JSON Lines: the objects of ``rmtrace show --json``, one call a line, streamed to a file."""
+"""JSON Lines: the call objects of ``rmtrace show --json`` (docs/json-schema.md), one a line, streamed."""
 
 from __future__ import annotations
 
-from rmtrace.decoders import Level, render
+import sys
+from typing import TextIO
+
+from rmtrace import jsonschema
+from rmtrace.decoders import Level
 from rmtrace.export.source import ExportInput
 
 
 def write_jsonl(src: ExportInput, out: str) -> int:
-    """Write every call of the trace as ``show --json`` prints it; returns the objects written."""
+    """Write every call of the trace as ``show --json`` does (``-`` is standard output); the objects written."""
+    if out == "-":
+        return _write(src, sys.stdout)
+    with open(out, "w", encoding="utf-8") as f:
+        return _write(src, f)
+
+
+def _write(src: ExportInput, f: TextIO) -> int:
     decoders = src.decoders
     start = src.start_ns
-    count = 0
-    with open(out, "w", encoding="utf-8") as f:
-        for call in src.calls():
-            f.write(render.json_line(decoders.decode(call, Level.FULL), call, start) + "\n")
-            count += 1
-    return count
+    return jsonschema.write_lines((jsonschema.call(decoders.decode(call, Level.FULL), call, start)
+                                   for call in src.calls()), f)

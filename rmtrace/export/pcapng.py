@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterable, Iterator
 
 from scapy.utils import RawPcapNgWriter
 
@@ -96,7 +95,7 @@ def descriptions(src: ExportInput) -> dict[int, str]:
     return {source: f"{what} ({tail})" for source, (_name, what) in INTERFACES.items()}
 
 
-def in_record_order(calls: Iterable[Call], render_line: object) -> Iterator[tuple[Record, str]]:
+def in_record_order(calls: Iterable[Call], render_line: Callable[[Call], str]) -> Iterator[tuple[Record, str]]:
     """(record, its call's summary line) in record order, from calls in order of their first record.
 
     A call is yielded once every call starting before it has been, so every
@@ -104,7 +103,7 @@ def in_record_order(calls: Iterable[Call], render_line: object) -> Iterator[tupl
     """
     heap: list[tuple[int, Record, str]] = []
     for call in calls:
-        text = render_line(call)  # type: ignore[operator]
+        text = render_line(call)
         for rec in call.records:
             heapq.heappush(heap, (rec.seq, rec, text))
         first = call.first.seq
@@ -116,7 +115,7 @@ def in_record_order(calls: Iterable[Call], render_line: object) -> Iterator[tupl
         yield rec, line
 
 
-def write_pcapng(src: ExportInput, out: str | BinaryIO) -> int:
+def write_pcapng(src: ExportInput, out: str) -> int:
     """Write the trace as pcapng to ``out`` (a path); returns the packets written."""
     decoders = src.decoders
     start, end = src.start_ns, src.end_ns
@@ -124,7 +123,7 @@ def write_pcapng(src: ExportInput, out: str | BinaryIO) -> int:
     def line(call: Call) -> str:
         return render.line(decoders.decode(call, Level.CALL), call, start, end)
 
-    writer = RecordPcapNgWriter(str(out), descriptions(src))
+    writer = RecordPcapNgWriter(out, descriptions(src))
     packets = 0
     try:
         offset = src.wall_offset_ns or 0
@@ -133,7 +132,7 @@ def write_pcapng(src: ExportInput, out: str | BinaryIO) -> int:
             writer.write_record(raw.pop(rec.seq), rec.source, rec.time_ns + offset,
                                 [f"pid {rec.pid} tid {rec.tid}".encode(), text.encode()])
             packets += 1
-        if not writer.header_present:
+        if not writer.header_present:  # an empty trace: the section and its interfaces all the same
             writer._write_header(None)
     finally:
         writer.close()

@@ -208,7 +208,7 @@ class PerfettoWriter:
 
     def call(self, call: Call, info: CallInfo) -> None:
         first = call.first
-        if first.source in (Source.GSP,):
+        if first.source == Source.GSP:
             self._gsp(call, info)
         elif call.state is CallState.SINGLE:
             self._message(call, info)
@@ -259,7 +259,7 @@ class PerfettoWriter:
 
     def _message(self, call: Call, info: CallInfo) -> None:
         rec = call.first
-        if rec.source == Source.SEMA and rec.phase != Phase.SEND or not rec.pid:
+        if (rec.source == Source.SEMA and rec.phase != Phase.SEND) or not rec.pid:  # what the host sent
             track = self.named_track(f"source/{rec.source}", f"{enum_name(Source, rec.source).lower()} service"
                                      if rec.source == Source.SEMA else enum_name(Source, rec.source).lower(), self.host)
         else:
@@ -306,6 +306,8 @@ class PerfettoWriter:
             return
         if current is not None:
             self._close(tr.entity, current, tr.t_ns)
+        else:
+            self.entity_track(tr.entity)  # named now, while the fold still has the channel
         self._segments[tr.entity] = _Segment(tr.t_ns, str(tr.value))
 
     def _close(self, entity: str, seg: _Segment, t: int) -> None:

@@ -10,8 +10,12 @@
  *   rmprog child            (run by fork) one control on its own ctl fd
  *   rmprog block            a few controls, then an RM_FREE the driver never answers
  *   rmprog badptr           bad params, bad argument, PROT_NONE alloc params
+ *   rmprog signals          its own SIGSEGV/SIGBUS handlers beside the shim's: bad pointers
+ *                           never reach them, its own faults do; masks that block SIGSEGV
+ *   rmprog segv             a fault of its own with no handler: it dies of SIGSEGV
  *   rmprog many N [SIZE]    N controls with SIZE-byte params
- *   rmprog bench N [none]   ns per control, traced fd vs untraced fd (none: a pipe)
+ *   rmprog bench N [WHERE]  ns per control, traced fd vs untraced fd; WHERE: stack (default), heap,
+ *                           nested (a pointed-to array), none (a pipe)
  *   rmprog steady N US LOG  N controls US microseconds apart, each numbered in its params; then
  *                           LOG gets "i enter_ns exit_ns" per call and a last line "done N"
  *   rmprog exit N           one control, then exit(N)
@@ -23,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -227,6 +232,83 @@ static void badptr(void)
 	puts("badptr ok");
 }
 
+static sigjmp_buf fault_jump;
+static volatile uintptr_t nowhere = 16; /* an address no program maps */
+static volatile sig_atomic_t own_faults, usr1_ran;
+static int signals_ctl;
+
+static void own_fault(int sig, siginfo_t *si, void *ctx)
+{
+	(void)si;
+	(void)ctx;
+	own_faults++;
+	siglongjmp(fault_jump, sig);
+}
+
+static void bad_params(int ctl)
+{
+	struct nvos54 c = { 1, 1, 0x20800102u, 0, 0x10, 64, 0xffffffffu };
+	check(ioctl(ctl, ESC(RM_CONTROL, sizeof(c)), &c) == 0 && c.status == NV_ERR_INVALID_ADDRESS, "bad params");
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	bad_params(signals_ctl); /* in a handler whose mask blocks every signal */
+	usr1_ran = 1;
+}
+
+static void *blocked_thread(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL); /* as worker threads of many programs do */
+	one_control(signals_ctl);
+	bad_params(signals_ctl);
+	return arg;
+}
+
+static void signals(void)
+{
+	struct sigaction own, back, usr1;
+	pthread_t thread;
+
+	signals_ctl = dev("nvidiactl");
+	memset(&own, 0, sizeof(own));
+	own.sa_sigaction = own_fault;
+	own.sa_flags = SA_SIGINFO;
+	sigemptyset(&own.sa_mask);
+	check(sigaction(SIGSEGV, &own, NULL) == 0, "sigaction SIGSEGV");
+	check(sigaction(SIGSEGV, NULL, &back) == 0 && back.sa_sigaction == own_fault, "reads back its own handler");
+	check(signal(SIGBUS, SIG_IGN) == SIG_DFL && signal(SIGBUS, SIG_DFL) == SIG_IGN, "signal() round trip");
+	bad_params(signals_ctl);
+	check(own_faults == 0, "a bad pointer in an ioctl reached the program's handler");
+	if (sigsetjmp(fault_jump, 1) == 0) {
+		*(volatile int *)nowhere = 1;
+		fail("no fault");
+	}
+	check(own_faults == 1, "the program's own fault did not reach its handler");
+	bad_params(signals_ctl); /* and the shim's guard still works after it */
+	check(own_faults == 1, "a bad pointer reached the program's handler after its own fault");
+
+	memset(&usr1, 0, sizeof(usr1));
+	usr1.sa_handler = on_usr1;
+	sigfillset(&usr1.sa_mask);
+	check(sigaction(SIGUSR1, &usr1, NULL) == 0, "sigaction SIGUSR1");
+	raise(SIGUSR1);
+	check(usr1_ran, "SIGUSR1 handler");
+	check(pthread_create(&thread, NULL, blocked_thread, NULL) == 0 && pthread_join(thread, NULL) == 0, "thread");
+	close(signals_ctl);
+	puts("signals ok");
+}
+
+static void segv(void)
+{
+	one_control(dev("nvidiactl"));
+	*(volatile int *)nowhere = 1;
+	fail("no fault");
+}
+
 static void many(int n, int size)
 {
 	int ctl = dev("nvidiactl");
@@ -286,16 +368,36 @@ static void steady(int n, int gap_us, const char *log)
  * alternate between the ctl fd as opened (which the shim traces) and the
  * same device reopened through /proc/self/fd (a path the shim does not take
  * for an NVIDIA node, so it passes those calls through untouched).  Prints
- * the median of each.  With "none": FIONREAD on a pipe, not a device at all. */
-static void bench(int n, int none)
+ * the median of each.  Where the buffers live:
+ *   stack   the argument and 64-byte params on this thread's stack
+ *   heap    both on the heap, as libcuda keeps most of its params
+ *   nested  GET_CLASSLIST: heap params pointing to a heap array of 32 class ids
+ *   none    FIONREAD on a pipe, not a device at all */
+static void bench(int n, const char *where)
 {
-	int fds[2], failures = 0, avail;
-	uint8_t params[64] = { 0 };
+	int fds[2], failures = 0, avail, none = !strcmp(where, "none");
+	int heap = !strcmp(where, "heap"), nested = !strcmp(where, "nested");
+	uint8_t stack_params[64] = { 0 };
+	struct nvos54 stack_c = { 0xbad0c1d0u, 0xbad0c1d0u, 0x20800102u, 0, 0, sizeof(stack_params), 0 };
+	struct nvos54 *c = &stack_c;
 	int batches = n / 200 > 0 ? n / 200 : 1;
 	uint64_t *ns[2] = { calloc((size_t)batches, sizeof(uint64_t)), calloc((size_t)batches, sizeof(uint64_t)) };
-	struct nvos54 c = { 0xbad0c1d0u, 0xbad0c1d0u, 0x20800102u, 0, (uint64_t)(uintptr_t)params, sizeof(params), 0 };
 	char path[64];
 
+	check(none || heap || nested || !strcmp(where, "stack"), "bench: stack, heap, nested or none");
+	stack_c.params = (uint64_t)(uintptr_t)stack_params;
+	if (heap || nested) {
+		c = malloc(sizeof(*c));
+		*c = stack_c;
+		c->params = (uint64_t)(uintptr_t)calloc(1, 64);
+	}
+	if (nested) {
+		struct classlist *cl = (struct classlist *)(uintptr_t)c->params;
+		cl->numClasses = 32;
+		cl->classList = (uint64_t)(uintptr_t)calloc(32, sizeof(uint32_t));
+		c->cmd = CTRL_GET_CLASSLIST;
+		c->paramsSize = sizeof(*cl);
+	}
 	if (none) {
 		check(pipe(fds) == 0, "pipe");
 	} else {
@@ -309,14 +411,14 @@ static void bench(int n, int none)
 			int fd = none ? fds[0] : fds[(b + k) % 2]; /* alternate which goes first */
 			uint64_t t0 = now_ns();
 			for (int i = 0; i < 100; i++) /* only the time matters: a refusal is a full trip too */
-				failures += (none ? ioctl(fd, FIONREAD, &avail) : ioctl(fd, ESC(RM_CONTROL, sizeof(c)), &c)) != 0;
+				failures += (none ? ioctl(fd, FIONREAD, &avail) : ioctl(fd, ESC(RM_CONTROL, sizeof(*c)), c)) != 0;
 			ns[none ? k : fd == fds[1]][b] = now_ns() - t0;
 		}
 	}
 	for (int k = 0; k < 2; k++)
 		qsort(ns[k], (size_t)batches, sizeof(uint64_t), cmp_u64);
 	printf("traced_ns %.1f untraced_ns %.1f failures %d status 0x%x\n", ns[0][batches / 2] / 100.0,
-	       ns[1][batches / 2] / 100.0, failures, c.status);
+	       ns[1][batches / 2] / 100.0, failures, c->status);
 }
 
 int main(int argc, char **argv)
@@ -340,12 +442,16 @@ int main(int argc, char **argv)
 		block();
 	else if (!strcmp(what, "badptr"))
 		badptr();
+	else if (!strcmp(what, "signals"))
+		signals();
+	else if (!strcmp(what, "segv"))
+		segv();
 	else if (!strcmp(what, "many"))
 		many(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 64);
 	else if (!strcmp(what, "steady") && argc > 4)
 		steady(atoi(argv[2]), atoi(argv[3]), argv[4]);
 	else if (!strcmp(what, "bench"))
-		bench(atoi(argv[2]), argc > 3 && !strcmp(argv[3], "none"));
+		bench(atoi(argv[2]), argc > 3 ? argv[3] : "stack");
 	else if (!strcmp(what, "exit")) {
 		one_control(dev("nvidiactl"));
 		exit(atoi(argv[2]));

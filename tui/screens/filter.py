@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from rmtrace.tui.filters import FIELDS, EventFilter
+from rmtrace.tui.screens.modal import Modal
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Label, Static
 
 from rmtrace.errors import RmtraceError
@@ -24,7 +24,7 @@ HINTS = {
 }
 
 
-class FilterScreen(ModalScreen[EventFilter | None]):
+class FilterScreen(Modal[EventFilter | None]):
     """One input per field; Enter applies, Escape leaves the filter as it was."""
 
     BINDINGS = [
@@ -53,8 +53,8 @@ class FilterScreen(ModalScreen[EventFilter | None]):
                     yield Label(name)
                     yield Input(values[name], placeholder=HINTS[name], id=f"filter-{name}")
             if self.current.object_label:
-                yield Static(f"object: {self.current.object_label} (from the objects tree; Esc there clears it)")
-            yield Static("", id="filter-error")
+                yield Static(f"object: {self.current.object_label} (from the objects tree; Esc there clears it)", markup=False)
+            yield Static("", id="filter-error", markup=False)
             yield Footer()
 
     def values(self) -> dict[str, str]:
@@ -77,7 +77,7 @@ class FilterScreen(ModalScreen[EventFilter | None]):
             self.query_one(f"#filter-{name}", Input).value = ""
 
 
-class PromptScreen(ModalScreen[str | None]):
+class PromptScreen(Modal[str | None]):
     """One line of input at the bottom: search text or a time."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -100,7 +100,7 @@ class PromptScreen(ModalScreen[str | None]):
         with Vertical():
             yield Label(self.prompt)
             yield Input(self.value, placeholder=self.placeholder)
-            yield Static("", id="prompt-error")
+            yield Static("", id="prompt-error", markup=False)
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from rich.text import Text
+from rmtrace.tui.screens.modal import Modal
 from rmtrace.tui.states import legend
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 MOUSE = (
     ("click on a lane", "select it and put the cursor there"),
@@ -46,7 +47,7 @@ def help_text(areas: Sequence[tuple[str, Sequence]], symbols: Mapping[str, str])
     sections.append(("Mouse", list(MOUSE)))
     sections.append(("Lane states (symbol: state)", legend(symbols)))
     width = max(len(key) for _, rows in sections for key, _ in rows) + 2
-    out = Text("rmtrace tui: keys (any key closes this)\n", style="bold")
+    out = Text("rmtrace tui: keys (Esc, q or ? closes this; ↑ ↓ PgUp PgDn scroll)\n", style="bold")
     for title, rows in sections:
         out.append(f"\n{title}\n", style="bold underline")
         for key, what in rows:
@@ -55,12 +56,15 @@ def help_text(areas: Sequence[tuple[str, Sequence]], symbols: Mapping[str, str])
     return out
 
 
-class HelpScreen(ModalScreen[None]):
-    """Any key closes it."""
+class HelpScreen(Modal[None]):
+    """A page to scroll (↑ ↓ PgUp PgDn Home End) and close (Esc, q, ?), as less(1) does: other keys do nothing."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 80; max-width: 96%; height: 90%; border: thick $accent; background: $surface; padding: 0 1; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 96%; height: 1fr; max-height: 90%; border: thick $accent;
+                                  background: $surface; padding: 0 1; }
     """
 
     def __init__(self, areas: Sequence[tuple[str, Sequence]], symbols: Mapping[str, str]) -> None:
@@ -68,12 +72,13 @@ class HelpScreen(ModalScreen[None]):
         self.text = help_text(areas, symbols)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with VerticalScroll(id="help"):
             yield Static(self.text, id="help-text")
+        yield Footer()
 
-    def on_key(self, event) -> None:
-        event.stop()
-        self.dismiss(None)
+    def on_mount(self) -> None:
+        self.query_one("#help").focus()
 
-    def on_click(self) -> None:
-        self.dismiss(None)
+    def on_click(self, event: events.Click) -> None:
+        if event.widget is self:  # outside the page
+            self.dismiss(None)

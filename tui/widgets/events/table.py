@@ -22,12 +22,15 @@ from rmtrace.tui.workspace import Workspace
 from textual import events, on, work
 from textual.binding import Binding
 from textual.cache import LRUCache
+from textual.content import Content
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
+
+from rmtrace.timefmt import format_offset
 
 HEADER = Style(bold=True, underline=True)
 POINTER = Style(reverse=True)
@@ -274,7 +277,7 @@ class EventsTable(ScrollView, can_focus=True):
             return
         self.scan_state = ""
         if message.index is None:
-            self.notify(f"{message.text!r} not found.", severity="warning")
+            self.notify(f"{message.text!r} not found.", severity="warning", markup=False)
         else:
             self._set_pointer(message.index)
         self._changed()
@@ -283,7 +286,11 @@ class EventsTable(ScrollView, can_focus=True):
 
     def _changed(self) -> None:
         """What the table shows changed: new title, redraw."""
-        self.border_title = self.title()
+        self.show_title()
+
+    def show_title(self) -> None:
+        """The title as plain text: it holds what a person typed (a filter, a search), never markup."""
+        self.border_title = Content(self.title())
 
     def title(self) -> str:
         run = self.workspace.run
@@ -298,20 +305,20 @@ class EventsTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        columns = fit_columns(width)
+        run = self.workspace.run
+        columns = fit_columns(width, len(format_offset(run.end_rel)))
         if y == 0:
-            text = (" " * GAP).join(cell_text(c.title, w, c.right) for c, w in columns)
+            text = (" " * GAP).join(cell_text(c, c.title, w) for c, w in columns)
             return Strip([Segment(text[:width].ljust(width), HEADER)], width)
         index = self.scroll_offset.y + y - 1
         if index >= self.row_count:
             return Strip.blank(width)
         seq = self.seq_of(index)
-        run = self.workspace.run
         key = (self.workspace.active, seq, width, index == self.pointer, self.has_focus, run.generation)
         strip = self._strips.get(key)
         if strip is None:
             row = run.row(seq)
-            text = (" " * GAP).join(cell_text(c.cell(row), w, c.right) for c, w in columns)
+            text = (" " * GAP).join(cell_text(c, c.cell(row), w) for c, w in columns)
             style = IN_FLIGHT if row.in_flight else ERROR if row.error else Style()
             if index == self.pointer:
                 style += POINTER if self.has_focus else POINTER_BLURRED

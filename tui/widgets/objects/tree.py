@@ -6,6 +6,7 @@ naming it or anything below it.
 
 from __future__ import annotations
 
+from rich.text import Text
 from rmtrace.tui.messages import ObjectCleared, ObjectSelected
 from rmtrace.tui.view import ObjectNode
 from rmtrace.tui.workspace import Workspace
@@ -53,7 +54,7 @@ class ObjectsTree(Tree[ObjectNode | str]):
             self.root.add_leaf("no RM objects in this trace")
         eager = sum(_count(roots) for roots in trees.values()) <= EAGER_NODES
         for client_id, roots in trees.items():
-            branch = self.root.add(labels.get(client_id, client_id), data=client_id, expand=eager)
+            branch = self.root.add(Text(labels.get(client_id, client_id)), data=client_id, expand=eager)
             self._pending[id(branch)] = roots
             if eager:
                 self._fill(branch, everything=True)
@@ -63,9 +64,9 @@ class ObjectsTree(Tree[ObjectNode | str]):
         for node in self._pending.pop(id(branch), ()):
             label = f"{node.label}  {node.stable_name}" + ("" if node.status in OK_STATUS else f"  [{node.status}]")
             if not node.children:
-                branch.add_leaf(label, data=node)
+                branch.add_leaf(Text(label), data=node)
                 continue
-            child = branch.add(label, data=node, expand=everything)
+            child = branch.add(Text(label), data=node, expand=everything)
             self._pending[id(child)] = node.children
             if everything:
                 self._fill(child, everything=True)

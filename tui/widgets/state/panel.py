@@ -3,25 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
+from rmtrace.tui.fit import elide_middle
 from rmtrace.tui.states import look
+from rmtrace.tui.view import LaneRow
 from rmtrace.tui.workspace import Workspace
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from rmtrace.timefmt import format_offset
 
+if TYPE_CHECKING:
+    from rmtrace.session import State
+
 COUNTERS = ("pub_calls", "gr_rel", "faked", "drain_held")
-STATE_COLUMNS = (("lane", 26), ("state", 15), ("detail", 60))
+"""The host service's own counters, shown first when the trace has them."""
+LANE_WIDTH = (12, 26)
+"""The lane column's narrowest and widest: it gives way before the state column does."""
+STATE_WIDTH, DETAIL_WIDTH = 15, 60
+CELL_PADDING = 2
+"""A DataTable column's padding, both sides together."""
 MAX_ROWS = 200
 """Lanes listed at once: a trace with thousands of clients would make every cursor move slow."""
-"""The host service's own counters, shown first when the trace has them."""
 
 
-def shown_lanes(lanes: Sequence[Any], selected: str | None) -> list[Any]:
+def lane_width(panel_width: int) -> int:
+    """The lane column's width in a panel this wide, so that the state beside it shows whole."""
+    fits = panel_width - STATE_WIDTH - 2 * CELL_PADDING - 1  # the table's scrollbar
+    return max(LANE_WIDTH[0], min(LANE_WIDTH[1], fits))
+
+
+def shown_lanes(lanes: Sequence[LaneRow], selected: str | None) -> list[LaneRow]:
     """Every lane, or past MAX_ROWS the selected lane's group and the host's ranks first, then the rest to the cap."""
     if len(lanes) <= MAX_ROWS:
         return list(lanes)
@@ -31,7 +47,7 @@ def shown_lanes(lanes: Sequence[Any], selected: str | None) -> list[Any]:
     return (first + rest)[:MAX_ROWS]
 
 
-def state_rows(workspace: Workspace, state: Any, lanes: Sequence[Any] | None = None) -> list[tuple[str, str, str, str]]:
+def state_rows(workspace: Workspace, state: State | None, lanes: Sequence[LaneRow] | None = None) -> list[tuple[str, str, str, str]]:
     """(lane label, state, symbol, other attributes) for ``lanes`` (default: every lane of the active run)."""
     run = workspace.run
     entities: Mapping[str, Mapping[str, object]] = state.entities if state is not None else {}
@@ -44,7 +60,7 @@ def state_rows(workspace: Workspace, state: Any, lanes: Sequence[Any] | None = N
     return rows
 
 
-def counter_text(state: Any) -> str:
+def counter_text(state: State | None) -> str:
     counters: Mapping[str, int] = state.counters if state is not None else {}
     if not counters:
         return "host counters: none reported yet"
@@ -70,18 +86,32 @@ class StatePanel(Vertical):
         super().__init__(id=id)
         self.workspace = workspace
         self.selected: str | None = None
-        self.shown: list[Any] = []
+        self.shown: list[LaneRow] = []
         """The lanes listed now, in table order."""
+        self.lane_width = LANE_WIDTH[1]
 
     def compose(self) -> ComposeResult:
-        yield Static(id="state-counters")
-        table = DataTable(id="state-table", cursor_type="row", zebra_stripes=False)
-        for title, width in STATE_COLUMNS:  # fixed widths: no reflow as the cursor moves
-            table.add_column(title, width=width)
+        yield Static(id="state-counters", markup=False)
+        table: DataTable[Text] = DataTable(id="state-table", cursor_type="row", zebra_stripes=False)
+        self._add_columns(table)
         yield table
+
+    def _add_columns(self, table: DataTable) -> None:
+        # fixed widths: no reflow as the cursor moves
+        for title, width in (("lane", self.lane_width), ("state", STATE_WIDTH), ("detail", DETAIL_WIDTH)):
+            table.add_column(title, width=width)
 
     def on_mount(self) -> None:
         self.show(self.workspace.cursor)
+
+    def on_resize(self, event: events.Resize) -> None:
+        width = lane_width(event.size.width)
+        if width != self.lane_width:
+            self.lane_width = width
+            table = self.query_one(DataTable)
+            table.clear(columns=True)
+            self._add_columns(table)
+            self.show(self.workspace.cursor)
 
     def show(self, t_rel: int) -> None:
         run = self.workspace.run
@@ -99,8 +129,8 @@ class StatePanel(Vertical):
             f"\n{len(self.shown)} of {len(lanes)} lanes: the selected lane's client and the host's first"
         counters.update(f"{tag + ' ' if tag else ''}at {format_offset(t_rel)}\n{counter_text(state)}{note}")
         for label, name, symbol, others in state_rows(self.workspace, state, self.shown):
-            table.add_row(label, Text(f"{symbol} {name}", style=f"on {look(name).colour}" if name != "–" else ""),
-                          others)
+            state_cell = Text(f"{symbol} {name}", style=f"on {look(name).colour}" if name != "–" else "")
+            table.add_row(Text(elide_middle(label, self.lane_width)), state_cell, Text(others))
         self._move_to(self.selected)
 
     def select(self, entity: str | None) -> None:

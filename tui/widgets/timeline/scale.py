@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rmtrace.timefmt import format_duration
@@ -98,8 +98,14 @@ def tick_step(window: Window, min_cols: int = 14) -> int:
     return 10 * exp
 
 
-def ruler(window: Window) -> str:
-    """One line: ``|`` at round times with their labels, e.g. ``|0ns    |2.000ms    |4.000ms``."""
+def ruler(window: Window, marks: Mapping[int, str] | None = None) -> str:
+    """One line: ``|`` at round times with their labels, e.g. ``|0ns    |2.000ms    |4.000ms``.
+
+    ``marks`` (column -> character: a wedge, a divergence) are drawn over
+    the ticks; a label that would run into a mark or off the right edge is
+    left out, so no label is ever half drawn (``|10.W00s``).
+    """
+    marks = marks or {}
     line = [" "] * window.width
     step = tick_step(window)
     t = math.ceil(window.t0 / step) * step
@@ -107,10 +113,13 @@ def ruler(window: Window) -> str:
         col = window.column(t)
         if 0 <= col < window.width:
             label = "|" + format_duration(t)
-            for k, ch in enumerate(label):
-                if col + k < window.width:
-                    line[col + k] = ch
+            if col + len(label) > window.width or any(c in marks for c in range(col, col + len(label))):
+                label = "|"
+            line[col:col + len(label)] = label
         t += step
+    for col, char in marks.items():
+        if 0 <= col < window.width:
+            line[col] = char
     return "".join(line)
 
 

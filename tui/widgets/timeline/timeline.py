@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
+from rmtrace.tui.fit import elide, elide_middle
 from rmtrace.tui.messages import CursorMoved
 from rmtrace.tui.states import OPEN_STATES, look
 from rmtrace.tui.widgets.timeline.rows import TimelineRow, build_rows, find_row
@@ -95,8 +96,8 @@ class Timeline(Widget, can_focus=True):
     def rebuild(self) -> None:
         """Re-read the lanes (a model was attached, a group folded)."""
         self.rows = build_rows(self.workspace, self.collapsed, self._index_cache)
-        if self._fitted:
-            self.window = fit(self.workspace.end_rel, self.window.width)
+        width = self.plot_width if self.size.width else self.window.width  # labels set the plot's width
+        self.window = fit(self.workspace.end_rel, width) if self._fitted else self.window.resized(width)
         self.selected = min(self.selected, max(0, len(self.rows) - 1))
         self._strips.clear()
         self.refresh()
@@ -114,7 +115,9 @@ class Timeline(Widget, can_focus=True):
 
     @property
     def label_width(self) -> int:
-        return min(LABEL_MAX, max(LABEL_MIN, self.size.width // 4))
+        """As wide as the longest label, within LABEL_MIN..LABEL_MAX and 3/10 of the widget."""
+        longest = max((len(row.label) for row in self.rows), default=0) + 1
+        return max(LABEL_MIN, min(LABEL_MAX, self.size.width * 3 // 10, longest))
 
     @property
     def plot_width(self) -> int:
@@ -217,7 +220,7 @@ class Timeline(Widget, can_focus=True):
             return
         t = how(row.index, self.cursor)
         if t is None:
-            self.notify(f"No more events on {row.label.strip()}.")
+            self.notify(f"No more events on {row.label.strip()}.", markup=False)
             return
         self.set_cursor(t)
 
@@ -301,9 +304,12 @@ class Timeline(Widget, can_focus=True):
 
     # -- drawing
 
-    def status_text(self) -> str:
-        """The last line: cursor time, the selected lane's state there, the zoom."""
-        parts = [f"cursor {format_offset(self.cursor)}"]
+    def status_text(self, width: int = 1_000) -> str:
+        """The last line: cursor time, the selected lane's state there, the zoom; fitted to ``width``
+        (the zoom goes first, then the end of the state's detail)."""
+        cursor = f"cursor {format_offset(self.cursor)}"
+        zoom = f"{format_duration(self.window.span)}/screen"
+        lane = None
         row = self.selected_row
         if row is not None and row.index is not None:
             # a state still open at the run's end covers the end itself
@@ -312,21 +318,24 @@ class Timeline(Widget, can_focus=True):
             tag = self.workspace.tag(row.run)
             name = f"{tag + ' ' if tag else ''}{row.lane.label}"
             if seg is None:
-                parts.append(f"{name}: –")
+                lane = f"{name}: –"
             else:
                 detail = row.lane.segments[row.index.order[seg]][3]
-                parts.append(f"{name}: {row.index.states[seg]}" + (f" ({detail})" if detail else ""))
+                lane = f"{name}: {row.index.states[seg]}" + (f" ({detail})" if detail else "")
         elif not any(run.loaded for run in self.workspace.runs):
-            parts.append("building the session model…")
-        parts.append(f"{format_duration(self.window.span)}/screen")
-        return "  │  ".join(parts)
+            lane = "building the session model…"
+        sep = "  │  "
+        parts = [cursor, *([lane] if lane else []), zoom]
+        if len(sep.join(parts)) > width:
+            parts = [cursor, *([lane] if lane else [])]
+        return elide(sep.join(parts), width)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y == 0:
             return self._ruler_strip(width)
         if y == self.size.height - 1:
-            return Strip([Segment(self.status_text()[:width].ljust(width), DIM)], width)
+            return Strip([Segment(self.status_text(width).ljust(width), DIM)], width)
         index = self._row_at_y(y)
         if index is None:
             return Strip.blank(width)
@@ -340,7 +349,9 @@ class Timeline(Widget, can_focus=True):
         return strip
 
     def _label(self, row: TimelineRow, selected: bool) -> Segment:
-        text = row.label[: self.label_width - 1].ljust(self.label_width)
+        # a lane keeps its engine (the end), a heading its client and pid (the start)
+        fitted = elide(row.label, self.label_width - 1) if row.is_group else elide_middle(row.label, self.label_width - 1)
+        text = fitted.ljust(self.label_width)
         style = GROUP if row.is_group else Style()
         if row.entity is not None and row.entity in self.highlighted:
             style += HIGHLIGHT
@@ -372,12 +383,11 @@ class Timeline(Widget, can_focus=True):
         return Strip(Segment.simplify(segments), width).crop(0, width)
 
     def _ruler_strip(self, width: int) -> Strip:
-        line = list(ruler(self.window))
-        styles = [DIM] * len(line)
+        marks: dict[int, str] = {}
         for kind, t in self._marks():
-            col = self.window.column(t)
-            if 0 <= col < len(line):
-                line[col], styles[col] = MARKS[kind]
+            marks.setdefault(self.window.column(t), kind)
+        line = list(ruler(self.window, {col: MARKS[kind][0] for col, kind in marks.items()}))
+        styles = [MARKS[marks[col]][1] if col in marks else DIM for col in range(len(line))]
         cursor_col = self.window.column(self.cursor)
         if 0 <= cursor_col < len(line):  # keep a tick label readable: mark the cursor by style there
             if line[cursor_col] in " |":

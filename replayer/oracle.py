@@ -1,0 +1,265 @@
+"""What a replay's answers are checked against: the recording, another trace, or a live target.
+
+Every answer a replay gets is judged against an expected answer to the same
+message (the runner's ``oracle`` hook):
+
+* ``RecordingOracle``: what the recording says came back -- the default for a
+  target that answers output fields (the real driver);
+* ``TraceOracle`` (``--oracle TRACE``): the answers another trace holds for the
+  same messages, e.g. a committed replay against the real driver;
+* ``TargetOracle`` (``--oracle nvidia``): a second target answers each message
+  as well (the real driver, in lockstep with the target under test), which
+  judges a host service or the model against bare metal.
+
+The judgement is one: return value, errno and NV status exactly; then, where
+both answers carry their records and the target answers fields, every output
+field (the AFTER buffers, leaf by leaf, ``targets/nvidia/fields.py``) except the
+ones the replay tables mask for that command (addresses, timestamps, counters,
+board identity: each mask with its reason), differences named by field path
+with both values, as ``rmtrace diff`` shows them.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Hashable
+from typing import Any
+
+from rmtrace.decoders.parse import STATUS_FIELDS
+from rmtrace.decoders.profiles.safety import ReplayTables, replay_tables
+from rmtrace.replayer.messages import Difference, Expect, Message, Outcome
+from rmtrace.replayer.targets.base import RunInfo, Target
+from rmtrace.replayer.targets.nvidia.fields import Leaf, Walker, call_keys, show_value
+
+from rmtrace.errors import RmtraceError
+from rmtrace.record import Source, When, decode_record
+
+FIELD_DIFFERENCES_SHOWN = 6
+"""Differing fields named per answer; the rest are counted."""
+ORACLE_TIMEOUT_NS = 10_000_000_000
+
+
+class Judge:
+    """One answer against an expected one (see the module docstring)."""
+
+    def __init__(self, semantics: Any, tables: ReplayTables | None) -> None:
+        self.semantics = semantics
+        self.walker = Walker(semantics.profile)
+        self.tables = tables
+
+    def differences(self, msg: Message, expect: Expect, expected: bytes | None, outcome: Outcome,
+                    fields: bool = True, ret: bool = True) -> list[Difference]:
+        name = self.semantics.status_name
+        if not expect.response:
+            if expect.response is False and outcome.ret is not None and outcome.ret < 0 and outcome.err:
+                return [Difference("result", "done", f"failed (errno {outcome.err})")]
+            return []
+        diffs: list[Difference] = []
+        if outcome.status is not None and expect.status is not None and outcome.status != expect.status:
+            diffs.append(Difference("status", name(expect.status), name(outcome.status)))
+        if ret and outcome.ret is not None and outcome.ret != expect.ret:
+            diffs.append(Difference("return value", expect.ret, outcome.ret))
+        if outcome.err is not None and outcome.err != expect.err:
+            diffs.append(Difference("errno", expect.err, outcome.err))
+        if fields and outcome.fields is not None and outcome.record is not None and expected is not None:
+            diffs.extend(self.field_differences(msg.request, expected, outcome.record))
+        return diffs
+
+    def field_differences(self, request: bytes, expected: bytes, got: bytes) -> list[Difference]:
+        """Every unmasked output field that differs, by path, with both values."""
+        want_rec, got_rec = decode_record(expected), decode_record(got)
+        if got_rec.source not in (Source.RM, Source.UVM):
+            return []
+        req = decode_record(request)
+        masked = self._masks(req)
+        have = {(b.role, b.slot): b.data for b in got_rec.buffers if b.when == When.AFTER}
+        out: list[Difference] = []
+        more = 0
+        for buf in want_rec.buffers:
+            if buf.when != When.AFTER or (buf.role, buf.slot) not in have:
+                continue
+            data = have[(buf.role, buf.slot)]
+            if data == buf.data:
+                continue
+            leaves = self.walker.buffer_leaves(req, buf.role, buf.slot, max(len(buf.data), len(data)))
+            for leaf in leaves:
+                a, b = buf.data[leaf.offset:leaf.offset + leaf.size], data[leaf.offset:leaf.offset + leaf.size]
+                if a == b or _masked(leaf, masked) or leaf.path.rsplit(".", 1)[-1] in STATUS_FIELDS:
+                    continue
+                if len(out) < FIELD_DIFFERENCES_SHOWN:
+                    out.append(Difference(leaf.path, show_value(buf.data, leaf), show_value(data, leaf)))
+                else:
+                    more += 1
+        if more:
+            out.append(Difference(f"{more} more fields", "as recorded", "differ"))
+        return out
+
+    def _masks(self, request: Any) -> tuple[str, ...]:
+        if self.tables is None:
+            return ()
+        paths: list[str] = []
+        for key in call_keys(self.walker, request):
+            mask = self.tables.masks.get(key)
+            if mask is not None:
+                paths.extend(mask.paths)
+        return tuple(paths)
+
+
+def _masked(leaf: Leaf, masks: tuple[str, ...]) -> bool:
+    return any(leaf.pattern == m or leaf.pattern.startswith((m + ".", m + "[")) for m in masks)
+
+
+def _tables(semantics: Any) -> ReplayTables | None:
+    try:
+        return replay_tables(semantics.profile)
+    except RmtraceError:
+        return None  # no masks for this branch: every field compared
+
+
+class Oracle(ABC):
+    """Judges each answer of a replay (see the module docstring)."""
+
+    name = "?"
+
+    def open(self, info: RunInfo) -> None:  # noqa: B027 (a default that does nothing, on purpose)
+        """Start (a live oracle starts its target)."""
+
+    @abstractmethod
+    def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]: ...
+
+    def report(self) -> list[str]:
+        """Lines a replay prints after its table (what the oracle could not judge, what it found)."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 (a default that does nothing, on purpose)
+        """Stop; a live oracle frees what its target holds."""
+
+
+class RecordingOracle(Oracle):
+    """The recording's own answers, field by field."""
+
+    name = "the recording"
+
+    def __init__(self, plan: Any) -> None:
+        self.judge = Judge(plan.semantics, _tables(plan.semantics))
+
+    def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]:
+        return self.judge.differences(msg, msg.expect, msg.reply, outcome)
+
+
+class TraceOracle(Oracle):
+    """The answers another trace holds for the same messages.
+
+    A replay of the same recording (its metadata names it) holds them under
+    the same call ids, and is judged in full; any other trace of the same
+    program -- another recording, run alone or beside others -- is matched
+    client by client and message by message, a message counting only where
+    both streams have the same call at that position, and judged by status,
+    return value and errno alone (its handles, fds and addresses are that
+    recording's own, so a system call's return value is not compared)."""
+
+    def __init__(self, path: str, plan: Any) -> None:
+        from rmtrace.replayer.plan import build_plan  # the plan module imports the runner's neighbours
+
+        if not os.path.exists(path):
+            raise RmtraceError(f"--oracle {path}: no such trace (or give 'nvidia')")
+        self.name = path
+        other = build_plan(path, decoders=plan.semantics.decoders)
+        source = (other.meta.get("replay") or {}).get("source")
+        self.by_call = source is not None and os.path.basename(source) == os.path.basename(plan.source)
+        self.answers: dict[str, dict[Any, Message]] = {}
+        for c in other.clients:
+            self.answers[c.id] = {((decode_record(m.request).source, m.call_id) if self.by_call else m.index): m
+                                  for m in c.messages}
+        self.judge = Judge(plan.semantics, _tables(plan.semantics))
+        self.unjudged = 0
+
+    def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]:
+        key = (decode_record(msg.request).source, msg.call_id) if self.by_call else msg.index
+        theirs = self.answers.get(client.id, {}).get(key)
+        if theirs is None or theirs.name != msg.name or (self.by_call and msg.call_id == 0):
+            self.unjudged += 1
+            return []
+        # another recording's mmap addresses and fds are its own: its system calls are judged by errno alone
+        ioctl = decode_record(msg.request).source in (Source.RM, Source.UVM)
+        return self.judge.differences(msg, theirs.expect, theirs.reply, outcome, fields=self.by_call,
+                                      ret=self.by_call or ioctl)
+
+    def report(self) -> list[str]:
+        return [f"oracle {self.name}: {self.unjudged} messages it holds no answer for (not judged)"] \
+            if self.unjudged else []
+
+
+class TargetOracle(Oracle):
+    """A live target answers every message too; its answer is what the one under test is checked against."""
+
+    def __init__(self, target: Target, plan: Any, timeout_ns: int = ORACLE_TIMEOUT_NS) -> None:
+        self.target = target
+        self.name = target.name
+        self.timeout_ns = timeout_ns
+        self.judge = Judge(plan.semantics, _tables(plan.semantics))
+        self.skipped = 0
+        self.unanswered = 0
+        self.mismatches: list[tuple[str, int, str, str, str]] = []
+        """(client, message number, name, the target's status, the oracle's status)."""
+
+    def open(self, info: RunInfo) -> None:
+        self.target.open(info, None)
+
+    def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]:
+        theirs = self._ask(client, msg)
+        if theirs is None:
+            return []
+        expect = Expect(msg.expect.response, theirs.status, None, theirs.ret if theirs.ret is not None else 0,
+                        theirs.err if theirs.err is not None else 0)
+        got = Outcome(outcome.status, outcome.ret if theirs.ret is not None else None,
+                      outcome.err if theirs.err is not None else None, outcome.fields, outcome.record)
+        diffs = self.judge.differences(msg, expect, theirs.record, got, fields=theirs.fields is not None)
+        for d in diffs:
+            if d.what == "status":
+                self.mismatches.append((client.id, msg.index + 1, msg.name, str(d.got), str(d.expected)))
+        return diffs
+
+    def _ask(self, client: Any, msg: Message) -> Outcome | None:
+        ticket: Hashable = ("oracle", client.id, msg.index)
+        if self.target.skip(ticket, client, msg) is not None:
+            self.skipped += 1
+            return None
+        outcome = self.target.submit(ticket, client, msg)
+        deadline = self.target.now() + self.timeout_ns
+        while outcome is None and self.target.now() < deadline:
+            for t, answer in self.target.wait(deadline):
+                if t == ticket:
+                    outcome = answer
+        if outcome is None:
+            self.unanswered += 1
+        return outcome
+
+    def report(self) -> list[str]:
+        lines = [f"oracle {self.name}: {len(self.mismatches)} status mismatches, {self.skipped} messages it did not "
+                 f"send (its safety table), {self.unanswered} it did not answer in time"]
+        for cid, n, name, got, want in self.mismatches:
+            lines.append(f"    {cid} message {n} {name}: the target says {got}, {self.name} says {want}")
+        return lines
+
+    def close(self) -> None:
+        self.target.close()
+
+
+def make_oracle(spec: str, plan: Any, *, timeout_ns: int = ORACLE_TIMEOUT_NS) -> Oracle:
+    """``--oracle``: ``nvidia`` (the real driver, live) or a trace's path."""
+    kind, _, arg = spec.partition(":")
+    if kind == "nvidia":
+        from rmtrace.replayer.targets.nvidia import NvidiaTarget  # only a live oracle needs the driver target
+
+        return TargetOracle(NvidiaTarget(plan, allow_unsafe=arg == "allow-unsafe"), plan, timeout_ns)
+    return TraceOracle(spec, plan)
+
+
+def default_oracle(target: Target, plan: Any) -> Oracle | None:
+    """A target that answers output fields is judged field by field against the recording."""
+    return RecordingOracle(plan) if "fields" in target.answers else None
+
+
+__all__ = ["Oracle", "RecordingOracle", "TraceOracle", "TargetOracle", "Judge", "make_oracle", "default_oracle"]
