@@ -205,3 +205,11 @@ def test_operations_table_is_todays(traces, name):
     ``op_stats`` over the per-call fold's calls."""
     folder, _ = per_call_fold(traces[name])
     assert json.dumps(operation_rows(table_of(traces[name]))) == json.dumps([r.to_dict() for r in op_stats(folder.calls)])
+
+
+def test_tui_call_index_from_the_table(traces):
+    """The TUI's call index built from the table's columns is the one built call by call."""
+    from rmtrace.tui.view import CallIndex
+    model = load_session(traces["legacy-sequential.trace"], cache=False)
+    a, b = CallIndex.of_model(model), CallIndex.build(list(model.calls))
+    assert (a.by_enter, a.enter_idx, a.by_exit, a.exit_idx) == (b.by_enter, b.enter_idx, b.by_exit, b.exit_idx)

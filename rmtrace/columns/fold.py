@@ -41,12 +41,12 @@ from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import Kind, Plan
-from rmtrace.columns.table import STATES, CallTable, ClientRow, ProcessTouch
+from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers
 from rmtrace.record import Phase, Record, Source, SysOp
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
-from rmtrace.session.entities import Client, LaneState, Process
+from rmtrace.session.entities import CallInfo, Client, LaneState, Process
 from rmtrace.session.fold import EFFECTS, Folder
 from rmtrace.trace import TraceReader
 
@@ -71,14 +71,14 @@ RECORDS_SOURCES = frozenset({Source.GSP, Source.SEMA, Source.MARK})
 """Sources every call of which may change the model (and which the table decodes one by one anyway)."""
 
 
-def needs(table: CallTable, plan: Plan, roles: Roles) -> np.ndarray:
-    """Each row's ``Need``."""
-    c = table.columns
+def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0) -> np.ndarray:
+    """The ``Need`` of each row from ``start`` on."""
+    c = {name: table.columns[name][start:] for name in ("source", "op", "key", "state")}
     keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
     uniq, inverse = np.unique(keys, return_inverse=True)
     by_op = np.array([_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
     out = by_op[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int8)
-    controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _is(keys, plan, roles))
+    controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _controls(keys, roles))
     if controls.size:
         wanted = np.isin(c["key"][controls], np.array(sorted(roles.controls), dtype=np.int64))
         out[controls[wanted]] = Need.ROW
@@ -87,7 +87,7 @@ def needs(table: CallTable, plan: Plan, roles: Roles) -> np.ndarray:
     return out
 
 
-def _is(keys: np.ndarray, plan: Plan, roles: Roles) -> np.ndarray:
+def _controls(keys: np.ndarray, roles: Roles) -> np.ndarray:
     """Rows of RM_CONTROL (the controls the model reads are picked by their command)."""
     control = [op for op, role in roles.escapes.items() if role is EscapeRole.CONTROL]
     return np.isin(keys, np.array([int(Source.RM) << 32 | op for op in control], dtype=np.int64))
@@ -110,37 +110,99 @@ def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
 
 def fold_table(folder: Folder, table: CallTable, reader: TraceReader) -> None:
     """Bring ``folder`` to where folding every call of ``table`` in order would bring it."""
-    plan = Plan(folder.decoders)
-    need = needs(table, plan, folder.interpreter.roles)
-    rows = np.flatnonzero(need != Need.NONE)
-    touches = iter(sorted(table.processes.items(), key=lambda item: item[1].first[:2]))
-    creations = iter(sorted(table.clients, key=lambda client: client.row))
-    next_touch, next_client = next(touches, None), next(creations, None)
-    for row, info, meaning in zip(rows.tolist(), table.infos_at(rows), _meanings(table, rows, need[rows], folder,
-                                                                                  plan, reader)):
-        while next_touch is not None and next_touch[1].first[0] <= row:
-            _process(folder, *next_touch)
+    TableFold(folder, reader).advance(table, final=True)
+
+
+WINDOW = 65_536
+"""Records a growing trace's fold waits for an open call to end before it folds the call as in flight
+(``rmtrace.calls.pair_calls``' window: one wedged call cannot hold the rest of the model back)."""
+
+
+class TableFold:
+    """The fold over a call table that may still grow (a trace being recorded).
+
+    ``advance`` folds the rows whose calls are over, in order; a call still open holds the rows after
+    it back (they fold once it ends), for at most ``window`` records or until ``flush``: then it is
+    folded as in flight and, should it end later, what its end means is folded then, as ``pair_calls``
+    yields a call UNFINISHED and its close RESUMED.  With ``final`` every row is folded as it stands.
+    """
+
+    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW) -> None:
+        self.folder = folder
+        self.reader = reader
+        self.window = window
+        self.plan = Plan(folder.decoders)
+        self.next_row = 0
+        self._processes: set[int] = set()
+        self._clients: set[str] = set()
+        self._unfinished: set[int] = set()
+
+    def advance(self, table: CallTable, final: bool = False, flush: bool = False) -> None:
+        folder = self.folder
+        c = table.columns
+        start, n = self.next_row, len(table)
+        need = np.zeros(n, dtype=np.int8)
+        need[start:] = needs(table, self.plan, folder.interpreter.roles, start)
+        rows = start + np.flatnonzero(need[start:] != Need.NONE)
+        stop = n
+        if not final and not flush and rows.size:
+            open_ = np.isin(c["state"][rows], IN_FLIGHT_STATES)
+            young = open_ & (self.reader.record_count - c["enter_seq"][rows].astype(np.int64) <= self.window)
+            if young.any():
+                stop = int(rows[np.argmax(young)])
+                rows = rows[rows < stop]
+        resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
+        touches = iter(sorted(((pid, t) for pid, t in table.processes.items() if pid not in self._processes
+                               and (final or t.first[0] < stop)), key=lambda item: item[1].first[:2]))
+        creations = iter(sorted((m for m in table.clients if m.id not in self._clients and (final or m.row < stop)),
+                                key=lambda m: m.row))
+        next_touch, next_client = next(touches, None), next(creations, None)
+        for row, info, meaning in zip(rows.tolist(), table.infos_at(rows), _meanings(table, rows, need[rows], folder,
+                                                                                      self.plan, self.reader)):
+            while next_touch is not None and next_touch[1].first[0] <= row:
+                self._process(*next_touch)
+                next_touch = next(touches, None)
+            while next_client is not None and next_client.row <= row:
+                self._client(next_client)
+                next_client = next(creations, None)
+            self._apply(meaning, info)
+            if not final and meaning.call.state is CallState.IN_FLIGHT:
+                self._unfinished.add(row)
+        while next_touch is not None:
+            self._process(*next_touch)
             next_touch = next(touches, None)
-        while next_client is not None and next_client.row <= row:
-            _client(folder, next_client)
+        while next_client is not None:
+            self._client(next_client)
             next_client = next(creations, None)
+        for row in resumed:  # a call folded in flight has ended since: what its end says
+            self._unfinished.discard(row)
+            end = self.reader.record_at(int(c["exit_seq"][row]))
+            self._apply(folder.interpreter.interpret(Call((end,), CallState.RESUMED)), table.info(row))
+        self.next_row = stop
+        for pid, touch in table.processes.items():
+            if pid in folder.processes:
+                proc = folder.processes[pid]
+                proc.last_ns = max(proc.last_ns, touch.last_ns)
+                proc.threads |= touch.threads
+        _client_ends(folder, table)
+
+    def _apply(self, meaning: CallMeaning, info: CallInfo) -> None:
+        """What one call did, as ``Folder.fold`` applies it."""
+        folder = self.folder
         if meaning.first(ev.GspSessionStarted) is not None:
             folder.gsp_session += 1
         for event in meaning.effective():
             effect = EFFECTS.get(type(event))
             if effect is not None:
                 effect(folder, event, meaning, info)
-    while next_touch is not None:
-        _process(folder, *next_touch)
-        next_touch = next(touches, None)
-    while next_client is not None:
-        _client(folder, next_client)
-        next_client = next(creations, None)
-    for pid, touch in table.processes.items():
-        proc = folder.processes[pid]
-        proc.last_ns = max(proc.last_ns, touch.last_ns)
-        proc.threads |= touch.threads
-    _client_ends(folder, table)
+
+    def _process(self, pid: int, touch: ProcessTouch) -> None:
+        self._processes.add(pid)
+        _process(self.folder, pid, touch)
+
+    def _client(self, made: ClientRow) -> None:
+        self._clients.add(made.id)
+        _client(self.folder, made)
 
 
 def _process(folder: Folder, pid: int, touch: ProcessTouch) -> None:
@@ -168,7 +230,7 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
     seq = np.where(ends, c["exit_seq"][mine], c["enter_seq"][mine].astype(np.int64))
     time = np.where(ends, c["t_exit"][mine], c["t_enter"][mine])
     client = c["client"][mine].astype(np.int64)
-    for row, members in table.members.items():  # a call in several parts, still open: its last part
+    for row, members in table.members.items():  # a call in several parts: its last part
         at = np.searchsorted(mine, row)
         if at < len(mine) and mine[at] == row:
             seq[at], time[at] = members[-1]
@@ -178,8 +240,9 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
     np.maximum.at(last_seq, client, seq)
     np.maximum.at(last_ns, client, time)
     for made, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
-        found = folder.clients[made.id]
-        found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
+        found = folder.clients.get(made.id)  # a growing trace's fold may not have reached it yet
+        if found is not None:
+            found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
 
 
 def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
