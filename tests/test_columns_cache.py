@@ -115,3 +115,12 @@ def test_a_damaged_model_is_folded_again(cache_dir, trace):
     (entry,) = entries(cache_dir)
     (entry / modelcache.MODEL / "manifest.json").write_text("[")
     assert session_digest(load_session(trace)) == session_digest(folded)
+
+
+def test_an_unfinished_trace_is_not_kept(cache_dir, tmp_path):
+    """A trace without its index (still being written, or cut off) is read every time, never stored."""
+    path = tmp_path / "cut.trace"
+    with TraceReader(SHIPPED) as reader, open(path, "wb") as f:
+        f.write(SHIPPED.read_bytes()[:reader.chunks[-1].end])  # every chunk, no index or footer
+    assert len(load_session(path).calls) == len(load_session(path).calls) == len(load_session(SHIPPED).calls)
+    assert len(entries(cache_dir)) == 1  # the finished one's

@@ -3,8 +3,9 @@
 An entry is a directory of ``.npy`` columns (memory-mapped when loaded) and a
 ``manifest.json`` with the string tables and the clients.  It is keyed by the
 trace file's identity (real path, size, modification time, inode and device),
-rmtrace's version, the cache layout's version, the driver profile and the
-user's decoders, so any of them changing makes a new entry.  Entries are
+rmtrace's version and files, the cache layout's version, the driver profile
+and the user's decoders, so any of them changing makes a new entry.  Only
+finished traces (footer and index intact) are kept.  Entries are
 written to a temporary directory and renamed into place, so a reader never
 sees half an entry; the least recently used ones go when the cache grows past
 ``RMTRACE_CACHE_MAX`` bytes (default 8 GiB).
@@ -52,6 +53,12 @@ def cache_root() -> Path | None:
     return Path(platformdirs.user_cache_dir("rmtrace")) / "traces"
 
 
+def cacheable(reader: TraceReader) -> bool:
+    """Only a finished trace is kept: one still being written (or cut off) changes, or may, and each
+    of its versions would be an entry of its own."""
+    return reader.recovery.complete
+
+
 def entry_key(reader: TraceReader, decoders: DecoderSet) -> str:
     st = os.fstat(reader.fileno())
     identity = {
@@ -79,7 +86,7 @@ def code_identity() -> str:
 
 def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True) -> CallTable:
     """The trace's call table: from the cache when an entry is there, else built (and stored)."""
-    root = cache_root() if cache else None
+    root = cache_root() if cache and cacheable(reader) else None
     if root is None:
         builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
         builder.update()

@@ -22,7 +22,7 @@ from typing import Any
 
 from rmtrace.decoders import DecoderSet
 
-from rmtrace.columns.cache import build_into, cache_root, call_table, entry_key, load
+from rmtrace.columns.cache import build_into, cache_root, cacheable, call_table, entry_key, load
 from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_frame, save_frame
 from rmtrace.columns.table import CallTable
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, RmObject, Transition
@@ -41,7 +41,7 @@ Fold = Callable[[TraceReader, DecoderSet, CallTable, int], SessionModel]
 
 def session(reader: TraceReader, decoders: DecoderSet, snapshot_every: int, fold: Fold,
             cache: bool = True) -> SessionModel:
-    root = cache_root() if cache else None
+    root = cache_root() if cache and cacheable(reader) else None
     if root is None:
         return fold(reader, decoders, call_table(reader, decoders, cache=False), snapshot_every)
     key = entry_key(reader, decoders)
