@@ -40,7 +40,7 @@ from rmtrace.decoders.rm import NamedByArg
 from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
-from rmtrace.columns.argspec import Kind, Plan
+from rmtrace.columns.argspec import CLASS_MEMBER, Kind, Plan
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers
 from rmtrace.record import Phase, Record, Source, SysOp
@@ -157,8 +157,7 @@ class TableFold:
         creations = iter(sorted((m for m in table.clients if m.id not in self._clients and (final or m.row < stop)),
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
-        for row, info, meaning in zip(rows.tolist(), table.infos_at(rows), _meanings(table, rows, need[rows], folder,
-                                                                                      self.plan, self.reader)):
+        for row, info, meaning in _blocks(table, rows, need, folder, self.plan, self.reader):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
                 next_touch = next(touches, None)
@@ -245,25 +244,40 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
             found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
 
 
-def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
-              reader: TraceReader) -> Iterator[CallMeaning]:
-    """What each of ``rows`` means, in order."""
+BLOCK = 4096
+"""Rows whose CallInfo and Decoded are made at once: numpy's cost per call is paid per block, and the
+objects of one block at a time are alive."""
+
+
+def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
+            reader: TraceReader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
+    """(row, its CallInfo, what it means) for each of ``rows``, in order."""
+    for at in range(0, len(rows), BLOCK):
+        block = rows[at:at + BLOCK]
+        infos, decoded = table.infos_and_decoded(block)
+        yield from zip(block.tolist(), infos, _meanings(table, block, need[block], decoded, folder, plan, reader))
+        table.release(int(block[0]), int(block[-1]))
+
+
+def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: list[Decoded], folder: Folder,
+              plan: Plan, reader: TraceReader) -> Iterator[CallMeaning]:
+    """What each of ``rows`` means, in order (``decoded``: each row's Decoded, as far as the columns say)."""
     interpreter = folder.interpreter
     c = table.columns
     cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
                                                       "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
-    decoded = table.decoded_at(rows)
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
-    for i, row in enumerate(rows.tolist()):
-        state = STATES[cols["state"][i]]
-        if need[i] == Need.ROW:
+    states = [STATES[s] for s in cols["state"]]
+    for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
+        state = states[i]
+        if by_row:
             d = decoded[i]
             _key_member(d, plan, cols["key"][i])
             if not interpreter.needs_params(d):
                 yield interpreter.meaning(Call(_header_records(cols, i, state), state), d)
                 continue
         records = tuple(reader.record_at(seq) for seq, _ in table.records_of(row))
-        if need[i] == Need.ROW:  # the row, and the few params members the semantic layer reads from views
+        if by_row:  # the row, and the few params members the semantic layer reads from views
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
@@ -273,11 +287,17 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Fold
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:
     """Where a decode puts the argument's class or command: ``extra`` under the member's name for an
     escape named by it, ``args`` for an allocation that only carries it."""
-    decoder = plan.op(d.source, d.op).op
-    if isinstance(decoder, NamedByArg):
-        d.extra[decoder.key] = key
+    name = _key_name(plan, d.source, d.op)
+    if name is not None:
+        d.extra[name] = key
     elif key:
-        d.args["hClass"] = key
+        d.args[CLASS_MEMBER] = key
+
+
+def _key_name(plan: Plan, source: int, op: int) -> str | None:
+    """The argument member naming calls of (source, op), None when the decoder is not named by one."""
+    decoder = plan.op(source, op).op
+    return decoder.key if isinstance(decoder, NamedByArg) else None
 
 
 def _header_records(cols: dict[str, list], i: int, state: CallState) -> tuple[Record, ...]:
@@ -285,10 +305,16 @@ def _header_records(cols: dict[str, list], i: int, state: CallState) -> tuple[Re
     def record(phase: Phase, seq: int, time: int) -> Record:
         return Record(cols["source"][i], phase, cols["op"][i], seq, time, cols["pid"][i], cols["tid"][i],
                       cols["call_id"][i], cols["fd"][i])
-    enter = record(Phase.ENTER, cols["enter_seq"][i], cols["t_enter"][i])
-    if state is CallState.IN_FLIGHT:
+    enter = record(_ENTER, cols["enter_seq"][i], cols["t_enter"][i])
+    if state is _IN_FLIGHT:
         return (enter,)
-    if state is CallState.RESUMED:  # an exit whose enter the trace lacks
-        return (record(Phase.EXIT, cols["enter_seq"][i], cols["t_enter"][i]),)
-    return enter, record(Phase.EXIT, cols["exit_seq"][i], cols["t_exit"][i])
+    if state is _RESUMED:  # an exit whose enter the trace lacks
+        return (record(_EXIT, cols["enter_seq"][i], cols["t_enter"][i]),)
+    return enter, record(_EXIT, cols["exit_seq"][i], cols["t_exit"][i])
+
+
+# enum members looked up once: in a loop, each ``Enum.MEMBER`` is a class attribute lookup
+_ROW = Need.ROW
+_ENTER, _EXIT = Phase.ENTER, Phase.EXIT
+_IN_FLIGHT, _RESUMED = CallState.IN_FLIGHT, CallState.RESUMED
 

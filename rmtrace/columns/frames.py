@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,7 @@ def load_frame(cls: type, frame: dict[str, Any], directory: Path, prefix: str) -
         elif kind == "str":
             fields[name] = _load_strings(path)
         else:
-            fields[name] = [None if v is None else decode(json.loads(v)) for v in _load_strings(path)]
+            fields[name] = _load_strings(path, lambda text: decode(json.loads(text)))
     names = list(fields)
     return [cls(**dict(zip(names, row))) for row in zip(*fields.values())] if names else []
 
@@ -131,9 +131,14 @@ def _save_strings(values: list[str | None], path: Path) -> None:
     Path(f"{path}.blob").write_bytes(b"".join(blobs))
 
 
-def _load_strings(path: Path) -> list[str | None]:
+def _load_strings(path: Path, make: Callable[[str], Any] = str) -> list[Any]:
+    """The values ``_save_strings`` wrote, each distinct one made once by ``make`` (values that can
+    change are made for each row that holds them)."""
     ids = np.load(f"{path}.ids.npy")
     offsets = np.load(f"{path}.offsets.npy").tolist()
     blob = Path(f"{path}.blob").read_bytes()
-    table = [blob[a:b].decode() for a, b in zip(offsets, offsets[1:])]
+    texts = [blob[a:b].decode() for a, b in zip(offsets, offsets[1:])]
+    table = [make(text) for text in texts]
+    if any(isinstance(v, (list, set, dict)) for v in table):
+        return [None if i < 0 else make(texts[i]) for i in ids.tolist()]
     return [None if i < 0 else table[i] for i in ids.tolist()]

@@ -27,6 +27,7 @@ call's first record, the order ``pair_calls`` yields calls in.
 from __future__ import annotations
 
 import enum
+import mmap
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -211,39 +212,50 @@ class CallTable:
 
     def infos_at(self, rows: np.ndarray) -> list[CallInfo]:
         """The CallInfo of each of ``rows`` (column by column: numpy's cost per call is paid once)."""
+        return self.infos_and_decoded(rows, decoded=False)[0]
+
+    def infos_and_decoded(self, rows: np.ndarray, decoded: bool = True) -> tuple[list[CallInfo], list[Decoded]]:
+        """The CallInfo of each of ``rows``, and (with ``decoded``) the call-level ``Decoded`` the decoders
+        would make of it as far as the columns say: name, detail, status and handles (no summary
+        arguments, no buffers).  Both share one handles dict per row."""
         c = {name: self.columns[name][rows].tolist() for name in _INFO_COLUMNS}
         names, details, statuses = self.names.values, self.details.values, self.status_names.values
         locks, clients = self.lock_sets.values, [c.id for c in self.clients]
-        in_flight = {STATES.index(CallState.IN_FLIGHT), STATES.index(CallState.UNFINISHED)}
-        out = []
+        in_flight = set(IN_FLIGHT_STATES)
+        infos, decodes = [], []
         for i, row in enumerate(rows.tolist()):
             exit_seq, ok, detail, status_name = c["exit_seq"][i], c["ok"][i], c["detail"][i], c["status_name"][i]
             client = c["client"][i]
-            out.append(CallInfo(
+            handles = self._handles(row, c, i)
+            name = names[c["name"][i]]
+            detail_text = details[detail] if detail >= 0 else None
+            status = c["status"][i] if c["has_status"][i] else None
+            status_text = statuses[status_name] if status_name >= 0 else None
+            okay = None if ok < 0 else bool(ok)
+            infos.append(CallInfo(
                 pid=c["pid"][i], tid=c["tid"][i], call_id=c["call_id"][i], client_id=clients[client] if client >= 0 else None,
-                source=c["source"][i], op=c["op"][i], name=names[c["name"][i]],
-                detail=details[detail] if detail >= 0 else None,
-                status=c["status"][i] if c["has_status"][i] else None,
-                status_name=statuses[status_name] if status_name >= 0 else None, ok=None if ok < 0 else bool(ok),
-                enter_seq=c["enter_seq"][i], exit_seq=None if exit_seq < 0 else exit_seq, t_enter=c["t_enter"][i],
-                t_exit=None if exit_seq < 0 else c["t_exit"][i], in_flight=c["state"][i] in in_flight,
-                handles=self._handles(row, c, i), bytes=c["bytes"][i], locks=locks[c["locks"][i]]))
-        return out
+                source=c["source"][i], op=c["op"][i], name=name, detail=detail_text, status=status,
+                status_name=status_text, ok=okay, enter_seq=c["enter_seq"][i], exit_seq=None if exit_seq < 0 else exit_seq,
+                t_enter=c["t_enter"][i], t_exit=None if exit_seq < 0 else c["t_exit"][i],
+                in_flight=c["state"][i] in in_flight, handles=handles, bytes=c["bytes"][i], locks=locks[c["locks"][i]]))
+            if decoded:
+                decodes.append(Decoded(c["source"][i], c["op"][i], name, detail_text, status=status,
+                                       status_name=status_text, ok=okay, handles=handles, level=Level.CALL))
+        return infos, decodes
 
-    def decoded_at(self, rows: np.ndarray) -> list[Decoded]:
-        """Each of ``rows`` as the decoders' call-level ``Decoded`` would say it: name, detail, status and
-        handles (no summary arguments, no buffers: what the columns do not keep)."""
-        c = {name: self.columns[name][rows].tolist() for name in _INFO_COLUMNS}
-        names, details, statuses = self.names.values, self.details.values, self.status_names.values
-        out = []
-        for i, row in enumerate(rows.tolist()):
-            ok, detail, status_name = c["ok"][i], c["detail"][i], c["status_name"][i]
-            out.append(Decoded(c["source"][i], c["op"][i], names[c["name"][i]],
-                               details[detail] if detail >= 0 else None,
-                               status=c["status"][i] if c["has_status"][i] else None,
-                               status_name=statuses[status_name] if status_name >= 0 else None,
-                               ok=None if ok < 0 else bool(ok), handles=self._handles(row, c, i), level=Level.CALL))
-        return out
+    def release(self, start: int, end: int) -> None:
+        """Let go of the pages of rows [start, end) of columns mapped from the cache: the kernel keeps them in
+        its page cache, the process no longer holds them (a pass over the table stays small)."""
+        for column in self.columns.values():
+            held = getattr(column, "_mmap", None)
+            if held is None or end <= start:
+                continue
+            size = column.dtype.itemsize
+            base = column.offset % mmap.ALLOCATIONGRANULARITY if isinstance(column, np.memmap) else 0
+            first = (base + start * size) // mmap.PAGESIZE * mmap.PAGESIZE
+            last = (base + end * size) // mmap.PAGESIZE * mmap.PAGESIZE
+            if last > first:
+                held.madvise(mmap.MADV_DONTNEED, first, last - first)
 
     def _handles(self, row: int, c: dict[str, list], i: int) -> dict[str, int]:
         extra = self.extra_handles.get(row)

@@ -13,6 +13,7 @@ params layouts against construct, for every shipped profile.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
@@ -40,12 +41,9 @@ class StructView(Mapping[str, Any]):
         self._base = base
         self._parent, self._name = parent, name  # a nested struct: member ``name`` of ``parent``
 
-    @cached_property
+    @property
     def _members(self) -> dict[str, Field]:
-        """The named members a parse holds under their own name (not bitfields, which live in units)."""
-        if self._layout.kind == "union":
-            return {}
-        return {f.name: f for f, _ in laid_out(self._layout) if f.name and f.bit_size is None}
+        return _members(self._layout)
 
     @cached_property
     def _parsed(self) -> Any:
@@ -86,6 +84,15 @@ class StructView(Mapping[str, Any]):
             if inner is not None and inner.size == f.size and inner.kind != "union":
                 return StructView(self._defs, inner, self._data, at, self, f.name)
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _members(layout: Layout) -> dict[str, Field]:
+    """The named members a parse of ``layout`` holds under their own name (not bitfields, which live in
+    their units; none for a union, whose parse the view asks for)."""
+    if layout.kind == "union":
+        return {}
+    return {f.name: f for f, _ in laid_out(layout) if f.name and f.bit_size is None}
 
 
 def params_buffers(defs: Definitions, profile: Any, records: Sequence[Record], key: int) -> list[DecodedBuffer]:
