@@ -13,7 +13,7 @@ One module per record source (rm, uvm, gsp, sema, system, mark), each a table
 from operation number to decoder bound with ``bind_source``; docs/decoders.md.
 """
 
-from rmtrace.decoders import gsp, mark, rm, sema, system, uvm  # noqa: F401  (each binds its source's table)
+from rmtrace.decoders import gsp, kcall, mark, rm, sema, system, uvm  # noqa: F401  (each binds its source's table)
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Label, Level, Op, bind_source
 from rmtrace.decoders.decoderset import DecoderSet, decoders_for
 

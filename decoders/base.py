@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmtrace.decoders.profiles.model import DriverProfile
+
 from rmtrace.record import Record, Role, Source, When, enum_name
 
 
@@ -161,7 +163,7 @@ def add_raw_buffers(out: Decoded, records: Iterable[Record], level: Level) -> No
             out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data))
 
 
-TableFactory = Callable[[Any], Mapping[int, Op]]
+TableFactory = Callable[[DriverProfile], Mapping[int, Op]]
 _BINDINGS: dict[int, list[TableFactory]] = {}
 
 
@@ -170,7 +172,7 @@ def bind_source(source: int, factory: TableFactory) -> None:
     _BINDINGS.setdefault(int(source), []).append(factory)
 
 
-def bound_tables(profile: Any) -> dict[int, dict[int, Op]]:
+def bound_tables(profile: DriverProfile) -> dict[int, dict[int, Op]]:
     """Every bound source's table for ``profile``."""
     tables: dict[int, dict[int, Op]] = {}
     for source, factories in _BINDINGS.items():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmtrace.decoders.names import Names, names
+from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.structs import Definitions, Flex, definitions
 
 FLEX_RULES = {
@@ -21,7 +22,7 @@ FLEX_RULES = {
 
 @dataclass(frozen=True)
 class Context:
-    profile: Any
+    profile: DriverProfile
     defs: Definitions
     names: Names
 
@@ -29,7 +30,7 @@ class Context:
 _CONTEXTS: weakref.WeakKeyDictionary[Any, Context] = weakref.WeakKeyDictionary()
 
 
-def context(profile: Any) -> Context:
+def context(profile: DriverProfile) -> Context:
     """The (cached) shared decoding context of ``profile``."""
     found = _CONTEXTS.get(profile)
     if found is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rmtrace.decoders.context import context
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, Role, Source, SysOp, When
@@ -39,7 +40,7 @@ def _by_name(table: Mapping[int, Any], name: str, what: str) -> int:
 class Crafter:
     """Builds call records for one process; time advances by ``step_ns`` per record."""
 
-    profile: Any
+    profile: DriverProfile
     pid: int = 1000
     tid: int | None = None
     t_ns: int = 1_000_000_000
@@ -47,10 +48,12 @@ class Crafter:
     ctl_fd: int = 3
     uvm_fd: int = 4
     _next_call: int = field(default=1, repr=False)
+    thread: int = field(init=False, default=0, repr=False)
+    """The records' tid: ``tid``, else the pid."""
 
     def __post_init__(self) -> None:
         self.ctx = context(self.profile)
-        self.tid = self.pid if self.tid is None else self.tid
+        self.thread = self.pid if self.tid is None else self.tid
 
     # -- numbers by name ---------------------------------------------------------------
 
@@ -83,13 +86,13 @@ class Crafter:
         """An ENTER record and (unless ``in_flight``) its EXIT record."""
         call_id = self._next_call
         self._next_call += 1
-        enter = Record(source, Phase.ENTER, op=op, time_ns=self._stamp(), pid=self.pid, tid=self.tid,
+        enter = Record(source, Phase.ENTER, op=op, time_ns=self._stamp(), pid=self.pid, tid=self.thread,
                        call_id=call_id, fd=fd, buffers=tuple(before))
         if in_flight:
             return [enter]
         if duration_ns is not None:
             self.t_ns += duration_ns - self.step_ns
-        exit_ = Record(source, Phase.EXIT, op=op, time_ns=self._stamp(), pid=self.pid, tid=self.tid,
+        exit_ = Record(source, Phase.EXIT, op=op, time_ns=self._stamp(), pid=self.pid, tid=self.thread,
                        call_id=call_id, fd=fd, ret=ret, err=err, buffers=tuple(after))
         return [enter, exit_]
 
@@ -99,8 +102,10 @@ class Crafter:
         return Record(exit_.source, Phase.EXIT, op=exit_.op, time_ns=self._stamp(), pid=enter.pid, tid=enter.tid,
                       call_id=enter.call_id, fd=enter.fd, ret=exit_.ret, err=exit_.err, buffers=exit_.buffers)
 
-    def _ioctl(self, source: int, op: int, fd: int, layout: str, before: Mapping[str, Any],
-               after: Mapping[str, Any], extra: list[tuple[int, bytes, bytes]] = (), **kw: Any) -> list[Record]:
+    def _ioctl(self, source: int, op: int, fd: int, layout: str | None, before: Mapping[str, Any],
+               after: Mapping[str, Any], extra: Sequence[tuple[int, bytes, bytes]] = (), **kw: Any) -> list[Record]:
+        if layout is None:
+            raise RmtraceError(f"profile {self.profile.version} has no argument layout for op {op:#x}")
         arg_b = self.struct_bytes(layout, before)
         arg_a = self.struct_bytes(layout, {**before, **after})
         bufs_b = [Buffer(Role.ARG, When.BEFORE, arg_b)] + [Buffer(r, When.BEFORE, b) for r, b, _ in extra]
@@ -173,5 +178,5 @@ class Crafter:
 
     def sys(self, op: SysOp, fd: int = -1, ret: int = 0, path: str | None = None) -> list[Record]:
         bufs = (Buffer(Role.PATH, When.ONCE, path.encode()),) if path is not None else ()
-        return [Record(Source.SYS, Phase.EVENT, op=op, time_ns=self._stamp(), pid=self.pid, tid=self.tid,
+        return [Record(Source.SYS, Phase.EVENT, op=op, time_ns=self._stamp(), pid=self.pid, tid=self.thread,
                        fd=fd, ret=ret, buffers=bufs)]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rmtrace.decoders.base import Decoded, Label, Level, Op, RawOp, bound_tables
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.calls import Call, CallState, Keyer, call_key, pair_calls
 from rmtrace.record import Record, Source
@@ -24,7 +25,7 @@ from rmtrace.record import Record, Source
 class DecoderSet:
     """Every decoder for one profile: ``label``, ``decode``, and call pairing."""
 
-    def __init__(self, profile: Any, warning: str | None = None, *, user: bool = True) -> None:
+    def __init__(self, profile: DriverProfile, warning: str | None = None, *, user: bool = True) -> None:
         from rmtrace.decoders.user import user_tables  # user decoders are the last layer
         self.profile = profile
         self.warning = warning

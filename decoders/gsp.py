@@ -41,6 +41,7 @@ from rmtrace.decoders.context import Context, context
 from rmtrace.decoders.ioctl import summary_args
 from rmtrace.decoders.names import gsp_name, short_name
 from rmtrace.decoders.parse import handles_of, parse_buffer, peek, status_of
+from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.rmparams import alloc_params, control_params
 
 from rmtrace.calls import PairAction, Pairing
@@ -123,10 +124,12 @@ class GspCodec:
         defs = ctx.defs
         self.constants = profile.constants
         element = defs.layout(ELEMENT_LAYOUT)
-        self.header_name = element.field(ELEMENT_RPC_MEMBER).type if element is not None else None
-        self.header_layout = defs.layout(self.header_name) if self.header_name else None
-        if self.header_layout is None:
+        header_name = element.field(ELEMENT_RPC_MEMBER).type if element is not None else None
+        header_layout = defs.layout(header_name) if header_name else None
+        if element is None or header_name is None or header_layout is None:
             raise RmtraceError(f"profile {profile.version} has no GSP RPC header layout")
+        self.header_name: str = header_name
+        self.header_layout = header_layout
         self.header_size = self.header_layout.size
         self.message = defs.struct(self.header_name)
         self.prefix_size = element.field(ELEMENT_RPC_MEMBER).offset
@@ -183,6 +186,9 @@ class GspCodec:
         while rest:
             seq += 1
             chunk, rest = rest[:room], rest[room:]
+            if self.continuation is None:
+                raise RmtraceError(f"profile {self.ctx.profile.version} has no {CONTINUATION}: an RPC of "
+                                   f"{len(payload)} bytes cannot be split")
             out.append(self.build(self.continuation, chunk, seq))
         return out
 
@@ -309,7 +315,7 @@ class GspOp(Op):
         out.args["seq"] = head.sequence
         payload = self._joined(request, out)
         value = self._payload(payload, first.phase, out, level)
-        if value is not None:
+        if value is not None and self.payload_layout is not None:  # a value is parsed by that layout
             layout = self.ctx.defs.layout(self.payload_layout)
             layouts = self.ctx.defs.layouts
             out.handles = handles_of(layout, value, layouts)
@@ -362,20 +368,20 @@ class GspOp(Op):
         if level >= Level.FULL:
             out.buffers.append(parsed)
             if self.params is not None:
-                self._params(parsed.value, phase, out)
+                self._params(self.params, parsed.value, phase, out)
         return parsed.value
 
-    def _params(self, value: Any, phase: int, out: Decoded) -> None:
+    def _params(self, rule: ParamsRule, value: Any, phase: int, out: Decoded) -> None:
         params = value.get("params")
         if not isinstance(params, bytes):
             return
         when = When.BEFORE if phase == Phase.SEND else When.AFTER
         flags = next((value[m] for m in RPC_FLAG_MEMBERS if m in value), 0)
-        buf = Buffer(self.params.role, when, params)
+        buf = Buffer(rule.role, when, params)
         if flags & RPC_FLAG_SERIALIZED:
             out.buffers.append(DecodedBuffer(buf.role, when, 0, params, note="FINN-serialized params (not the C struct)"))
             return
-        decoded = self.params.decoder(self.ctx, value.get(self.params.key), buf)
+        decoded = rule.decoder(self.ctx, value.get(rule.key), buf)
         if decoded.layout is None and decoded.note:
             out.known = False
         out.buffers.append(decoded)
@@ -386,7 +392,7 @@ class GspOp(Op):
         result = head.header.rpc_result
         out.extra["rpc_result"] = result
         status = result
-        if result == 0 and value is not None:
+        if result == 0 and value is not None and self.payload_layout is not None:
             inner = status_of(self.ctx.defs.layout(self.payload_layout), value, self.ctx.defs.layouts)
             status = inner if inner is not None else 0
         out.status = status
@@ -412,7 +418,7 @@ class GspPairing:
     def __call__(self, rec: Record) -> PairAction | None:
         buf = rec.buffer(Role.PAYLOAD)
         codec = self.codec
-        if buf is None or codec.function is None:
+        if buf is None or codec.function is None or codec.sequence is None or codec.length is None:
             return None
         function, sequence, length = codec.function(buf.data), codec.sequence(buf.data), codec.length(buf.data)
         if function is None or sequence is None or length is None:
@@ -466,7 +472,7 @@ class GspPairing:
 _CODECS: weakref.WeakKeyDictionary[Any, GspCodec | None] = weakref.WeakKeyDictionary()
 
 
-def codec_for(profile: Any) -> GspCodec | None:
+def codec_for(profile: DriverProfile) -> GspCodec | None:
     """The (cached) GSP codec of ``profile``; None when the profile has no GSP layouts."""
     if profile not in _CODECS:
         try:
@@ -476,7 +482,7 @@ def codec_for(profile: Any) -> GspCodec | None:
     return _CODECS[profile]
 
 
-def gsp_table(profile: Any) -> dict[int, Op]:
+def gsp_table(profile: DriverProfile) -> dict[int, Op]:
     codec = codec_for(profile)
     if codec is None:
         return {}

@@ -67,7 +67,7 @@ class IoctlOp(Op):
         self.op = op
         self.name = name
         names = [n for n in arg_layouts if n and ctx.defs.layout(n) is not None]
-        self.arg_layouts = {ctx.defs.layout(n).size: n for n in names}
+        self.arg_layouts = {layout.size: n for n in names if (layout := ctx.defs.layout(n)) is not None}
         self.default_layout = names[0] if names else (arg_layouts[0] if arg_layouts else None)
 
     def arg_layout(self, buf: Buffer | None) -> str | None:
@@ -114,7 +114,7 @@ class IoctlOp(Op):
             out.errno = exit_.err or None
             out.status_name = errno_name(exit_.err) if exit_.err else f"ret {exit_.ret}"
             out.ok = False
-        elif after is not None:
+        elif after is not None and exit_ is not None:
             out.status = status_of(after.layout, after.value, self.ctx.defs.layouts)
             if out.status is not None:
                 out.status_name = self.ctx.names.status(out.status)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, bind_source
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.record import MarkOp, Record, Role, Source
 
@@ -46,7 +47,7 @@ class MarkKind(Op):
         return out
 
 
-MARK_OPS = {
+MARK_OPS: dict[int, Op] = {
     MarkOp.IN_FLIGHT: MarkKind("MARK_IN_FLIGHT", MarkOp.IN_FLIGHT),
     MarkOp.LOST: MarkKind("MARK_LOST", MarkOp.LOST, json_text=True),
     MarkOp.NOTE: MarkKind("MARK_NOTE", MarkOp.NOTE),
@@ -55,7 +56,7 @@ MARK_OPS = {
 }
 
 
-def mark_table(profile: Any) -> dict[int, Op]:
+def mark_table(profile: DriverProfile) -> dict[int, Op]:
     return dict(MARK_OPS)
 
 

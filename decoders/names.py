@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rmtrace.decoders.base import Label
+from rmtrace.decoders.profiles.model import DriverProfile
 
 CTRL_INFIX = "_CTRL_CMD_"
 CATEGORY_MASK = 0x3F
@@ -54,10 +55,10 @@ def gsp_name(name: str) -> str:
 class Names:
     """Name lookups for one profile, with the control categories indexed once."""
 
-    def __init__(self, profile: Any) -> None:
+    def __init__(self, profile: DriverProfile) -> None:
         self.profile = profile
-        self._control_labels: dict[int, Label] = {}
-        self._class_labels: dict[int, Label] = {}
+        self._control_labels: dict[int | None, Label] = {}
+        self._class_labels: dict[int | None, Label] = {}
         self._prefix: dict[int, str] = {}
         self._category: dict[tuple[int, int], str] = {}
         groups: dict[tuple[int, int], list[list[str]]] = defaultdict(list)
@@ -143,7 +144,7 @@ def _category_name(names: list[list[str]]) -> str | None:
 _NAMES: weakref.WeakKeyDictionary[Any, Names] = weakref.WeakKeyDictionary()
 
 
-def names(profile: Any) -> Names:
+def names(profile: DriverProfile) -> Names:
     """The (cached) name lookups of ``profile``."""
     found = _NAMES.get(profile)
     if found is None:

@@ -23,8 +23,9 @@ HANDLE_TYPES = frozenset({"NvHandle"})
 HANDLE_ALIASES = {"hRoot": "hClient", "hObjectParent": "hParent", "hObjectNew": "hObject", "hObjectOld": "hObject"}
 """NVOS struct member names -> the names rmtrace shows (RM_ALLOC(hClient=…, hParent=…, hObject=…))."""
 
-STATUS_FIELDS = ("status", "rmStatus")
-"""Members that carry a call's NV_STATUS (RM NVOS structs, UVM params, GSP payloads)."""
+STATUS_FIELDS = ("status", "rmStatus", "Status")
+"""Members that carry a call's NV_STATUS (RM NVOS structs, UVM params, GSP payloads; ``Status`` in
+nv_ioctl_alloc_os_event_t and nv_ioctl_free_os_event_t)."""
 
 _UNREADABLE, _TRUNCATED = int(BufferFlag.UNREADABLE), int(BufferFlag.TRUNCATED)  # plain ints: tested per buffer
 
@@ -36,7 +37,7 @@ def parse_buffer(defs: Definitions, layout_name: str | None, buf: Buffer, title:
         out.note = "the pointer could not be read"
         return out
     layout = defs.layout(layout_name) if layout_name else None
-    if layout is None:
+    if layout is None or layout_name is None:
         if layout_name:
             out.note = f"layout {layout_name} is not in the profile"
         return out

@@ -95,7 +95,7 @@ def _float(bits: int, size: int) -> float:
     return struct.unpack("<f" if size == 4 else "<d", bits.to_bytes(size, "little"))[0]
 
 
-def _text(data: bytes) -> str:
+def _text(data: bytes | bytearray) -> str:
     return bytes(data).split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
@@ -134,7 +134,9 @@ def summary(d: Decoded) -> str:
 
 def result(d: Decoded, call: Call | None, start_ns: int, end_ns: int | None = None) -> str:
     """`` = STATUS <duration>``, or what is known of a call that did not finish."""
-    state = call.state if call is not None else CallState.SINGLE
+    if call is None:  # a record on its own: what it says, nothing about time
+        return f" = {d.status_name}" if d.status_name is not None else ""
+    state = call.state
     if state is CallState.IN_FLIGHT:
         since = format_offset(call.first.time_ns - start_ns)
         held = f", {format_duration(end_ns - call.first.time_ns)} at the end" if end_ns is not None else ""
@@ -146,16 +148,19 @@ def result(d: Decoded, call: Call | None, start_ns: int, end_ns: int | None = No
         text = f" = {d.status_name}"
     elif state in (CallState.COMPLETE, CallState.RESUMED):
         text = " = ?"
-    if call is not None and call.duration_ns is not None:
+    if call.duration_ns is not None:
         text += f" <{format_duration(call.duration_ns)}>"
     return text
+
+
+DIRECTIONS: dict[int, str] = {Phase.SEND: "→ ", Phase.RECV: "← ", Phase.EVENT: "· "}
 
 
 def direction(call: Call | None) -> str:
     """A marker for messages that stand alone: ``→`` sent, ``←`` received, ``·`` host event."""
     if call is None or call.state is not CallState.SINGLE:
         return ""
-    return {Phase.SEND: "→ ", Phase.RECV: "← ", Phase.EVENT: "· "}.get(call.first.phase, "")
+    return DIRECTIONS.get(call.first.phase, "")
 
 
 def line(d: Decoded, call: Call, start_ns: int, end_ns: int | None = None) -> str:

@@ -25,6 +25,7 @@ from rmtrace.decoders.context import context
 from rmtrace.decoders.ioctl import IoctlOp, arg_buffer
 from rmtrace.decoders.names import short_name
 from rmtrace.decoders.parse import peek
+from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.rmparams import alloc_params, control_params, nested_array
 
 from rmtrace.record import Record, Role, Source, When
@@ -155,7 +156,7 @@ ESCAPE_OPS = {"RM_CONTROL": ControlCall, "RM_ALLOC": AllocCall, "IOCTL_XFER_CMD"
 """Escapes with more than an argument struct, by name; every other escape is a plain IoctlOp."""
 
 
-def rm_table(profile: Any) -> dict[int, Op]:
+def rm_table(profile: DriverProfile) -> dict[int, Op]:
     ctx = context(profile)
     table: dict[int, Op] = {}
     for nr, esc in profile.escapes.items():

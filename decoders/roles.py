@@ -158,6 +158,9 @@ GSP_EVENTS: tuple[Numbered[GspRole], ...] = (
 )
 """GSP events (NV_VGPU_MSG_EVENT_*)."""
 
+GSP_NUMBERS: Mapping[GspRole, int] = {e.role: e.number for e in GSP_FUNCTIONS + GSP_EVENTS}
+"""The number of each GSP role, for building RPCs (the host model's exchanges)."""
+
 
 @dataclass(frozen=True)
 class ClassFamily:

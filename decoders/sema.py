@@ -18,6 +18,7 @@ from typing import Any
 from construct import Array, Bytes, Const, Construct, Int16ul, Int32sl, Int32ul, Int64ul, Rebuild, Struct, len_, this
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, add_raw_buffers, bind_source
 from rmtrace.decoders.ioctl import errno_name
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
@@ -284,7 +285,7 @@ class SemaMessageOp(Op):
         return out
 
 
-def sema_table(profile: Any) -> dict[int, Op]:
+def sema_table(profile: DriverProfile) -> dict[int, Op]:
     return {op: SemaMessageOp(kind) for op, kind in SEMA_KINDS.items()}
 
 

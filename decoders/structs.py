@@ -54,6 +54,7 @@ from construct import (
     len_,
     this,
 )
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.errors import RmtraceError
 
@@ -303,7 +304,7 @@ class Definitions:
                 if group is None:
                     continue
                 sub = f"_bits{f.offset}" / Bitfields(f.size, tuple((g.name, g.bit_offset, g.bit_size) for g in group))
-            elif rule is not None and f.name == rule.count:
+            elif rule is not None and flex_field is not None and f.name == rule.count:
                 bias = layout.size if rule.bias_is_size else 0
                 sub = f.name / Rebuild(self._field(f), _flex_length(flex_field.name, bias))
             else:
@@ -318,7 +319,7 @@ class Definitions:
             pos = f.offset + f.size
         if layout.size > pos:
             subcons.append(_padding(pos, layout.size - pos))
-        if rule is not None:
+        if rule is not None and flex_field is not None:
             bias = layout.size if rule.bias_is_size else 0
             subcons.append(flex_field.name / _flex_array(flex_field, rule, getattr(this, rule.count) - bias))
         return Struct(*subcons)
@@ -414,7 +415,7 @@ def _padding(offset: int, n: int) -> Construct:
 _CACHE: weakref.WeakKeyDictionary[Any, Definitions] = weakref.WeakKeyDictionary()
 
 
-def definitions(profile: Any, flex: Mapping[str, Flex] | None = None) -> Definitions:
+def definitions(profile: DriverProfile, flex: Mapping[str, Flex] | None = None) -> Definitions:
     """The (cached) definitions of ``profile``'s layouts."""
     defs = _CACHE.get(profile)
     if defs is None:

@@ -9,11 +9,12 @@ and dup, the child pid of fork, the exit status of exit).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer, Level, Op, bind_source
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.record import Phase, Record, Role, Source, SysMmap, SysOp
 
@@ -78,22 +79,25 @@ def _raw(out: Decoded, buf: Any) -> None:
     out.buffers.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data))
 
 
-BUFFER_READERS = {Role.PATH: _path, Role.TEXT: _argv, Role.ARG: _mmap}
+BUFFER_READERS: dict[int, Callable[[Decoded, Any], None]] = {Role.PATH: _path, Role.TEXT: _argv, Role.ARG: _mmap}
 
-SYS_OPS = {
-    SysOp.OPEN: SysCall("open", SysOp.OPEN, result="fd"),
-    SysOp.CLOSE: SysCall("close", SysOp.CLOSE, args=(("fd", "fd"),)),
-    SysOp.DUP: SysCall("dup", SysOp.DUP, args=(("oldfd", "ret"),), result="fd"),
-    SysOp.MMAP: SysCall("mmap", SysOp.MMAP, args=(("fd", "fd"),)),
-    SysOp.MUNMAP: SysCall("munmap", SysOp.MUNMAP),
-    SysOp.FORK: SysCall("fork", SysOp.FORK),
-    SysOp.EXEC: SysCall("exec", SysOp.EXEC, result=None),
-    SysOp.EXIT: SysCall("exit", SysOp.EXIT, args=(("status", "ret"),), result=None),
-}
+SYS_PREFIX = "SYS_"
+"""System ops are named like every other source's, with their source's prefix (SYS_OPEN, as UVM_INITIALIZE)."""
+
+SYS_OPS: dict[int, Op] = {op: SysCall(SYS_PREFIX + op.name, op, **how) for op, how in (
+    (SysOp.OPEN, {"result": "fd"}),
+    (SysOp.CLOSE, {"args": (("fd", "fd"),)}),
+    (SysOp.DUP, {"args": (("oldfd", "ret"),), "result": "fd"}),
+    (SysOp.MMAP, {"args": (("fd", "fd"),)}),
+    (SysOp.MUNMAP, {}),
+    (SysOp.FORK, {}),
+    (SysOp.EXEC, {"result": None}),
+    (SysOp.EXIT, {"args": (("status", "ret"),), "result": None}),
+)}
 """The system ops, as kmod_shim/rmtrace_record.h describes each one's header fields."""
 
 
-def sys_table(profile: Any) -> dict[int, Op]:
+def sys_table(profile: DriverProfile) -> dict[int, Op]:
     return dict(SYS_OPS)
 
 

@@ -29,6 +29,7 @@ from rmtrace.decoders.base import Decoded, Label, Level, Op
 from rmtrace.decoders.context import FLEX_RULES
 from rmtrace.decoders.ioctl import summary_args
 from rmtrace.decoders.parse import handles_of, parse_buffer, status_of
+from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.structs import Definitions
 
 from rmtrace.dwarf import ObjectFacts
@@ -99,7 +100,7 @@ def from_dwarf(obj: str | os.PathLike, structs: Sequence[str], source: int, op: 
     if missing:
         raise RmtraceError(f"{path}: no struct or union called {', '.join(missing)} in its DWARF "
                            f"(compile with -g; give the struct tag or typedef name)")
-    roots = tuple(facts.layout_name(s) for s in structs)
+    roots = tuple(n for s in structs if (n := facts.layout_name(s)) is not None)
     return UserDecoder(int(source), int(op), name or roots[0].upper(), roots, layouts, origin=path)
 
 
@@ -159,7 +160,7 @@ class StructOp(Op):
         return out
 
 
-def user_tables(profile: Any) -> Iterator[tuple[str, Mapping[int, Mapping[int, Op]]]]:
+def user_tables(profile: DriverProfile) -> Iterator[tuple[str, Mapping[int, Mapping[int, Op]]]]:
     """(origin, {source: {op: Op}}) of every user decoder file and plugin; broken ones are skipped."""
     for path, found in load_all():
         if isinstance(found, UserDecoder):
@@ -172,7 +173,7 @@ def user_tables(profile: Any) -> Iterator[tuple[str, Mapping[int, Mapping[int, O
         yield f"plugin {entry.name} ({entry.value})", tables
 
 
-def plugin_errors(profile: Any) -> list[str]:
+def plugin_errors(profile: DriverProfile) -> list[str]:
     """Why each broken plugin did not load (for ``rmtrace decoders list``)."""
     errors = []
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):

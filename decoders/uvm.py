@@ -6,11 +6,10 @@ is the command's params struct, which ends in its NV_STATUS ``rmStatus``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rmtrace.decoders.base import Op, bind_source
 from rmtrace.decoders.context import context
 from rmtrace.decoders.ioctl import IoctlOp
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.record import Source
 
@@ -22,7 +21,7 @@ def uvm_name(name: str) -> str:
     return name if name.startswith(UVM_PREFIX) else UVM_PREFIX + name
 
 
-def uvm_table(profile: Any) -> dict[int, Op]:
+def uvm_table(profile: DriverProfile) -> dict[int, Op]:
     ctx = context(profile)
     return {nr: IoctlOp(ctx, Source.UVM, nr, uvm_name(cmd.name), (cmd.params,)) for nr, cmd in profile.uvm.items()}
 

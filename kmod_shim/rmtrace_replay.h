@@ -52,6 +52,38 @@ enum rmt_replay_clock {
 	RMT_CLOCK_REAL    = 2, /* CLOCK_MONOTONIC, the target's timers fire by themselves       */
 };
 
+/* rmt_replay_msg.kind: what a message means to the host model (replayer/messages.py's Kind). */
+enum rmt_replay_kind {
+	RMT_KIND_PASS               = 0,  /* answered as bare metal did                  */
+	RMT_KIND_RM_CLIENT          = 1,  /* RM_ALLOC of a root client                   */
+	RMT_KIND_RM_ALLOC           = 2,
+	RMT_KIND_RM_FREE            = 3,
+	RMT_KIND_RM_CONTROL         = 4,
+	RMT_KIND_WORK_TOKEN         = 5,  /* the channel goes live at the host           */
+	RMT_KIND_UVM_INITIALIZE     = 6,
+	RMT_KIND_UVM_CALL           = 7,  /* any other UVM ioctl                         */
+	RMT_KIND_UVM_REGISTER_GPU   = 8,
+	RMT_KIND_UVM_UNREGISTER_GPU = 9,
+	RMT_KIND_SYS_OPEN           = 10,
+	RMT_KIND_SYS_CLOSE          = 11,
+	RMT_KIND_SYS_EXIT           = 12,
+	RMT_KIND_GSP_INIT           = 13, /* the GSP boot handshake of a GSP-level client */
+};
+
+/* rmt_replay_msg.category: what an RM_ALLOC's class makes (replayer/model/objects.py's Category). */
+enum rmt_replay_category {
+	RMT_CAT_OTHER     = 0,
+	RMT_CAT_ROOT      = 1,
+	RMT_CAT_DEVICE    = 2,
+	RMT_CAT_SUBDEVICE = 3,
+	RMT_CAT_VASPACE   = 4,
+	RMT_CAT_TSG       = 5,
+	RMT_CAT_CHANNEL   = 6,
+	RMT_CAT_CE        = 7,
+	RMT_CAT_COMPUTE   = 8,
+	RMT_CAT_MEMORY    = 9,
+};
+
 /* Statuses the target answers with, from the trace's driver profile. */
 enum rmt_replay_status {
 	RMT_ST_OK             = 0,
@@ -109,9 +141,9 @@ struct rmt_replay_status_at {
  * Message, precomputed from the trace's decoders); TEXT buffers follow the
  * ARG: the message's name ("UVM_REGISTER_GPU"), then the client's label. */
 struct rmt_replay_msg {
-	uint32_t kind;          /* the model's Kind                                  */
+	uint32_t kind;          /* enum rmt_replay_kind                              */
 	uint32_t index;         /* position in its client's stream, 0-based          */
-	uint32_t category;      /* the model's Category of an RM_ALLOC               */
+	uint32_t category;      /* enum rmt_replay_category of an RM_ALLOC           */
 	int32_t  fd;
 	uint32_t h_client;
 	uint32_t h_parent;

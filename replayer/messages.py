@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from rmtrace.replayer.model.objects import Category
+from rmtrace.semantics import Category, LockKind, Ref
 
 
 class Kind(enum.IntEnum):
@@ -81,10 +81,13 @@ class Message:
     userd_va: int = 0
     ring_size: int = 0
     gpu: bytes = b""
-    uses: tuple = ()
-    """Keys this message needs defined (handles, files) -- for deps and reduction."""
-    defines: tuple = ()
-    """Keys this message defines."""
+    """The GPU a UVM registration or unregistration names (its UUID)."""
+    uses: tuple[Ref, ...] = ()
+    """Values this message needs defined (handles, files, VA spaces) -- for deps and reduction."""
+    defines: tuple[Ref, ...] = ()
+    """Values this message defines."""
+    locks: tuple[LockKind, ...] = ()
+    """Locks the call holds while it is in flight (rmtrace.semantics.locks)."""
 
 
 @dataclass(slots=True)

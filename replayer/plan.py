@@ -23,12 +23,12 @@ from typing import Any
 from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import RANK_SHIFT
-from rmtrace.replayer.model.objects import Category
 from rmtrace.replayer.semantics import Semantics
 
 from rmtrace.calls import Call
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Record, Source, decode_record
+from rmtrace.semantics import Category, Ref, RefKind
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 
@@ -148,7 +148,7 @@ def build_plan(trace: str | os.PathLike | TraceReader, *, driver: str | None = N
         client_id = session.client_of(call.records[0].seq)
         if client_id is not None:
             calls[client_id].append(call)
-    clients = []
+    clients: list[PlanClient] = []
     pids = {c.pid for c in session.clients}
     for client in session.clients:
         messages = [semantics.message(call, i) for i, call in enumerate(calls[client.id])]
@@ -183,7 +183,7 @@ def _think_times(calls: Sequence[Call], messages: Sequence[Message]) -> None:
 
 def link(messages: Sequence[Message]) -> None:
     """Set each message's ``deps``: the latest earlier message defining each key it uses."""
-    defined: dict[tuple, int] = {}
+    defined: dict[Ref, int] = {}
     for msg in messages:
         deps = {defined[key] for key in msg.uses if key in defined}
         msg.deps = tuple(sorted(deps))
@@ -215,7 +215,7 @@ def channel_work(messages: Sequence[Message]) -> tuple[set[int], set[int]]:
         if msg.kind == Kind.RM_ALLOC and (msg.category == Category.CHANNEL or msg.h_parent in handles):
             handles.add(msg.h_object)
     work = {m.index for m in messages
-            if any(key[0] == "h" and key[2] in handles for key in m.uses + m.defines)}
+            if any(ref.kind is RefKind.HANDLE and ref.value in handles for ref in m.uses + m.defines)}
     return work, handles
 
 
@@ -224,8 +224,8 @@ def multiply_streams(client: PlanClient, count: int, semantics: Semantics) -> Pl
     work, handles = channel_work(client.messages)
     if not work:
         raise RmtraceError(f"{client.id} allocates no channel: nothing to multiply over streams")
-    used = {key[2] for m in client.messages for key in m.uses + m.defines if key[0] == "h"}
-    mappings = [{}] + [_remap(handles, lane, used) for lane in range(1, count)]
+    used = {ref.value for m in client.messages for ref in m.uses + m.defines if ref.kind is RefKind.HANDLE}
+    mappings: list[dict[int, int]] = [{}] + [_remap(handles, lane, used) for lane in range(1, count)]
     out: list[Message] = []
     lanes: list[list[Message]] = [[] for _ in range(count)]
     last_work = max(work)
@@ -279,7 +279,8 @@ def _clone(msg: Message, lane: int, mapping: dict[int, int], semantics: Semantic
     call_id = msg.call_id + (lane << CALL_ID_LANE_SHIFT)
     request = _rewrite(msg.request, change, semantics, call_id)
     reply = _rewrite(msg.reply, change, semantics, call_id) if msg.reply is not None else None
-    remap = lambda key: (key[0], key[1], mapping.get(key[2], key[2])) if key[0] == "h" else key  # noqa: E731
+    remap = lambda ref: ref._replace(value=mapping.get(ref.value, ref.value)) if ref.kind is RefKind.HANDLE \
+        else ref  # noqa: E731
     return replace(
         msg, lane=lane, request=request, reply=reply, call_id=call_id,
         h_object=mapping.get(msg.h_object, msg.h_object), h_parent=mapping.get(msg.h_parent, msg.h_parent),

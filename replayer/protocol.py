@@ -34,7 +34,7 @@ PROTOCOL = 1
 HELLO_KEY = "rmtrace_replay"
 EVENT_CALL_ID = 1 << 62
 """Events carry no call id in a recording; a request for one gets EVENT_CALL_ID + its index."""
-ANSWER_PHASES = {Phase.ENTER: Phase.EXIT, Phase.EVENT: Phase.EXIT, Phase.SEND: Phase.RECV}
+ANSWER_PHASES: dict[int, Phase] = {Phase.ENTER: Phase.EXIT, Phase.EVENT: Phase.EXIT, Phase.SEND: Phase.RECV}
 _CALL_ID = field_offset(RecordHeader, "call_id")
 MAX_RECORD = 64 << 20
 
@@ -112,7 +112,7 @@ class Stream:
                     raise RecordError(f"a record of {total} bytes")
                 if len(self.buf) < total:
                     return
-                record_length(self.buf, 0)
+                record_length(memoryview(self.buf), 0)
                 record = decode_record(bytes(self.buf[:total]))
             except RecordError as exc:
                 raise RmtraceError(f"the replay peer sent bytes that are not records: {exc}") from None

@@ -19,24 +19,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rmtrace.replayer.model.core import STAGES
 from rmtrace.replayer.output import exec_record, provenance, stamp
 from rmtrace.replayer.plan import Plan, build_plan, dependency_closure, link
-from rmtrace.replayer.runner import ReplayResult, Verdict, replay
+from rmtrace.replayer.runner import STARVED, ReplayResult, Verdict, replay
 from rmtrace.replayer.schedules import Schedule
 from rmtrace.replayer.targets.base import Target
 
 from rmtrace.errors import RmtraceError
 from rmtrace.record import decode_record
+from rmtrace.semantics import LOCKS
 from rmtrace.trace import TraceWriter
 
 WAIT_KINDS: tuple[tuple[str, str], ...] = (
-    ("waiting for the UVM global lock", "lock"),
-    ("registration exchange", "registration exchange"),
-    ("unregister exchange", "unregister exchange"),
-    ("channel bring-up", "channel bring-up"),
-    ("cannot send", "starved"),
+    *((f"waiting for the {rule.name}", "lock") for rule in LOCKS.values()),
+    *((stage, stage) for stage in STAGES),
+    (STARVED, "starved"),
 )
-"""How a wedge's chain begins -> what kind of wait it is (the last two are waits on other clients)."""
+"""How a wedge's chain begins (the model's lock and stage words, the runner's) -> what kind of wait
+it is; waits for a lock and starved lanes are waits on other clients."""
 SECONDARY = frozenset({"lock", "starved"})
 RUN_GAP_NS = 1_000_000
 
@@ -48,7 +49,7 @@ def wait_kind(chain: Sequence[str]) -> str:
 
 def signature(result: ReplayResult) -> tuple[tuple[str, str], ...]:
     """The root wedges of a replay: (message name, kind of wait) of each client not waiting on another."""
-    roots = {(c.at.name, wait_kind(c.chain)) for c in result.clients if c.verdict is Verdict.WEDGED}
+    roots = {(c.at.name, wait_kind(c.chain)) for c in result.clients if c.verdict is Verdict.WEDGED and c.at}
     return tuple(sorted(r for r in roots if r[1] not in SECONDARY))
 
 

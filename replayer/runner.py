@@ -34,6 +34,8 @@ from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp
 
 DEFAULT_TIMEOUT_NS = 10_000_000_000
+STARVED = "cannot send"
+"""How the chain of a lane starved by another lane's wedge begins."""
 
 
 class Verdict(enum.Enum):
@@ -65,7 +67,7 @@ class ClientResult:
     """(message index, why) of the messages the target left out (never sent, never compared)."""
 
     def summary(self) -> str:
-        if self.verdict is Verdict.GREEN:
+        if self.verdict is Verdict.GREEN or self.at is None:
             left_out = f", {len(self.skipped)} skipped" if self.skipped else ""
             return f"green ({self.answered} messages{left_out})"
         where = f"at message {self.at.index + 1} {self.at.name}"
@@ -83,7 +85,8 @@ class ClientResult:
             "recorded_seq": at.seq if at else None,
             "differences": [{"what": d.what, "expected": str(d.expected), "got": str(d.got)} for d in self.differences],
             "diverged_messages": self.diverged, "chain": self.chain, "sent": self.sent, "answered": self.answered,
-            "messages": len(self.client.messages), "skipped": len(self.skipped),
+            "messages": len(self.client.messages),
+            "skipped": len(self.skipped),
         }
 
 
@@ -368,8 +371,10 @@ class Runner:
         for lane in lanes:
             run = lane.run
             msg = lane.next
+            if msg is None:  # open lanes have a next message
+                continue
             missing = [d for d in lane.cross[msg.index] if d not in run.answered]
-            self._wedge(run, msg, [f"{run.client.label} cannot send {msg.name} (message {msg.index + 1}): it "
+            self._wedge(run, msg, [f"{run.client.label} {STARVED} {msg.name} (message {msg.index + 1}): it "
                                    f"needs message {', '.join(str(d + 1) for d in missing)}, never answered"])
 
     # ------------------------------------------------------------------ the end

@@ -1,12 +1,13 @@
-"""From decoded calls to messages: the one place the replayer reads decoder output.
+"""From calls to messages: the one place the replayer turns a call's meaning into what it sends.
 
 A call (an ioctl's enter and exit, a system record, a GSP request and its
-response, an event) is decoded once, at plan time, and reduced to what a
-replay needs: the model's :class:`~rmtrace.replayer.messages.Kind` and the
-handles, file, class category, ring address or GPU it concerns; what it
-expects back; which keys (handles, files) it uses and defines, for
-dependencies.  Everything here is tables over decoder names; names and
-numbers come from the trace's driver profile through the decoders.
+response, an event) is interpreted once, at plan time, by the semantic layer
+(``rmtrace.semantics``), and its events become a :class:`~rmtrace.replayer.messages.Message`:
+the model's :class:`~rmtrace.replayer.messages.Kind`, the handles, file, class
+category, ring address or GPU it concerns, the locks it takes, what it expects
+back, and which values (handles, files, VA spaces) it uses and defines, for
+dependencies.  Everything here is a table over event types; no decoder name is
+read.
 
 ``rewrite`` is the way back: it changes fields of a record's buffers (a
 handle, a ring address, a status) with the same construct definitions the
@@ -16,62 +17,42 @@ recording are well-formed records in the output trace.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
+from rmtrace.decoders.profiles import DriverProfile
 from rmtrace.replayer.messages import Expect, Kind, Message
-from rmtrace.replayer.model.objects import Category
 
 from rmtrace.calls import Call, CallState
-from rmtrace.record import Phase, Record, Role, Source, SysOp, When, decode_record, encode_record
+from rmtrace.record import Phase, Record, Role, Source, When, decode_record, encode_record
+from rmtrace.semantics import CallMeaning, Category, GspRole, Interpreter
+from rmtrace.semantics import events as ev
 
-CLASS_CATEGORIES: tuple[tuple[re.Pattern, Category], ...] = tuple((re.compile(p), c) for p, c in (
-    (r"^NV0?1_ROOT", Category.ROOT),
-    (r"^NV01_DEVICE_0$", Category.DEVICE),
-    (r"^NV20_SUBDEVICE_0$", Category.SUBDEVICE),
-    (r"_VASPACE_", Category.VASPACE),
-    (r"_CHANNEL_GROUP_", Category.TSG),
-    (r"_CHANNEL_GPFIFO_", Category.CHANNEL),
-    (r"_DMA_COPY_", Category.CE),
-    (r"_COMPUTE_", Category.COMPUTE),
-    (r"MEMORY", Category.MEMORY),
-))
-"""RM class name -> what the model needs to know about it; first match wins."""
-
-CONTROL_KINDS: tuple[tuple[re.Pattern, Kind], ...] = (
-    (re.compile(r"_GPFIFO_GET_WORK_SUBMIT_TOKEN$"), Kind.WORK_TOKEN),
+KINDS: tuple[tuple[type[ev.Event], Kind], ...] = (
+    (ev.WorkTokenIssued, Kind.WORK_TOKEN),
+    (ev.ControlIssued, Kind.RM_CONTROL),
+    (ev.ObjectAllocated, Kind.RM_ALLOC),
+    (ev.ObjectFreed, Kind.RM_FREE),
+    (ev.UvmInitialized, Kind.UVM_INITIALIZE),
+    (ev.UvmRegistered, Kind.UVM_REGISTER_GPU),
+    (ev.UvmUnregistered, Kind.UVM_UNREGISTER_GPU),
+    (ev.VaSpaceUsed, Kind.UVM_CALL),
+    (ev.FdOpened, Kind.SYS_OPEN),
+    (ev.FdClosed, Kind.SYS_CLOSE),
+    (ev.ProcessExited, Kind.SYS_EXIT),
+    (ev.GspSessionStarted, Kind.GSP_INIT),
 )
-"""Control command name -> kind; every other control is a plain RM_CONTROL."""
+"""The model's kind of a message: the first of its call's events this table lists (a work-token
+control is a control too, a registration a UVM call too); a call with none of them is PASS."""
 
-OUTPUT_FIELDS: tuple[tuple[re.Pattern, tuple[str, ...]], ...] = (
-    (re.compile(r"_GPFIFO_GET_WORK_SUBMIT_TOKEN$"), ("workSubmitToken",)),
-)
-"""Control command name -> output params fields that matter (compared where a target answers them)."""
-
-UVM_KINDS: Mapping[str, Kind] = {
-    "UVM_INITIALIZE": Kind.UVM_INITIALIZE,
-    "UVM_MM_INITIALIZE": Kind.PASS,
-    "UVM_DEINITIALIZE": Kind.PASS,
-    "UVM_REGISTER_GPU": Kind.UVM_REGISTER_GPU,
-    "UVM_UNREGISTER_GPU": Kind.UVM_UNREGISTER_GPU,
+OUTPUTS: Mapping[type[ev.Event], Callable[[Any], tuple[tuple[str, Any], ...]]] = {
+    ev.WorkTokenIssued: lambda e: (("workSubmitToken", e.token),) if e.token is not None else (),
 }
-"""UVM commands with their own kind; the rest need an initialized fd (UVM's init check), except tools."""
-UVM_TOOLS_PREFIX = "UVM_TOOLS_"
-
-SYS_KINDS: Mapping[int, Kind] = {SysOp.OPEN: Kind.SYS_OPEN, SysOp.CLOSE: Kind.SYS_CLOSE, SysOp.EXIT: Kind.SYS_EXIT}
-
-GSP_KINDS: Mapping[str, Kind] = {
-    "GSP_RM_ALLOC": Kind.RM_ALLOC,
-    "GSP_RM_CONTROL": Kind.RM_CONTROL,
-    "GSP_FREE": Kind.RM_FREE,
-    "GSP_INIT_DONE": Kind.GSP_INIT,
-}
-"""GSP functions and events the model understands (GSP-level traces)."""
+"""Output params members that matter (compared where a target answers them), by event."""
 
 GPFIFO_ENTRY_SIZE = 8
 DEFAULT_GPFIFO_ENTRIES = 1024
@@ -79,19 +60,16 @@ STAND_IN_RING_BASE = 0x7E0000000000
 STAND_IN_HANDLE_MASK = 0xFFFFF
 """Ring address stand-in when a capture has no alloc params: base + (handle's low bits << 16)."""
 REPLY_PHASES: Mapping[int, int] = {Phase.ENTER: Phase.EXIT, Phase.SEND: Phase.RECV}
+GSP_RM_CALLS = frozenset({GspRole.RM_ALLOC, GspRole.RM_CONTROL, GspRole.FREE})
+"""GSP RPCs the model handles as the RM calls they carry (their handles are the message's)."""
 
 
-def _first(table: Iterable[tuple[re.Pattern, Any]], text: str | None, default: Any) -> Any:
-    """The value of the first pattern in ``table`` that ``text`` matches."""
-    if text:
-        for pattern, value in table:
-            if pattern.search(text):
-                return value
-    return default
-
-
-def category_of(class_name: str | None) -> Category:
-    return _first(CLASS_CATEGORIES, class_name, Category.OTHER)
+def kind_of(meaning: CallMeaning) -> Kind:
+    for event_type, kind in KINDS:
+        found = meaning.first(event_type)
+        if found is not None:
+            return Kind.RM_CLIENT if kind is Kind.RM_ALLOC and found.category is Category.ROOT else kind
+    return Kind.PASS
 
 
 class Semantics:
@@ -99,7 +77,8 @@ class Semantics:
 
     def __init__(self, decoders: DecoderSet) -> None:
         self.decoders = decoders
-        self.profile = decoders.profile
+        self.profile: DriverProfile = decoders.profile
+        self.interpreter = Interpreter(decoders)
         self._ctx = context(decoders.profile)
 
     # -- statuses
@@ -111,26 +90,37 @@ class Semantics:
         return code
 
     def status_name(self, code: int | None) -> str:
-        return "none" if code is None else self._ctx.names.status(code)
+        return "none" if code is None else str(self._ctx.names.status(code))
 
     # -- calls to messages
 
     def message(self, call: Call, index: int) -> Message:
         """The message for one call of a client (its position ``index`` in the client's stream)."""
+        meaning = self.interpreter.interpret(call)
+        decoded = meaning.decoded
         records = call.records
         first = records[0]
-        decoded = self.decoders.decode(call, Level.CALL)
         reply = next((r for r in records[1:] if r.phase in (Phase.EXIT, Phase.RECV)), None)
-        msg = Message(index=index, kind=Kind.PASS, name=decoded.full_name, seq=first.seq,
+        expect = self._expect(first, reply, decoded, call.state)
+        if expect.response:
+            fields = tuple(f for e in meaning.events if type(e) in OUTPUTS for f in OUTPUTS[type(e)](e))
+            if fields:
+                expect = replace(expect, fields=fields)
+        msg = Message(index=index, kind=kind_of(meaning), name=decoded.full_name, seq=first.seq,
                       request=encode_record(first), reply=encode_record(reply) if reply is not None else None,
-                      expect=self._expect(first, reply, decoded, call.state), pid=first.pid, tid=first.tid,
-                      call_id=first.call_id, fd=first.fd,
-                      dur_ns=(reply.time_ns - first.time_ns) if reply is not None else 0)
-        reader = READERS.get(first.source)
-        if reader is not None:
-            reader(self, msg, call, decoded)
-        if msg.fd >= 0 and first.source in (Source.RM, Source.UVM):
-            msg.uses = msg.uses + (("fd", msg.fd),)
+                      expect=expect, pid=first.pid, tid=first.tid, call_id=first.call_id, fd=first.fd,
+                      dur_ns=(reply.time_ns - first.time_ns) if reply is not None else 0,
+                      uses=meaning.uses, defines=meaning.defines,
+                      locks=tuple(e.lock for e in meaning.events if isinstance(e, ev.LockTaken)))
+        h = decoded.handles
+        if first.source == Source.RM or self.interpreter.rm_role(decoded) in GSP_RM_CALLS:
+            msg.h_client, msg.h_parent, msg.h_object = h.get("hClient", 0), h.get("hParent", 0), h.get("hObject", 0)
+        elif first.source == Source.UVM:
+            msg.h_client = h.get("hClient", 0)
+        for event in meaning.events:
+            fill = FACTS.get(type(event))
+            if fill is not None:
+                fill(msg, event)
         return msg
 
     def _expect(self, first: Record, reply: Record | None, decoded: Decoded, state: CallState) -> Expect:
@@ -138,87 +128,6 @@ class Semantics:
             lone = first.phase in (Phase.EVENT, Phase.RECV) or (first.source == Source.SYS and state is CallState.SINGLE)
             return Expect(False) if lone else Expect(None)
         return Expect(True, decoded.status, decoded.status_name, reply.ret, reply.err)
-
-    # -- per source
-
-    def _rm(self, msg: Message, call: Call, d: Decoded) -> None:
-        h = d.handles
-        client = h.get("hClient", 0)
-        msg.h_client, msg.h_parent, msg.h_object = client, h.get("hParent", 0), h.get("hObject", 0)
-        if d.name in ("RM_ALLOC", "GSP_RM_ALLOC"):
-            msg.category = category_of(d.detail)
-            if msg.category == Category.ROOT:
-                msg.kind = Kind.RM_CLIENT
-                msg.h_client = msg.h_object or client
-                msg.defines = (("h", msg.h_client, msg.h_client),)
-                return
-            msg.kind = Kind.RM_ALLOC
-            msg.uses = (("h", client, msg.h_parent or client),)
-            msg.defines = (("h", client, msg.h_object),)
-            if msg.category == Category.CHANNEL:
-                self._channel_params(msg, call)
-            return
-        if d.name in ("RM_FREE", "GSP_FREE"):
-            msg.kind = Kind.RM_FREE
-        elif d.name in ("RM_CONTROL", "GSP_RM_CONTROL"):
-            msg.kind = _first(CONTROL_KINDS, d.detail, Kind.RM_CONTROL)
-            fields = _first(OUTPUT_FIELDS, d.detail, ())
-            if fields and msg.expect.response:
-                msg.expect = replace(msg.expect, fields=self._outputs(call, fields))
-        msg.uses = tuple(("h", client, v) for k, v in h.items() if v and k not in ("hClass", "hParent")) \
-            if client else ()
-
-    def _channel_params(self, msg: Message, call: Call) -> None:
-        """The channel's ring (and USERD) address from its alloc params, or a stand-in when the
-        capture lacks them: an address derived from the channel handle, which is as stable across
-        runs of one program as the real ring address is."""
-        full = self.decoders.decode(call, Level.FULL)
-        params = next((b.value for b in full.buffers if b.role == Role.ALLOC_PARAMS and b.value is not None), None)
-        params = params or {}
-        msg.ring_size = (params.get("gpFifoEntries") or DEFAULT_GPFIFO_ENTRIES) * GPFIFO_ENTRY_SIZE
-        msg.ring_va = params.get("gpFifoOffset") or STAND_IN_RING_BASE + ((msg.h_object & STAND_IN_HANDLE_MASK) << 16)
-        userd = params.get("userdOffset") or [0]
-        msg.userd_va = userd[0] or msg.ring_va + msg.ring_size
-
-    def _outputs(self, call: Call, names: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
-        full = self.decoders.decode(call, Level.FULL)
-        after = next((b.value for b in full.buffers if b.role == Role.PARAMS and b.when == When.AFTER
-                      and b.value is not None), None)
-        return tuple((n, after[n]) for n in names if after is not None and n in after)
-
-    def _uvm(self, msg: Message, call: Call, d: Decoded) -> None:
-        name = d.name
-        kind = UVM_KINDS.get(name)
-        if kind is None:
-            kind = Kind.PASS if name.startswith(UVM_TOOLS_PREFIX) else Kind.UVM_CALL
-        msg.kind = kind
-        msg.gpu = bytes(d.args.get("uuid", b""))
-        client = d.handles.get("hClient", 0)
-        msg.h_client = client
-        va = ("va", msg.fd)
-        if kind == Kind.UVM_INITIALIZE:
-            msg.defines = (va,)
-            return
-        uses = [va] if kind != Kind.PASS else []
-        uses += [("h", client, v) for k, v in d.handles.items() if v and k != "hClass"]
-        msg.uses = tuple(uses)
-
-    def _sys(self, msg: Message, call: Call, d: Decoded) -> None:
-        first = call.records[0]
-        msg.kind = SYS_KINDS.get(first.op, Kind.PASS)
-        last = call.records[-1]
-        if first.op == SysOp.OPEN:
-            msg.fd = first.fd if first.fd >= 0 else last.ret
-            msg.defines = (("fd", msg.fd),)
-        elif first.op == SysOp.CLOSE:
-            msg.uses = (("fd", first.fd),)
-
-    def _gsp(self, msg: Message, call: Call, d: Decoded) -> None:
-        kind = GSP_KINDS.get(d.name, Kind.PASS)
-        if kind in (Kind.RM_ALLOC, Kind.RM_CONTROL, Kind.RM_FREE):
-            self._rm(msg, call, d)
-        else:
-            msg.kind = kind
 
     # -- writing records back
 
@@ -290,10 +199,34 @@ def _change_members(layout: Any, value: Any, change: Callable[[str, Any], Any], 
     return changed
 
 
-READERS: Mapping[int, Callable[[Semantics, Message, Call, Decoded], None]] = {
-    Source.RM: Semantics._rm,
-    Source.UVM: Semantics._uvm,
-    Source.SYS: Semantics._sys,
-    Source.GSP: Semantics._gsp,
+def _allocated(msg: Message, e: ev.ObjectAllocated) -> None:
+    msg.category = e.category
+    if e.category is Category.ROOT:
+        msg.h_client = e.h_client
+
+
+def _channel(msg: Message, e: ev.ChannelAllocated) -> None:
+    """The channel's ring (and USERD) address from its alloc params, or a stand-in when the capture
+    lacks them: an address derived from the channel handle, which is as stable across runs of one
+    program as the real ring address is."""
+    msg.ring_size = (e.ring_entries or DEFAULT_GPFIFO_ENTRIES) * GPFIFO_ENTRY_SIZE
+    msg.ring_va = e.ring_va or STAND_IN_RING_BASE + ((msg.h_object & STAND_IN_HANDLE_MASK) << 16)
+    msg.userd_va = e.userd_va or msg.ring_va + msg.ring_size
+
+
+def _gpu(msg: Message, e: ev.UvmRegistered | ev.UvmUnregistered) -> None:
+    msg.gpu = e.gpu
+
+
+def _opened(msg: Message, e: ev.FdOpened) -> None:
+    msg.fd = e.fd
+
+
+FACTS: Mapping[type[ev.Event], Callable[[Message, Any], None]] = {
+    ev.ObjectAllocated: _allocated,
+    ev.ChannelAllocated: _channel,
+    ev.UvmRegistered: _gpu,
+    ev.UvmUnregistered: _gpu,
+    ev.FdOpened: _opened,
 }
-"""Which reader fills a message's facts, by the source of its first record."""
+"""What each event tells the model beyond the message's kind."""

@@ -93,7 +93,7 @@ class ModelServer:
                 for key, _events in self._sel.select(self._timeout()):
                     if key.fileobj is self._listener:
                         self._accept()
-                    else:
+                    elif isinstance(key.fileobj, socket.socket):
                         self._readable(key.fileobj)
                 for session in list(self._sessions.values()):
                     if session.target is not None:
@@ -109,8 +109,8 @@ class ModelServer:
     def _timeout(self) -> float:
         """Sleep until the next model timer (drain bounds), at most a quarter second."""
         now = self.clock.now
-        dues = [s.target.model.next_timer() for s in self._sessions.values() if s.target is not None]
-        dues = [d for d in dues if d is not None]
+        timers = [s.target.model.next_timer() for s in self._sessions.values() if s.target is not None]
+        dues = [d for d in timers if d is not None]
         return max(0.0, min([0.25] + [(d - now) / 1e9 for d in dues]))
 
     def _accept(self) -> None:
@@ -157,7 +157,7 @@ class ModelServer:
         if record.flags & RecordFlag.SYNTHETIC:  # the oracle: kept as the reply bare metal gave
             session.oracles[request_key(record)] = replace(record, flags=record.flags & ~RecordFlag.SYNTHETIC)
             return True
-        self._request(session, record)
+        self._request(session, session.target, record)
         return True
 
     def _hello(self, session: _Session, body: dict[str, Any]) -> None:
@@ -173,7 +173,7 @@ class ModelServer:
         session.stream.send(control(MarkOp.NOTE, {"hello": True, "service": target.name,
                                                   "answers": sorted(target.answers)}))
 
-    def _request(self, session: _Session, record: Record) -> None:
+    def _request(self, session: _Session, target: ModelTarget, record: Record) -> None:
         key = request_key(record)
         oracle = session.oracles.pop(key, None)
         if record.phase == Phase.EVENT:
@@ -182,10 +182,10 @@ class ModelServer:
             call = Call((record, oracle), CallState.COMPLETE) if oracle else Call((record,), CallState.IN_FLIGHT)
         index = session.counts.get(record.pid, 0)
         session.counts[record.pid] = index + 1
-        msg = session.target.semantics.message(call, index)
+        msg = target.semantics.message(call, index)
         peer = session.peers.setdefault(record.pid, _Peer(record.pid, f"pid {record.pid}"))
         session.requests[key] = record
-        outcome = session.target.submit(key, peer, msg)
+        outcome = target.submit(key, peer, msg)
         if outcome is not None:
             self._answer(session, [(key, outcome)])
 

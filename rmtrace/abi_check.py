@@ -34,7 +34,7 @@ class MirrorField:
     offset: int
     size: int
     kind: str
-    """uint, int, float, bool or array (``Bytes`` and ``Array``)."""
+    """uint, int, float, bool, struct (a nested ``Struct``) or array (``Bytes`` and ``Array``)."""
     elem_kind: str | None = None
     elem_size: int | None = None
 
@@ -46,8 +46,10 @@ def _field(sub: object, offset: int) -> MirrorField:
     except SizeofError:
         size = 0  # a count decides it: a C flexible array member (T x[]) has size 0 in DWARF too
     node = sub
-    while node is not None and not isinstance(node, FormatField | Bytes | Array):
+    while node is not None and not isinstance(node, FormatField | Bytes | Array | Struct):
         node = getattr(node, "subcon", None)
+    if isinstance(node, Struct):  # a nested struct: its own mirror is compared with its own C struct
+        return MirrorField(name, offset, size, "struct")
     if isinstance(node, FormatField):
         return MirrorField(name, offset, size, _FORMAT_KIND.get(node.fmtstr[-1], "?"))
     if isinstance(node, Bytes):

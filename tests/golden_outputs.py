@@ -105,13 +105,28 @@ def divergence(a: SessionModel, b: SessionModel) -> dict[str, Any]:
     return {"divergence": found.to_dict() if found is not None else None, "traffic": traffic_table(a, b)}
 
 
+OLD_KEYS = {"handle": "h", "fd": "fd", "va_space": "va"}
+"""How the replayer wrote the values a message uses before rmtrace.semantics' ``Ref``: ("h", client,
+handle), ("fd", fd), ("va", fd).  The plans keep that notation, so they compare across the change."""
+
+
+def key(ref: Any) -> list[Any]:
+    if isinstance(ref, tuple) and hasattr(ref, "kind"):
+        name = OLD_KEYS.get(ref.kind.value, ref.kind.value)
+        if name == "h":
+            return [name, ref.scope, ref.value]
+        return [name, ref.value] + ([ref.scope] if ref.scope else [])
+    return plain(ref)
+
+
 def plan_rows(plan: Plan) -> dict[str, Any]:
     """Every message of every client, with the facts the model and the dependencies use."""
     out: dict[str, Any] = {"clients": [[c.id, c.label, c.pid, c.origin, c.run, c.lanes] for c in plan.clients]}
     for c in plan.clients:
         out[f"messages {c.id}"] = [
             [m.index, m.kind.name, m.name, m.seq, m.lane, m.category.name, m.fd, m.h_client, m.h_parent,
-             m.h_object, m.ring_va, m.userd_va, m.ring_size, m.gpu.hex(), plain(m.uses), plain(m.defines),
+             m.h_object, m.ring_va, m.userd_va, m.ring_size, m.gpu.hex(), [key(r) for r in m.uses],
+             [key(r) for r in m.defines],
              list(m.deps), [m.expect.response, m.expect.status, m.expect.status_name, m.expect.ret,
                             m.expect.err, plain(m.expect.fields)], m.think_ns, m.dur_ns]
             for m in c.messages]

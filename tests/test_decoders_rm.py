@@ -15,6 +15,7 @@ from rmtrace.decoders.craft import Crafter
 from rmtrace.decoders.names import ControlNaming, names
 from rmtrace.decoders.profiles import load_profile
 
+from rmtrace.calls import Call, CallState
 from rmtrace.record import Buffer, BufferFlag, Phase, Record, Role, Source, When
 from tests.strategies import records
 from tests.traffic import cuda_session
@@ -115,6 +116,17 @@ def test_failed_ioctl_reports_errno(profile, decoders):
     d = decoders.decode(calls[0])
     assert (d.ok, d.errno, d.status_name) == (False, errno.EFAULT, "EFAULT")
     assert render.line(d, calls[0], 0).endswith("RM_FREE(hClient=0x1, hParent=0x0, hObject=0x2) = EFAULT <0ns>")
+
+
+@pytest.mark.parametrize("escape", ["NV_ESC_ALLOC_OS_EVENT", "NV_ESC_FREE_OS_EVENT"])
+def test_os_event_escapes_report_their_nv_status(profile, decoders, escape):
+    """Their ``Status`` member is an NV_STATUS: named as one, not shown as the number 0."""
+    c = Crafter(profile, pid=9)
+    for status, name, ok in ((0, "NV_OK", True), (0x1F, "NV_ERR_INVALID_ARGUMENT", False)):
+        records = c.escape(escape, {"hClient": 0xC1D00001, "hDevice": 0x5C000001, "fd": 12}, {"Status": status})
+        d = decoders.decode(Call(tuple(records), CallState.COMPLETE))
+        assert (d.status, d.status_name, d.ok) == (status, name, ok), escape
+        assert "Status" not in d.args
 
 
 def test_xfer_is_decoded_as_the_inner_escape(profile, decoders):

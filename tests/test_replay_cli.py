@@ -115,9 +115,9 @@ def test_reduce_shrinks_a_legacy_wedge_to_two_clients_and_a_handful_of_messages(
     assert out.startswith("reduced 3 clients / 123 messages to 2 clients / ")
     assert "wedge kept: UVM_REGISTER_GPU (registration exchange)" in out and "wedges the same way" in out
     plan = build_plan(str(small))
-    session = ["open", "RM_ALLOC(NV01_ROOT_CLIENT)", "RM_ALLOC(NV01_DEVICE_0)", "RM_ALLOC(NV20_SUBDEVICE_0)",
-               "open", "UVM_INITIALIZE", "UVM_REGISTER_GPU"]  # UVM_REGISTER_GPU with what its handles need
-    assert [[m.name for m in c.messages] for c in plan.clients] == [session + ["exit"], session]
+    session = ["SYS_OPEN", "RM_ALLOC(NV01_ROOT_CLIENT)", "RM_ALLOC(NV01_DEVICE_0)", "RM_ALLOC(NV20_SUBDEVICE_0)",
+               "SYS_OPEN", "UVM_INITIALIZE", "UVM_REGISTER_GPU"]  # UVM_REGISTER_GPU with what its handles need
+    assert [[m.name for m in c.messages] for c in plan.clients] == [session + ["SYS_EXIT"], session]
     status, out, _ = rmtrace(capsys, "replay", small, "--schedule", "sequential", "--against", "model:legacy",
                              "-o", tmp_path / "again.trace")
     assert status == ExitCode.WEDGED and "c2" in out and "registration exchange" in out

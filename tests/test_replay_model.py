@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from rmtrace.decoders import decoders_for
 from rmtrace.decoders.profiles import available_profiles
+from rmtrace.decoders.sema import DrainReason, ResetReason, SemaOp
 from rmtrace.replayer.model import objects
 from rmtrace.replayer.model.core import ILLEGAL_ACTION, VirtualClock
 from rmtrace.replayer.model.host import SemaHost, rank_of
@@ -45,11 +46,13 @@ def test_every_status_the_model_answers_is_in_every_profile(version):
 
 
 class Log:
+    """An ``Emit`` that keeps what the host reports, by op name."""
+
     def __init__(self):
         self.ops = []
 
-    def __call__(self, op, body, pid, tid):
-        self.ops.append((op, body))
+    def __call__(self, op: SemaOp, body, pid, tid):
+        self.ops.append((op.name, body))
 
     def names(self):
         return [op for op, _ in self.ops]
@@ -102,7 +105,7 @@ def test_a_hint_on_a_gone_channel_is_refused_with_einval():
 def test_legacy_keeps_a_stale_publication_and_the_drain_hold_forever():
     h, clock, _log, timers = host("legacy")
     tear_down_first_client(h)
-    h.new_session("NEW_CLIENT")
+    h.new_session(ResetReason.NEW_CLIENT)
     new = channel(h, 0xCAF000D4, scope=2)
     assert h.publish(new, "RING", new.ring_va, 0x2000) == -17
     work = h.hint(new, 1)
@@ -116,7 +119,7 @@ def test_fixed_resets_the_session_and_degrades_a_bounded_drain_to_a_faked_comple
     h, clock, log, timers = host("fixed")
     tear_down_first_client(h)
     assert timers and timers[0][0] == PRESETS["fixed"].drain_bound_ns
-    h.new_session("NEW_CLIENT", 0xC1D00002, 2)
+    h.new_session(ResetReason.NEW_CLIENT, 0xC1D00002, 2)
     assert log.ops[log.names().index("SESSION_RESET")][1]["channels_dropped"] == 1
     assert h.counters["faked"] == 1 and h.counters["drain_held"] == 0
     assert "FAKED_COMPLETION" in log.names() and "DRAIN_RELEASE" in log.names()
@@ -140,13 +143,13 @@ def test_fixed_bounds_a_hold_that_blocks_a_live_client_in_time():
     fire()
     assert work.done and h.counters["faked"] == 1
     release = log.ops[log.names().index("DRAIN_RELEASE")][1]
-    assert release["reason"] == "TIMEOUT" and release["held_ns"] == 20 * MS
+    assert release["reason"] is DrainReason.TIMEOUT and release["held_ns"] == 20 * MS
 
 
 def test_rearm_only_re_arms_but_keeps_the_stale_publication_and_the_hold():
     h, _clock, _log, _timers = host("rearm-only")
     tear_down_first_client(h)
-    h.new_session("NEW_CLIENT")
+    h.new_session(ResetReason.NEW_CLIENT)
     new = channel(h, 0xCAF000D4, scope=2)
     h.publish(new, "RING", new.ring_va, 0x2000)
     work = h.hint(new, 1)
@@ -163,7 +166,7 @@ def test_the_models_records_are_sema_messages_the_decoders_read():
     h.publish(ch, "RING", ch.ring_va, 0x2000)
     h.hint(ch, 1)
     h.unregister(ch)
-    h.new_session("GSP_INIT")
+    h.new_session(ResetReason.GSP_INIT)
     h.emit_counters()
     decoders = decoders_for({"driver_version": "580.142"})
     records = [r for data in out for r in iter_records(data)]

@@ -34,22 +34,15 @@ from rmtrace.replayer.targets.nvidia.compile import Compiler
 
 from rmtrace.record import MarkOp, Phase, Role, Source, SysOp, decode_record
 from rmtrace.trace import TraceReader, TraceWriter
-from tests.capture_support import make_device_dir
+from tests.capture_support import build_programs, fakedrv_environment, make_device_dir
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the test programs")
 
 C_DIR = Path(__file__).resolve().parent / "c"
+SUPPORT = Path(__file__).resolve().parent / "capture_support.py"
 PROFILE = "580.142"
 RECORDED_BOARD = {"FAKEDRV_UUID": "00112233445566778899aabbccddeeff", "FAKEDRV_HANDLE_BASE": "c1d00000"}
 REPLAY_BOARD = {"FAKEDRV_UUID": "ffeeddccbbaa99887766554433221100", "FAKEDRV_HANDLE_BASE": "caf00000"}
-RECORD = f"""
-import sys
-from rmtrace.capture import RecordOptions, record_command
-from rmtrace.decoders.profiles.loader import load_profile
-result = record_command(RecordOptions(command=sys.argv[2:], output=sys.argv[1], progress=False),
-                        profile=load_profile("{PROFILE}"))
-sys.exit(result.exit_status)
-"""
 TIMEOUT_NS = 5_000_000_000
 
 
@@ -57,14 +50,13 @@ TIMEOUT_NS = 5_000_000_000
 def world(tmp_path_factory):
     """The programs, a device dir, and recordings of nvclient on the recorded board."""
     root = tmp_path_factory.mktemp("replay-nvidia")
-    fakedrv, client = root / "fakedrv.so", root / "nvclient"
-    subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", str(fakedrv), str(C_DIR / "fakedrv.c"), "-ldl",
-                    "-lpthread"], check=True)
+    programs = build_programs(root)
+    client = root / "nvclient"
     subprocess.run(["gcc", "-O2", "-Wall", "-o", str(client), str(C_DIR / "nvclient.c"), "-lpthread"], check=True)
     devdir = make_device_dir(root / "dev")
     (devdir / "nvidia-caps").mkdir()
     (devdir / "nvidia-caps" / "nvidia-cap1").write_bytes(b"")
-    w = {"root": root, "fakedrv": fakedrv, "devdir": devdir}
+    w = {"root": root, "programs": programs, "fakedrv": programs["fakedrv"], "devdir": devdir}
     w["full"] = record(w, root / "full.trace", client, "unsafe", "leak")
     return w
 
@@ -77,9 +69,11 @@ def env(w, board, ledger, **extra):
 
 
 def record(w, out: Path, *command) -> Path:
+    """Record ``command`` with the capture shim (its test build, the real 580.142 profile) over the fake driver."""
     raw = out.with_suffix(".raw.trace")
-    subprocess.run([sys.executable, "-c", RECORD, str(raw), *map(str, command)], check=True, timeout=120,
-                   env=env(w, RECORDED_BOARD, out.with_suffix(".ledger")))
+    recording = fakedrv_environment(w["programs"], w["devdir"], env(w, RECORDED_BOARD, out.with_suffix(".ledger")))
+    subprocess.run([sys.executable, str(SUPPORT), "-o", str(raw), "--", *map(str, command)], check=True, timeout=120,
+                   env=recording)
     # The session model starts a client at its first open of /dev/nvidia*; the shim recorded the test
     # device dir's paths: write them as a machine with the driver has them (the replay maps node names
     # to RMTRACE_TEST_DEVICE_DIR again).

@@ -49,7 +49,7 @@ def test_dependencies_follow_handles_and_files(one):
     (c1,) = one.clients
     index = {m.index: m for m in c1.messages}
     token = by_name(c1, "RM_CONTROL(NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN)")[0]
-    assert {index[d].name for d in token.deps} == {"open", "RM_ALLOC(NV01_ROOT_CLIENT)",
+    assert {index[d].name for d in token.deps} == {"SYS_OPEN", "RM_ALLOC(NV01_ROOT_CLIENT)",
                                                     "RM_ALLOC(HOPPER_CHANNEL_GPFIFO_A)"}
     assert index[max(token.deps)].ring_va == COMPUTE_RING
     closure = dependency_closure(c1.messages, [token.index])

@@ -226,8 +226,8 @@ def test_a_client_has_one_name_in_the_plan_the_table_the_trace_and_every_reader(
     result = run(plan, "concurrent", "model:legacy", output=out)
     attach_wedge_chains(result)
     model = load_session(out)
-    assert [(c.id, c.pid) for c in model.clients] == [(c.id, c.pid) for c in plan.clients] == \
-        [("c1", 517), ("c2", 523), ("c3", 529)]
+    assert {c.id: c.pid for c in model.clients} == {c.id: c.pid for c in plan.clients} == \
+        {"c1": 517, "c2": 523, "c3": 529}
     table_text = table(result)
     for c in result.clients:
         if c.verdict is Verdict.WEDGED:

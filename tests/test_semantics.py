@@ -11,6 +11,7 @@ from rmtrace.decoders.craft import Crafter
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.decoders.profiles.model import ClassInfo, Control
 
+from rmtrace import captures
 from rmtrace import semantics as sem
 from rmtrace.calls import Call, CallState
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
@@ -45,7 +46,7 @@ def kinds(m):
 
 
 def test_objects_channels_and_what_each_call_defines_and_uses(cuda):
-    opened = named(cuda, "open")[0]
+    opened = named(cuda, "SYS_OPEN")[0]
     assert opened.events == (sem.FdOpened(3, "/dev/nvidiactl", sem.Device.CONTROL),)
     assert opened.defines == (sem.Ref(sem.RefKind.FD, 3),)
     (root,) = named(cuda, "RM_ALLOC(NV01_ROOT_CLIENT)")
@@ -64,7 +65,7 @@ def test_objects_channels_and_what_each_call_defines_and_uses(cuda):
     schedule = named(cuda, "RM_CONTROL(NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)")[0]
     assert schedule.events[1] == sem.ChannelScheduled(0xC1D00001, 0x5C000004, True)
     assert named(cuda, "RM_FREE")[-1].events == (sem.ObjectFreed(0xC1D00001, 0xC1D00001),)
-    assert named(cuda, "exit")[0].events == (sem.ProcessExited(0),)
+    assert named(cuda, "SYS_EXIT")[0].events == (sem.ProcessExited(0),)
     assert all(m.holds(e) for m in cuda for e in m.events)  # every call of this client succeeded
 
 
@@ -159,3 +160,35 @@ def test_events_are_frozen_values():
         e.handle = 3  # type: ignore[misc]
     assert e == sem.ObjectFreed(1, 2) and hash(e) == hash(sem.ObjectFreed(1, 2))
     assert sem.LockTaken.applies is sem.Applies.ALWAYS and sem.ObjectAllocated.applies is sem.Applies.ON_SUCCESS
+
+
+def test_mapped_addresses_and_tokens_are_values_later_calls_use():
+    """On the real capture: RM_UNMAP_MEMORY names the address its RM_MAP_MEMORY handed out, an mmap
+    the fd it maps and the address it returns; every channel's token is a value it defines."""
+    defined: dict = {}
+    resolved = unresolved = 0
+    for m in meanings(str(captures.path("cuda-streams"))):
+        for ref in m.uses:
+            if ref.kind is sem.RefKind.CPU_MAPPING:
+                if ref in defined:
+                    resolved += 1
+                    assert defined[ref] in ("RM_MAP_MEMORY", "SYS_MMAP"), defined[ref]
+                else:
+                    unresolved += 1
+        for ref in m.defines:
+            defined[ref] = m.decoded.name
+        if m.decoded.name == "SYS_MMAP":
+            assert sem.Ref(sem.RefKind.FD, m.call.first.fd) in m.uses
+    assert resolved >= 28 and unresolved <= 1
+    assert sum(ref.kind is sem.RefKind.TOKEN for ref in defined) == 20
+
+
+def test_a_duplicate_names_its_source_and_defines_its_new_handle():
+    profile = load_profile("580.142")
+    records = Crafter(profile, pid=9).escape("NV_ESC_RM_DUP_OBJECT", {
+        "hClient": 0xC1D00002, "hParent": 0xC1D00002, "hObject": 0x5C000099, "hClientSrc": 0xC1D00001,
+        "hObjectSrc": 0x5C000006})
+    m = sem.Interpreter(DecoderSet(profile, user=False)).interpret(Call(tuple(records), CallState.COMPLETE))
+    assert m.events == (sem.ObjectDuplicated(0xC1D00002, 0x5C000099, 0xC1D00002, 0xC1D00001, 0x5C000006),)
+    assert m.defines == (sem.Ref(sem.RefKind.HANDLE, 0x5C000099, 0xC1D00002),)
+    assert sem.Ref(sem.RefKind.HANDLE, 0x5C000006, 0xC1D00001) in m.uses

@@ -7,15 +7,18 @@ import sys
 import pytest
 from rmtrace.decoders.craft import Crafter
 from rmtrace.decoders.profiles import load_profile
+from rmtrace.decoders.sema import SemaOp
 
+from rmtrace import captures
 from rmtrace.analysis.diff import first_divergence, traffic_table
 from rmtrace.analysis.stats import session_stats
-from rmtrace.analysis.wedges import find_wedges
+from rmtrace.analysis.wedges import WedgeKind, cut_by_end, find_wedges
 from rmtrace.exitcodes import ExitCode
 from rmtrace.record import MarkOp, Phase, Record, SysOp
 from rmtrace.session import load_session
-from rmtrace.trace import TraceWriter
-from tests.scenarios import sequential
+from rmtrace.timefmt import format_offset
+from rmtrace.trace import TraceReader, TraceWriter
+from tests.scenarios import RANK, Boot, sequential
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +50,21 @@ def test_wedges_prints_the_chain(paths):
     assert data[0]["client"] == "c2" and data[0]["rank"] == 1
 
 
+def test_a_drain_hold_is_dated_from_when_it_began(tmp_path):
+    """A latch firing later does not move the hold's start (it re-states the rank's lane, nothing more)."""
+    boot = Boot()
+    boot.host(SemaOp.LATCH_ARM, 0, rank=RANK, channel=0, generation=0, armed=1)
+    boot.client(1001, 1, host_ok=True)
+    boot.host(SemaOp.DRAIN_HOLD, 0, rank=RANK, channel=0xCAF000D4, held=1, reason=1, held_ns=0)
+    held_at = boot.t
+    boot.t += 1_000_000
+    boot.host(SemaOp.LATCH_FIRE, 0, rank=RANK, channel=0xCAF000D4, generation=1, armed=0)
+    boot.client(1002, 2, host_ok=False)
+    model = load_session(boot.write(tmp_path / "held.trace"))
+    chain = "\n".join(find_wedges(model)[0].chain)
+    assert f"rank 2 is in a drain hold since {format_offset(held_at - model.start_ns)}" in chain
+
+
 def test_green_run_has_no_wedges(paths):
     green, _ = paths
     assert find_wedges(load_session(green)) == []
@@ -55,6 +73,15 @@ def test_green_run_has_no_wedges(paths):
 
 
 def test_killed_while_blocked(tmp_path):
+    wedges = find_wedges(load_session(killed_trace(tmp_path / "killed.trace")))
+    top = wedges[0]
+    assert top.kind == "in_flight"
+    assert "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2" in top.summary and "pid 4242" in top.summary
+    assert "3.000s by the end of the trace" in top.chain[0]
+    assert "no host-side record" in top.chain[1]
+
+
+def killed_trace(path):
     """What the recorder leaves when the command is killed inside a call: an enter and an in-flight mark."""
     c = Crafter(load_profile("580.142"), pid=4242)
     recs = c.sys(SysOp.OPEN, fd=3, path="/dev/nvidiactl")
@@ -64,16 +91,39 @@ def test_killed_while_blocked(tmp_path):
     stop = blocked[0].time_ns + 3_000_000_000
     recs.append(Record(6, Phase.EVENT, op=MarkOp.IN_FLIGHT, time_ns=stop, pid=4242, tid=4242,
                        call_id=blocked[0].call_id))
-    path = tmp_path / "killed.trace"
     with TraceWriter(path, {"driver_version": "580.142"}) as w:
         for r in recs:
             w.write(r)
-    wedges = find_wedges(load_session(path))
-    top = wedges[0]
-    assert top.kind == "in_flight"
-    assert "NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2" in top.summary and "pid 4242" in top.summary
-    assert "3.000s by the end of the trace" in top.chain[0]
-    assert "no host-side record" in top.chain[1]
+    return path
+
+
+@pytest.mark.parametrize("size", [30_000, 60_000, 80_000])
+def test_a_torn_trace_cuts_its_calls_in_flight_instead_of_wedging(tmp_path, size):
+    """``head -c SIZE`` of a green recording: what was in flight at the tear is cut, not wedged."""
+    path = tmp_path / "t.trace"
+    path.write_bytes(captures.path("cuda-streams-3x-sequential").read_bytes()[:size])
+    model = load_session(path)
+    assert model.cut and not model.recovery.complete
+    assert find_wedges(model) == []
+    cut = cut_by_end(model)
+    assert [c.call for c in cut] == [c for c in model.calls if c.in_flight]
+    proc = rmtrace("wedges", path)
+    assert proc.returncode == 0 and proc.stdout.startswith("trace recovered: recovered by scanning")
+    assert "never returned" not in proc.stdout
+    for c in cut:
+        assert f"{c.call.full_name} cut by the end of the recording" in proc.stdout
+
+
+def test_a_call_the_recorder_saw_in_flight_is_still_a_wedge_when_the_footer_is_lost(tmp_path):
+    path = killed_trace(tmp_path / "killed.trace")
+    with TraceReader(path) as reader:
+        end = reader.chunks[-1].end
+    cut = tmp_path / "no-footer.trace"
+    cut.write_bytes(path.read_bytes()[:end])
+    model = load_session(cut)
+    assert model.cut and cut_by_end(model) == []
+    assert [w.kind for w in find_wedges(model)] == [WedgeKind.IN_FLIGHT]
+    assert cut_by_end(load_session(path)) == []  # a complete trace cuts nothing
 
 
 def test_diff_names_the_first_divergence(paths):

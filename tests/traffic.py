@@ -14,9 +14,9 @@ tests (until real captures are committed) and by bench/decode.py.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from rmtrace.decoders.craft import Crafter
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.record import MarkOp, Phase, Record, Source, SysOp
 
@@ -24,7 +24,7 @@ UNDEFINED_CONTROLS = (0x20800145, 0x20810102, 0x2080A0F0)
 """Control commands no public header defines (one in a known category, one NV2081_BINAPI, one unknown category)."""
 
 
-def cuda_session(profile: Any, pid: int = 1447, t0: int = 1_000_000, wedge: bool = False) -> list[Record]:
+def cuda_session(profile: DriverProfile, pid: int = 1447, t0: int = 1_000_000, wedge: bool = False) -> list[Record]:
     """One CUDA-like process from open to exit (``wedge``: stuck in UVM_REGISTER_GPU, as in the-problem.md)."""
     c = Crafter(profile, pid=pid, t_ns=t0, ctl_fd=3, uvm_fd=5)
     recs = c.sys(SysOp.OPEN, fd=3, ret=3, path="/dev/nvidiactl")
@@ -101,7 +101,7 @@ def cuda_session(profile: Any, pid: int = 1447, t0: int = 1_000_000, wedge: bool
     return recs
 
 
-def sessions(profile: Any, count: int, t0: int = 1_000_000) -> Iterator[Record]:
+def sessions(profile: DriverProfile, count: int, t0: int = 1_000_000) -> Iterator[Record]:
     """``count`` sequential clients (pids 2000, 2001, ...), each starting after the last ended."""
     t = t0
     for i in range(count):

@@ -18,6 +18,7 @@ of change; every list is sorted so the output is stable:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rmtrace.decoders.profiles.model import DriverProfile, Layout
 
@@ -29,7 +30,7 @@ def _named(p: DriverProfile, table: str) -> dict[str, int]:
     return names
 
 
-def _numbers(a: DriverProfile, b: DriverProfile, table: str, size: Callable[[object], object] | None = None) -> dict:
+def _numbers(a: DriverProfile, b: DriverProfile, table: str, size: Callable[[Any], object] | None = None) -> dict:
     """Name-keyed comparison of one number table: renumbered, reused, resized, added, removed."""
     ta, tb = getattr(a, table), getattr(b, table)
     na, nb = _named(a, table), _named(b, table)
@@ -48,7 +49,7 @@ def _numbers(a: DriverProfile, b: DriverProfile, table: str, size: Callable[[obj
     return out
 
 
-def _name(value: object) -> str:
+def _name(value: Any) -> str:
     return value if isinstance(value, str) else value.name
 
 

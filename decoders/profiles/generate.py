@@ -109,7 +109,7 @@ GSP_SHADOWS = (("gpu/mem_mgr/virt_mem_allocator_common.h",
                 '#include "gpu/gsp/message_queue.h"\n'),)
 
 # Named constants: the first C expression that compiles in its unit wins.
-CONSTANTS = {
+CONSTANTS: dict[str, dict[str, tuple[str, ...]]] = {
     "rm": {
         "nv_ioctl_magic": ("NV_IOCTL_MAGIC",),
         "nv_ioctl_base": ("NV_IOCTL_BASE",),
@@ -199,7 +199,8 @@ def extract_tag(repo: str | Path, tag: str, dest: str | Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     archive = subprocess.Popen([*git, "archive", tag, "--", *present], stdout=subprocess.PIPE)
     untar = subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, capture_output=True)
-    archive.stdout.close()
+    if archive.stdout is not None:
+        archive.stdout.close()
     if archive.wait() != 0 or untar.returncode != 0:
         raise RmtraceError(f"{repo}: extracting {tag} failed: {untar.stderr.decode(errors='replace').strip()}")
     return dest
@@ -336,7 +337,7 @@ def _escapes(rm: UnitResult, sources: list[str], magic: int | None) -> dict[int,
 def _rs_entries(text: str) -> dict[str, str | None]:
     """External class name -> alloc param type, from resource_list.h's RS_ENTRY rows."""
     text = _C_COMMENT.sub("", text)
-    rows = {}
+    rows: dict[str, str | None] = {}
     for m in _RS_ENTRY.finditer(text):
         depth, i = 1, m.end()
         while depth and i < len(text):
@@ -500,7 +501,10 @@ def _categories(ctrl: list[UnitResult]) -> tuple[dict[tuple[int, int], str], dic
             block = takewhile(lambda m: m.file == first.file and m.name.startswith(prefix) and CTRL_CMD not in m.name  # noqa: B023
                               and _CATEGORY_VALUE.match(m.body), macros[i:])
             for m in block:
-                value = int(_CATEGORY_VALUE.match(m.body).group(1), 0)
+                found = _CATEGORY_VALUE.match(m.body)
+                if found is None:  # the block only takes macros that match
+                    continue
+                value = int(found.group(1), 0)
                 if value <= CATEGORY_MASK:
                     categories.setdefault((cls, value), m.name[len(prefix):])
     _categories_from_interfaces(ctrl, categories)
@@ -515,7 +519,7 @@ def _categories_from_interfaces(ctrl: list[UnitResult], categories: dict[tuple[i
         for m in result.macros:
             finn = _FINN_INTERFACE.search(m.comment)
             v = _value(result, m.name) if finn else None
-            if v is not None:
+            if finn is not None and v is not None:
                 interfaces.setdefault((v >> 16, (v >> 8) & CATEGORY_MASK), finn.group(1))
     finn_class: dict[int, str] = {}
     for (cls, cat), interface in interfaces.items():

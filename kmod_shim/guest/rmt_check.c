@@ -14,8 +14,12 @@
  *   rmt_check fuzz N SEED      N random and malformed writes to /dev/rmtrace-replay,
  *                              before and after a HELLO: each refused with EINVAL
  *                              or taken; the session still answers afterwards.
- *   rmt_check readers N        N processes block reading /dev/rmtrace (for the
- *                              unload test); prints their pids.
+ *   rmt_check addprobe FILE    RMT_IOC_ADD_PROBE with each struct rmt_probe_spec of FILE.
+ *   rmt_check readers N [hold] N processes read /dev/rmtrace to its end (blocking,
+ *                              poll-driven, non-blocking), each writing what it saw
+ *                              to /tmp/rmt_reader.I (records, the STOP record, the
+ *                              end); hold: keep the file open after the end.
+ *                              Prints their pids (the detach test).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -440,32 +444,93 @@ static int fuzz(long n, uint64_t seed)
 	return 0;
 }
 
+/* ------------------------------------------------------------ addprobe */
+
+/* Each struct rmt_probe_spec of FILE (as rmtrace's recorder builds them from a driver profile) through
+ * RMT_IOC_ADD_PROBE: a probe whose symbol is missing is kept, to attach when a module defines it. */
+static int addprobe(const char *path)
+{
+	static struct rmt_probe_spec spec;
+	int fd = open("/dev/rmtrace", O_RDONLY), n = 0;
+	FILE *in = fopen(path, "rb");
+
+	if (fd < 0 || !in)
+		fail("ADDPROBE", "open: %s", strerror(errno));
+	while (fread(&spec, sizeof(spec), 1, in) == 1) {
+		int slot = ioctl(fd, RMT_IOC_ADD_PROBE, &spec);
+
+		printf("ADDPROBE %s %s\n", spec.symbol, slot >= 0 ? "attached" : errno == ENOENT ? "waiting" : strerror(errno));
+		if (slot < 0 && errno != ENOENT)
+			fail("ADDPROBE", "%s: %s", spec.symbol, strerror(errno));
+		n++;
+	}
+	printf("ADDPROBE %d PASS\n", n);
+	return 0;
+}
+
 /* ------------------------------------------------------------ readers */
 
-static int readers(int n)
+/* One reader: reads /dev/rmtrace to its end (blocking, poll-driven or non-blocking by `how`),
+ * parsing the byte stream into records; what it saw goes to /tmp/rmt_reader.N. */
+static void reader(int index, int how, int hold)
+{
+	static unsigned char buf[1 << 20];
+	size_t have = 0;
+	unsigned records = 0, stop = 0, after_stop = 0;
+	int fd = open("/dev/rmtrace", O_RDONLY | (how == 2 ? O_NONBLOCK : 0));
+	char path[64];
+	FILE *out;
+
+	if (fd < 0)
+		_exit(1);
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+
+		if (how && poll(&p, 1, -1) < 0)
+			continue;
+		k = read(fd, buf + have, sizeof(buf) - have);
+		if (k < 0 && errno == EAGAIN)
+			continue;
+		if (k <= 0)
+			break;
+		have += (size_t)k;
+		while (have >= sizeof(struct rmt_record)) {
+			const struct rmt_record *r = (const void *)buf;
+
+			if (r->magic != RMT_RECORD_MAGIC || r->total_len > sizeof(buf))
+				_exit(3);
+			if (have < r->total_len)
+				break;
+			records++;
+			after_stop += stop;
+			if (r->source == RMT_SRC_MARK && r->op == RMT_MARK_STOP && (r->flags & RMT_RF_SYNTHETIC))
+				stop++;
+			have -= r->total_len;
+			memmove(buf, buf + r->total_len, have);
+		}
+	}
+	snprintf(path, sizeof(path), "/tmp/rmt_reader.%d", index);
+	out = fopen(path, "w");
+	if (out) {
+		fprintf(out, "READER %d how=%d records=%u stop=%u after_stop=%u leftover=%zu eof\n", index, how, records,
+			stop, after_stop, have);
+		fclose(out);
+	}
+	while (hold)
+		pause(); /* keeps its file open after the end of its stream */
+	_exit(0);
+}
+
+static int readers(int n, int hold)
 {
 	int i;
 
 	for (i = 0; i < n; i++) {
 		pid_t pid = fork();
 
-		if (pid == 0) {
-			static char buf[65536];
-			int fd = open("/dev/rmtrace", O_RDONLY);
-
-			if (fd < 0)
-				_exit(1);
-			if (i % 2) {
-				struct pollfd p = { .fd = fd, .events = POLLIN };
-
-				for (;;)
-					if (poll(&p, 1, -1) > 0 && read(fd, buf, sizeof(buf)) <= 0)
-						_exit(0);
-			}
-			while (read(fd, buf, sizeof(buf)) > 0)
-				;
-			_exit(0);
-		}
+		if (pid == 0)
+			reader(i, i % 3, hold);
 		printf("%d ", pid);
 	}
 	printf("\nREADERS %d PASS\n", n);
@@ -481,8 +546,10 @@ int main(int argc, char **argv)
 		return emit((uint32_t)atoi(argv[2]), (uint32_t)atoi(argv[3]), argc > 4);
 	if (argc >= 4 && !strcmp(argv[1], "fuzz"))
 		return fuzz(atol(argv[2]), strtoull(argv[3], NULL, 0));
+	if (argc >= 3 && !strcmp(argv[1], "addprobe"))
+		return addprobe(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "readers"))
-		return readers(atoi(argv[2]));
-	fprintf(stderr, "usage: rmt_check standin | emit N IRQ [late] | fuzz N SEED | readers N\n");
+		return readers(atoi(argv[2]), argc > 3 && !strcmp(argv[3], "hold"));
+	fprintf(stderr, "usage: rmt_check standin | emit N IRQ [late] | fuzz N SEED | addprobe FILE | readers N [hold]\n");
 	return 2;
 }

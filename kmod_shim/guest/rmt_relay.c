@@ -11,9 +11,13 @@
  *       then that many bytes, and each frame is one write() of the device (the
  *       device takes whole units per write); everything the device reads out
  *       goes back as it is.  A write the device refuses goes back as a
- *       RMT_REPLAY_REFUSED control record carrying errno and the device's reason.
+ *       RMT_REPLAY_REFUSED control record carrying errno and the device's reason,
+ *       and so does the end of the session when rmtrace.ko detaches (ENODEV).
  *   rmt_relay drain PORT [DEVICE]   copies DEVICE (/dev/rmtrace) to the host
- *       while the host is connected: a recorder there drains the rings.
+ *       while the host is connected: a recorder there drains the rings.  When
+ *       the module detaches, the stream ends with its MARK STOP record; the
+ *       relay closes the device (so rmmod can go) and opens it again once a
+ *       module is loaded: it stays attached across unload and load.
  *   rmt_relay agent PORT            runs each line the host sends with /bin/sh,
  *       its output going back, then "@@rc=N@@": the test harness's hands.
  *
@@ -133,9 +137,13 @@ static void replay_session(int port, const char *device)
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
-		if (p[1].revents & POLLIN) {
+		if (p[1].revents & (POLLIN | POLLHUP)) {
 			ssize_t k = read(dev, buf, sizeof(buf));
 
+			if (k == 0) { /* rmtrace.ko detached: the session is over */
+				refused(port, ENODEV, "rmtrace.ko detached in the guest: the replay session is over");
+				break;
+			}
 			if (k > 0 && write_all(port, buf, (size_t)k))
 				break;
 		}
@@ -177,6 +185,11 @@ static void drain(int port, const char *device)
 		if (poll(&p, 1, 100) <= 0)
 			continue;
 		k = read(dev, buf, sizeof(buf));
+		if (k == 0) { /* detached: its STOP record went out; let the module go, wait for the next */
+			close(dev);
+			dev = -1;
+			continue;
+		}
 		if (k > 0 && write_all(port, buf, (size_t)k))
 			fprintf(stderr, "rmt_relay: the host hung up mid-write: %zd bytes lost\n", k);
 	}
@@ -212,7 +225,9 @@ static void agent(int port)
 		int status = 0;
 		char done[64];
 
-		waitpid(pid, &status, 0);
+		/* the agent is the guest's init: it reaps every orphan too (a test's readers, relays) */
+		while (waitpid(-1, &status, 0) != pid)
+			;
 		snprintf(done, sizeof(done), "\n@@rc=%d@@\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
 		write_all(port, done, strlen(done));
 	}

@@ -6,11 +6,15 @@
  *   rmtrace_ring.c    the per-CPU rings, rmtrace_emit(), /dev/rmtrace
  *   rmtrace_probe.c   kretprobes from probe specs, the default probe list
  *   rmtrace_replay.c  /dev/rmtrace-replay, sessions, the target registry
+ *   rmtrace_detach.c  every open file of the two devices; ending their streams for an unload
  */
 #ifndef RMTRACE_INTERNAL_H
 #define RMTRACE_INTERNAL_H
 
+#include <linux/list.h>
+#include <linux/sched.h>
 #include <linux/types.h>
+#include <linux/wait.h>
 
 #include "rmtrace.h"
 #include "../rmtrace_kmod.h"
@@ -44,6 +48,20 @@ void rmt_probes_clear(void);
 int rmt_probe_info(struct rmt_probe_info *info);
 u32 rmt_probes_attached(void);
 u64 rmt_next_call_id(void);
+
+/* detach: each open file of either device is registered, so that detaching can end its stream */
+struct rmt_opener {
+	struct list_head node;
+	const char *device;
+	wait_queue_head_t *wq; /* woken when the module detaches */
+	pid_t pid;
+	char comm[TASK_COMM_LEN];
+};
+
+/* 0, or -ENODEV once the module has detached (nothing new may open). */
+int rmt_file_opened(struct rmt_opener *o, const char *device, wait_queue_head_t *wq);
+void rmt_file_closed(struct rmt_opener *o);
+bool rmt_detached(void);
 
 /* replay */
 int rmt_replay_init(void);

@@ -16,11 +16,19 @@
  * The default list (module parameter `probes`) names the NVIDIA open kernel
  * module's entry points with what can be recorded without a profile; a
  * symbol that is missing is skipped and reported, never a load failure.
+ *
+ * The probed modules come and go while rmtrace stays (a driver engineer
+ * reloads nvidia.ko between runs): as perf's and ftrace's kprobe events do, a
+ * module notifier detaches the probes on a module that is unloading and
+ * attaches every missing probe again when a module loads, before its init
+ * runs.  Each change goes into the rings as a MARK NOTE, so the trace says
+ * where it cannot have seen calls.
  */
 #include <linux/atomic.h>
 #include <linux/kprobes.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/notifier.h>
 #include <linux/percpu.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
@@ -44,8 +52,8 @@ struct rmt_call {
 	unsigned long args[RMT_PROBE_MAX_ARGS];
 };
 
-static struct rmt_probe *probes[RMT_PROBES_MAX];
-static int probe_state[RMT_PROBES_MAX];
+static struct rmt_probe *probes[RMT_PROBES_MAX]; /* a missing probe keeps its spec, to attach later */
+static int probe_state[RMT_PROBES_MAX];           /* 1 attached, -errno why not, 0 free */
 static char probe_name[RMT_PROBES_MAX][RMT_PROBE_NAME_MAX];
 static DEFINE_MUTEX(probe_lock);
 static atomic64_t call_ids = ATOMIC64_INIT(0);
@@ -208,8 +216,9 @@ static void write_record(struct rmt_probe *p, const struct rmt_call *c, u8 phase
 		struct rmt_buffer *bh = build_buf(&b, RMT_BUF_ARG, when, 0);
 		u32 n = s->nargs * sizeof(u64);
 
+		/* kernel addresses stay out of traces (as %pK would keep them out of logs): recorded as 0 */
 		for (i = 0; i < s->nargs; i++)
-			((u64 *)(b.buf + b.len))[i] = c->args[i];
+			((u64 *)(b.buf + b.len))[i] = c->args[i] >= TASK_SIZE_MAX ? 0 : c->args[i];
 		bh->orig_len = n;
 		build_data(&b, bh, n);
 	}
@@ -336,14 +345,71 @@ static int spec_check(const struct rmt_probe_spec *s)
 
 static void probe_free(int i)
 {
-	if (probes[i]) {
+	if (probe_state[i] == 1)
 		unregister_kretprobe(&probes[i]->krp);
-		kfree(probes[i]);
-		probes[i] = NULL;
-	}
+	kfree(probes[i]);
+	probes[i] = NULL;
 	probe_state[i] = 0;
 	probe_name[i][0] = 0;
 }
+
+/* Register the probe's kretprobe afresh (a struct once unregistered is not registered again as it is). */
+static int probe_attach(struct rmt_probe *p)
+{
+	memset(&p->krp, 0, sizeof(p->krp));
+	p->krp.kp.symbol_name = p->spec.symbol;
+	p->krp.entry_handler = on_entry;
+	p->krp.handler = on_return;
+	p->krp.data_size = sizeof(struct rmt_call);
+	p->krp.maxactive = 64; /* calls blocked at once per probe (a wedge holds one) */
+	return register_kretprobe(&p->krp);
+}
+
+/* A MARK NOTE in the rings: where the trace may lack calls, and why. */
+static __printf(1, 2) void note(const char *fmt, ...)
+{
+	struct rmt_event ev = { .source = RMT_SRC_MARK, .phase = RMT_PH_EVENT, .op = RMT_MARK_NOTE,
+				.flags = RMT_RF_SYNTHETIC, .fd = -1 };
+	struct rmt_emit_buf buf = { .role = RMT_BUF_TEXT, .when = RMT_WHEN_ONCE };
+	char text[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf.len = vscnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	buf.data = text;
+	pr_info("rmtrace: %s\n", text);
+	rmtrace_emit(&ev, &buf, 1);
+}
+
+static int on_module(struct notifier_block *nb, unsigned long what, void *data)
+{
+	struct module *mod = data;
+	int i;
+
+	if (what != MODULE_STATE_COMING && what != MODULE_STATE_GOING)
+		return NOTIFY_DONE;
+	mutex_lock(&probe_lock);
+	for (i = 0; i < RMT_PROBES_MAX; i++) {
+		struct rmt_probe *p = probes[i];
+
+		if (!p)
+			continue;
+		if (what == MODULE_STATE_GOING && probe_state[i] == 1 &&
+		    within_module((unsigned long)p->krp.kp.addr, mod)) {
+			unregister_kretprobe(&p->krp);
+			probe_state[i] = -ENOENT;
+			note("probe %s detached: module %s is unloading", p->spec.symbol, mod->name);
+		} else if (what == MODULE_STATE_COMING && probe_state[i] != 1 && !probe_attach(p)) {
+			probe_state[i] = 1;
+			note("probe %s attached: module %s loaded", p->spec.symbol, mod->name);
+		}
+	}
+	mutex_unlock(&probe_lock);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block module_nb = { .notifier_call = on_module };
 
 /* Attach a probe; a slot is used even when its symbol is missing, so the miss is reported. */
 int rmt_probe_add(const struct rmt_probe_spec *spec)
@@ -372,22 +438,16 @@ int rmt_probe_add(const struct rmt_probe_spec *spec)
 	if (!p)
 		goto out;
 	p->spec = *spec;
-	p->krp.kp.symbol_name = p->spec.symbol;
-	p->krp.entry_handler = on_entry;
-	p->krp.handler = on_return;
-	p->krp.data_size = sizeof(struct rmt_call);
-	p->krp.maxactive = 64; /* calls blocked at once per probe (a wedge holds one) */
 	strscpy(probe_name[slot], spec->symbol, RMT_PROBE_NAME_MAX);
-	rc = register_kretprobe(&p->krp);
+	probes[slot] = p;
+	rc = probe_attach(p);
 	if (rc) {
-		pr_info("rmtrace: probe %s skipped: %s (error %d)\n", spec->symbol,
+		pr_info("rmtrace: probe %s skipped until a module defines it: %s (error %d)\n", spec->symbol,
 			rc == -ENOENT || rc == -EINVAL ? "no such symbol" : "cannot attach", rc);
 		probe_state[slot] = rc;
-		kfree(p);
 		rc = -ENOENT;
 		goto out;
 	}
-	probes[slot] = p;
 	probe_state[slot] = 1;
 	rc = slot;
 out:
@@ -415,7 +475,7 @@ int rmt_probe_info(struct rmt_probe_info *info)
 	info->state = probe_state[i];
 	strscpy(info->symbol, probe_name[i], RMT_PROBE_NAME_MAX);
 	info->hits = probes[i] ? atomic64_read(&probes[i]->hits) : 0;
-	info->missed = probes[i] ? probes[i]->krp.nmissed : 0;
+	info->missed = probe_state[i] == 1 ? probes[i]->krp.nmissed : 0;
 	mutex_unlock(&probe_lock);
 	return 0;
 }
@@ -511,9 +571,7 @@ static bool default_spec(const char *name, struct rmt_probe_spec *s)
 		return true;
 	}
 	if (!strcmp(name, "nvUvmInterfaceRetainChannel")) {
-		kcall(s, name, RMT_KCALL_RETAIN_CHANNEL, 5, 0);
-		add_cap(s, RMT_BUF_NESTED, RMT_CAP_AFTER, RMT_SPACE_KERNEL, 3, arg_value(3, 0, 0), const_value(8), 8,
-			U32_MAX);
+		kcall(s, name, RMT_KCALL_RETAIN_CHANNEL, 5, 0); /* hClient, hChannel: the rest are kernel addresses */
 		return true;
 	}
 	if (!strcmp(name, "nvUvmInterfaceReleaseChannel")) {
@@ -583,13 +641,14 @@ int rmt_probes_init(const char *list)
 	kfree(copy);
 	kfree(spec);
 	pr_info("rmtrace: %d probes attached, %d skipped\n", attached, missing);
-	return 0;
+	return register_module_notifier(&module_nb);
 }
 
 void rmt_probes_exit(void)
 {
 	int cpu;
 
+	unregister_module_notifier(&module_nb);
 	rmt_probes_clear();
 	for_each_possible_cpu(cpu) {
 		vfree(per_cpu(scratch, cpu));

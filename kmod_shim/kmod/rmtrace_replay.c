@@ -42,6 +42,7 @@ struct rmt_qrec {
 };
 
 struct rmt_session {
+	struct rmt_opener opener;
 	struct mutex lock;
 	const struct rmt_target_ops *ops;
 	void *state;
@@ -686,6 +687,11 @@ static ssize_t replay_write(struct file *file, const char __user *ubuf, size_t c
 	if (copy_from_user(buf, ubuf, count))
 		goto free;
 	mutex_lock(&s->lock);
+	if (rmt_detached()) {
+		strscpy(s->error, "rmtrace has detached: the session is over", sizeof(s->error));
+		rc = -ENODEV;
+		goto unlock;
+	}
 	if (s->out_bytes > RMT_REPLAY_MAX_QUEUE) {
 		strscpy(s->error, "the session's answers are not being read", sizeof(s->error));
 		rc = -ENOBUFS;
@@ -745,9 +751,11 @@ static ssize_t replay_read(struct file *file, char __user *ubuf, size_t count, l
 			}
 		}
 		mutex_unlock(&s->lock);
-		if (done || !count || (file->f_flags & O_NONBLOCK))
-			return done || !count ? done : -EAGAIN;
-		rc = wait_event_interruptible(s->wq, !list_empty(&s->out));
+		if (done || !count || rmt_detached()) /* detached: the answers queued, then the end */
+			return done;
+		if (file->f_flags & O_NONBLOCK)
+			return -EAGAIN;
+		rc = wait_event_interruptible(s->wq, !list_empty(&s->out) || rmt_detached());
 		if (rc)
 			return rc;
 	}
@@ -760,8 +768,10 @@ static __poll_t replay_poll(struct file *file, poll_table *wait)
 
 	poll_wait(file, &s->wq, wait);
 	mutex_lock(&s->lock);
-	if (!list_empty(&s->out))
+	if (!list_empty(&s->out) || rmt_detached())
 		mask |= EPOLLIN | EPOLLRDNORM;
+	if (rmt_detached())
+		mask |= EPOLLHUP;
 	mutex_unlock(&s->lock);
 	return mask;
 }
@@ -782,6 +792,7 @@ static long replay_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 static int replay_open(struct inode *inode, struct file *file)
 {
 	struct rmt_session *s;
+	int rc;
 
 	if (!capable(CAP_SYS_ADMIN))
 		return -EPERM;
@@ -791,6 +802,11 @@ static int replay_open(struct inode *inode, struct file *file)
 	mutex_init(&s->lock);
 	INIT_LIST_HEAD(&s->out);
 	init_waitqueue_head(&s->wq);
+	rc = rmt_file_opened(&s->opener, "/dev/rmtrace-replay", &s->wq);
+	if (rc) {
+		kfree(s);
+		return rc;
+	}
 	INIT_DELAYED_WORK(&s->tick, tick);
 	file->private_data = s;
 	return stream_open(inode, file);
@@ -808,6 +824,7 @@ static int replay_release(struct inode *inode, struct file *file)
 	}
 	list_for_each_entry_safe(q, next, &s->out, node)
 		kvfree(q);
+	rmt_file_closed(&s->opener);
 	kfree(s);
 	return 0;
 }

@@ -143,8 +143,6 @@ int rmtrace_emit(const struct rmt_event *ev, const struct rmt_emit_buf *bufs, un
 
 	if (nbufs > RMT_MAX_BUFS)
 		return -EINVAL;
-	if (!rmt_source_on(ev->source))
-		return -ENODATA;
 	if (in_nmi()) {
 		atomic64_inc(&drops_ctx);
 		return -EDEADLK;
@@ -155,6 +153,10 @@ int rmtrace_emit(const struct rmt_event *ev, const struct rmt_emit_buf *bufs, un
 	h.time_ns = ev->time_ns ? ev->time_ns : ktime_get_ns();
 
 	local_irq_save(irqs);
+	if (!rmt_source_on(ev->source)) { /* checked with interrupts off: see rmt_detach() */
+		rc = -ENODATA;
+		goto out;
+	}
 	r = this_cpu_ptr(&rmt_rings);
 	if (!ring_reserve(r, h.total_len)) {
 		rc = h.total_len > rmt_max_record ? -E2BIG : -ENOSPC;
@@ -193,13 +195,15 @@ int rmt_emit_encoded(const void *rec, u32 len, u64 time_ns)
 	u64 head;
 	int rc = 0;
 
-	if (!rmt_source_on(in->source))
-		return -ENODATA;
 	if (in_nmi()) {
 		atomic64_inc(&drops_ctx);
 		return -EDEADLK;
 	}
 	local_irq_save(irqs);
+	if (!rmt_source_on(in->source)) {
+		rc = -ENODATA;
+		goto out;
+	}
 	r = this_cpu_ptr(&rmt_rings);
 	if (!ring_reserve(r, len)) {
 		rc = len > rmt_max_record ? -E2BIG : -ENOSPC;
@@ -348,21 +352,26 @@ void rmt_stats(struct rmt_kmod_stats *st)
 /* ------------------------------------------------------------ /dev/rmtrace */
 
 struct rmt_reader {
+	struct rmt_opener opener;
 	u8 *carry; /* the record being handed out */
 	u32 len;
 	u32 off;
+	bool ended; /* detached: this reader was handed its STOP record */
 };
 
 static int rmt_open(struct inode *inode, struct file *file)
 {
 	struct rmt_reader *rd = kzalloc(sizeof(*rd), GFP_KERNEL);
+	int rc;
 
 	if (!rd)
 		return -ENOMEM;
 	rd->carry = kvmalloc(rmt_max_record, GFP_KERNEL);
-	if (!rd->carry) {
+	rc = rd->carry ? rmt_file_opened(&rd->opener, "/dev/rmtrace", &rmt_readq) : -ENOMEM;
+	if (rc) {
+		kvfree(rd->carry);
 		kfree(rd);
-		return -ENOMEM;
+		return rc;
 	}
 	file->private_data = rd;
 	return stream_open(inode, file);
@@ -372,9 +381,38 @@ static int rmt_release(struct inode *inode, struct file *file)
 {
 	struct rmt_reader *rd = file->private_data;
 
+	rmt_file_closed(&rd->opener);
 	kvfree(rd->carry);
 	kfree(rd);
 	return 0;
+}
+
+/*
+ * The last record a reader gets once the module has detached: MARK STOP (flag
+ * SYNTHETIC) whose TEXT is JSON, the reason and the counters, so that a
+ * recorder behind a relay, which cannot ask for RMT_IOC_STATS, has them too.
+ */
+static u32 end_record(u8 *dst)
+{
+	struct rmt_record *h = (struct rmt_record *)dst;
+	struct rmt_buffer *b = (struct rmt_buffer *)(dst + RMT_HEADER_SIZE);
+	char *text = (char *)(b + 1);
+	struct rmt_kmod_stats st;
+	int n;
+
+	rmt_stats(&st);
+	n = scnprintf(text, 512, "{\"reason\": \"detached\", \"by\": \"rmtrace.ko\", \"records\": %llu, "
+		      "\"bytes\": %llu, \"drops_full\": %llu, \"drops_big\": %llu, \"drops_ctx\": %llu, "
+		      "\"consumed\": %llu}", st.records, st.bytes, st.drops_full, st.drops_big, st.drops_ctx,
+		      st.consumed);
+	memset(text + n, 0, RMT_ALIGN_UP(n) - n);
+	*b = (struct rmt_buffer){ .role = RMT_BUF_TEXT, .when = RMT_WHEN_ONCE, .len = n, .orig_len = n };
+	*h = (struct rmt_record){ .magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION,
+				  .header_size = RMT_HEADER_SIZE, .source = RMT_SRC_MARK, .phase = RMT_PH_EVENT,
+				  .flags = RMT_RF_SYNTHETIC, .op = RMT_MARK_STOP, .fd = -1, .nbufs = 1,
+				  .time_ns = ktime_get_ns(),
+				  .total_len = RMT_HEADER_SIZE + RMT_BUF_HEADER_SIZE + RMT_ALIGN_UP(n) };
+	return h->total_len;
 }
 
 static ssize_t rmt_read(struct file *file, char __user *ubuf, size_t count, loff_t *ppos)
@@ -393,6 +431,10 @@ static ssize_t rmt_read(struct file *file, char __user *ubuf, size_t count, loff
 
 			if (rd->off == rd->len) {
 				rd->len = rmt_take(rd->carry);
+				if (!rd->len && rmt_detached() && !rd->ended) {
+					rd->len = end_record(rd->carry);
+					rd->ended = true;
+				}
 				rd->off = 0;
 				if (!rd->len)
 					break;
@@ -406,9 +448,11 @@ static ssize_t rmt_read(struct file *file, char __user *ubuf, size_t count, loff
 			done += n;
 		}
 		mutex_unlock(&rmt_read_lock);
-		if (done || (file->f_flags & O_NONBLOCK))
-			return done ? done : -EAGAIN;
-		rc = wait_event_interruptible(rmt_readq, rmt_pending());
+		if (done || rd->ended) /* after its STOP record, a detached reader's stream has ended: 0 */
+			return done;
+		if (file->f_flags & O_NONBLOCK)
+			return -EAGAIN;
+		rc = wait_event_interruptible(rmt_readq, rmt_pending() || rmt_detached());
 		if (rc)
 			return rc;
 	}
@@ -419,6 +463,8 @@ static __poll_t rmt_poll(struct file *file, poll_table *wait)
 	struct rmt_reader *rd = file->private_data;
 
 	poll_wait(file, &rmt_readq, wait);
+	if (rmt_detached()) /* what is left, then the STOP record, then the end */
+		return EPOLLIN | EPOLLRDNORM | EPOLLHUP;
 	return (rd->off < rd->len || rmt_pending()) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
@@ -426,6 +472,8 @@ static long rmt_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
 
+	if (rmt_detached() && cmd != RMT_IOC_STATS && cmd != RMT_IOC_PROBE_INFO)
+		return -ENODEV; /* a detached module records nothing more */
 	switch (cmd) {
 	case RMT_IOC_STATS: {
 		struct rmt_kmod_stats st;

@@ -31,16 +31,10 @@
 
 #include "../kmod/rmtrace.h"
 #include "../rmtrace_sema.h"
+#include "rmtrace_sample.h"
 
 /* ------------------------------------------------------------ the model's constants (core.py, host.py) */
 
-enum kind {
-	K_PASS = 0, K_RM_CLIENT = 1, K_RM_ALLOC = 2, K_RM_FREE = 3, K_RM_CONTROL = 4, K_WORK_TOKEN = 5,
-	K_UVM_INITIALIZE = 6, K_UVM_CALL = 7, K_UVM_REGISTER_GPU = 8, K_UVM_UNREGISTER_GPU = 9, K_SYS_OPEN = 10,
-	K_SYS_CLOSE = 11, K_SYS_EXIT = 12, K_GSP_INIT = 13,
-};
-
-#define CAT_CHANNEL 6
 #define UVM_CLIENT 0xC1E00000u
 #define UVM_CHANNEL 0xCAF000D4u
 #define UVM_RING_VA 0xFFF0020000ull
@@ -789,7 +783,7 @@ static int teardown(struct state *st, struct robj **freed, u32 n)
 	u32 i;
 
 	for (i = 0; i < n && !err; i++)
-		if (freed[i]->category == CAT_CHANNEL && freed[i]->extra && freed[i]->extra->host)
+		if (freed[i]->category == RMT_CAT_CHANNEL && freed[i]->extra && freed[i]->extra->host)
 			err = drop_channel(st, freed[i]->extra);
 	if (n)
 		emit_counters(st);
@@ -1118,7 +1112,7 @@ static int handle(struct state *st, struct task *t)
 	int rc;
 
 	switch (m->kind) {
-	case K_RM_CLIENT: {
+	case RMT_KIND_RM_CLIENT: {
 		bool first = list_empty(&st->clients);
 
 		if (!recorded_ok(m))
@@ -1131,7 +1125,7 @@ static int handle(struct state *st, struct task *t)
 		st->handshake_session = false;
 		return ST_NONE;
 	}
-	case K_RM_ALLOC: {
+	case RMT_KIND_RM_ALLOC: {
 		struct robj *parent;
 
 		if (!recorded_ok(m))
@@ -1147,7 +1141,7 @@ static int handle(struct state *st, struct task *t)
 		o = new_obj(st, c, m->h_object, m->category, parent);
 		if (!o)
 			return -ENOMEM;
-		if (m->category == CAT_CHANNEL) {
+		if (m->category == RMT_CAT_CHANNEL) {
 			o->extra = alloc(st, sizeof(*o->extra));
 			if (!o->extra)
 				return -ENOMEM;
@@ -1156,7 +1150,7 @@ static int handle(struct state *st, struct task *t)
 		}
 		return ST_NONE;
 	}
-	case K_RM_FREE:
+	case RMT_KIND_RM_FREE:
 		if (!recorded_ok(m))
 			return ST_NONE;
 		rc = free_obj(st, pid, m->h_client, m->h_object, &freed, &n);
@@ -1168,21 +1162,21 @@ static int handle(struct state *st, struct task *t)
 		}
 		kfree(freed);
 		return rc == ST_OK ? ST_NONE : rc;
-	case K_RM_CONTROL:
-	case K_WORK_TOKEN:
+	case RMT_KIND_RM_CONTROL:
+	case RMT_KIND_WORK_TOKEN:
 		c = client_of(st, pid, m->h_client);
 		if (!c)
 			return ST_BAD_CLIENT;
 		o = obj_of(c, m->h_object);
 		if (!o)
 			return ST_NOT_FOUND;
-		if (m->kind == K_RM_CONTROL || o->category != CAT_CHANNEL || !o->extra || o->extra->host ||
+		if (m->kind == RMT_KIND_RM_CONTROL || o->category != RMT_CAT_CHANNEL || !o->extra || o->extra->host ||
 		    !recorded_ok(m))
 			return ST_NONE;
 		f = push(t, F_BRINGUP);
 		f->obj = o;
 		return ST_NONE;
-	case K_UVM_INITIALIZE:
+	case RMT_KIND_UVM_INITIALIZE:
 		if (!vaspace_of(st, pid, m->fd)) {
 			va = alloc(st, sizeof(*va));
 			if (!va)
@@ -1191,9 +1185,9 @@ static int handle(struct state *st, struct task *t)
 			list_add_tail(&va->node, &st->vaspaces);
 		}
 		return ST_NONE;
-	case K_UVM_CALL:
+	case RMT_KIND_UVM_CALL:
 		return vaspace_of(st, pid, m->fd) ? ST_NONE : ST_ILLEGAL;
-	case K_UVM_REGISTER_GPU:
+	case RMT_KIND_UVM_REGISTER_GPU:
 		va = vaspace_of(st, pid, m->fd);
 		if (!va)
 			return ST_ILLEGAL;
@@ -1203,7 +1197,7 @@ static int handle(struct state *st, struct task *t)
 		f->va = va;
 		memcpy(f->uuid, m->gpu, 16);
 		return ST_NONE;
-	case K_UVM_UNREGISTER_GPU: {
+	case RMT_KIND_UVM_UNREGISTER_GPU: {
 		u32 i;
 
 		va = vaspace_of(st, pid, m->fd);
@@ -1219,7 +1213,7 @@ static int handle(struct state *st, struct task *t)
 		memcpy(f->uuid, m->gpu, 16);
 		return ST_NONE;
 	}
-	case K_SYS_OPEN: {
+	case RMT_KIND_SYS_OPEN: {
 		struct file_ *file = alloc(st, sizeof(*file));
 
 		if (!file)
@@ -1228,7 +1222,7 @@ static int handle(struct state *st, struct task *t)
 		list_add_tail(&file->node, &st->files);
 		return ST_NONE;
 	}
-	case K_SYS_CLOSE:
+	case RMT_KIND_SYS_CLOSE:
 		rc = 0;
 		va = close_fd(st, pid, m->fd, &rc);
 		if (rc)
@@ -1238,7 +1232,7 @@ static int handle(struct state *st, struct task *t)
 			f->va = va;
 		}
 		return ST_NONE;
-	case K_SYS_EXIT: {
+	case RMT_KIND_SYS_EXIT: {
 		struct file_ *file;
 		s32 fds[256];
 		u32 nfds = 0;
@@ -1262,7 +1256,7 @@ static int handle(struct state *st, struct task *t)
 		f->n = nfds;
 		return ST_NONE;
 	}
-	case K_GSP_INIT:
+	case RMT_KIND_GSP_INIT:
 		new_session(st, RMT_SEMA_RESET_GSP_INIT, 0, pid);
 		st->handshake_session = true; /* the RM client that follows belongs to this session */
 		return ST_NONE;
@@ -1493,22 +1487,15 @@ static size_t sample_explain(void *state, const struct rmt_replay_why *w, char *
 }
 
 /* TARGET records: a GSP message template for the exchanges' RPCs (from the trace's profile). */
-struct sample_gsp_template {
-	u32 kind;     /* 1 */
-	u32 index;    /* 0..5: UVM's objects in the registration exchange; 6: the session's FREE */
-	u32 function;
-	u32 seq_off, result_off, result_private_off;
-};
-
 static int sample_configure(void *state, const void *body, u32 len, const struct rmt_record *rec)
 {
-	const struct sample_gsp_template *t = body;
+	const struct rmt_sample_gsp_template *t = body;
 	const struct rmt_buffer *b;
 	struct state *st = state;
 	const u8 *data = (const u8 *)rec + sizeof(*rec);
 	u32 i;
 
-	if (len != sizeof(*t) || t->kind != 1 || t->index > UVM_OBJECTS || rec->nbufs < 2)
+	if (len != sizeof(*t) || t->kind != RMT_SAMPLE_GSP_TEMPLATE || t->index > UVM_OBJECTS || rec->nbufs < 2)
 		return -EINVAL;
 	/* the message is the second buffer, after the ARG that holds this body */
 	b = (const struct rmt_buffer *)data;

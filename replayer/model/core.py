@@ -30,15 +30,19 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterator
 from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any
 
+from rmtrace.decoders.sema import ResetReason
 from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import Completion, Emit, HostChannel, SemaHost
 from rmtrace.replayer.model.objects import NV_OK, Category, RmObject, RmObjects
 from rmtrace.replayer.model.policy import Policy
+
+from rmtrace.semantics import LOCKS, UvmRole
+from rmtrace.semantics.locks import UVM_LOCKS
 
 ILLEGAL_ACTION = "NV_ERR_ILLEGAL_ACTION"
 
@@ -52,22 +56,29 @@ UVM_RING_SIZE = 0x8000
 USERD_SIZE = 0x200
 """UVM's internal channel is placed at the same addresses on every retain (a fresh VA space)."""
 
-UVM_OBJECTS: tuple[tuple[int, int, str, dict], ...] = (
-    (0, UVM_CLIENT, "NV01_ROOT_CLIENT", {}),
-    (UVM_CLIENT, UVM_CLIENT + 1, "NV01_DEVICE_0", {}),
-    (UVM_CLIENT + 1, UVM_CLIENT + 2, "NV20_SUBDEVICE_0", {}),
-    (UVM_CLIENT + 1, UVM_CLIENT + 3, "KEPLER_CHANNEL_GROUP_A", {}),
-    (UVM_CLIENT + 3, UVM_CHANNEL, "HOPPER_CHANNEL_GPFIFO_A",
+UVM_OBJECTS: tuple[tuple[int, int, int, dict], ...] = (
+    (0, UVM_CLIENT, 0x0041, {}),                     # NV01_ROOT_CLIENT
+    (UVM_CLIENT, UVM_CLIENT + 1, 0x0080, {}),        # NV01_DEVICE_0
+    (UVM_CLIENT + 1, UVM_CLIENT + 2, 0x2080, {}),    # NV20_SUBDEVICE_0
+    (UVM_CLIENT + 1, UVM_CLIENT + 3, 0xA06C, {}),    # KEPLER_CHANNEL_GROUP_A
+    (UVM_CLIENT + 3, UVM_CHANNEL, 0xC86F,            # HOPPER_CHANNEL_GPFIFO_A
      {"gpFifoOffset": UVM_RING_VA, "gpFifoEntries": UVM_RING_SIZE // 8}),
-    (UVM_CHANNEL, UVM_CLIENT + 5, "HOPPER_DMA_COPY_A", {}),
+    (UVM_CHANNEL, UVM_CLIENT + 5, 0xC8B5, {}),       # HOPPER_DMA_COPY_A
 )
 """What the registration exchange allocates through RPCs to the host: UVM's RM session, device, channel
 group, its CE channel and copy object (classes of the H200 the captures come from); the unregister
 exchange frees them with the session."""
 
-REGISTRATION = "registration exchange (uvm_gpu_retain_by_uuid -> add_gpu)"
-UNREGISTRATION = "unregister exchange (uvm_gpu_release_locked -> nvUvmInterfaceUnregisterGpu)"
-BRING_UP = "channel bring-up (first work on a new channel)"
+RELEASE_LOCKS = UVM_LOCKS[UvmRole.UNREGISTER_GPU]
+"""What releasing a GPU takes, however the release comes."""
+
+STAGES = {
+    "registration exchange": "uvm_gpu_retain_by_uuid -> add_gpu",
+    "unregister exchange": "uvm_gpu_release_locked -> nvUvmInterfaceUnregisterGpu",
+    "channel bring-up": "first work on a new channel",
+}
+"""The stages of a call that wait on the host, and what runs in each (a chain names the stage)."""
+REGISTRATION, UNREGISTRATION, BRING_UP = (f"{stage} ({what})" for stage, what in STAGES.items())
 
 
 class VirtualClock:
@@ -110,7 +121,7 @@ class Task:
     pid: int
     tid: int
     msg: Message
-    gen: Iterator | None = None
+    gen: Generator | None = None
     wait: Any = None
     stage: str = ""
     status: str | None = None
@@ -151,7 +162,8 @@ class HostModel:
         self.clock = clock if clock is not None else VirtualClock()
         self.host = SemaHost(policy, self.clock, emit, self._add_timer)
         self.objects = RmObjects()
-        self.uvm_lock = Lock("UVM global lock")
+        self.locks = {kind: Lock(rule.name) for kind, rule in LOCKS.items()}
+        """The guest's locks, by the semantic layer's rules: a message takes those its call holds."""
         self.va_spaces: dict[tuple[int, int], VaSpace] = {}
         self.gpus: dict[bytes, Gpu] = {}
         self.files: set[tuple[int, int]] = set()
@@ -227,6 +239,7 @@ class HostModel:
     def _step(self, task: Task, value: Any) -> bool:
         """Run ``task`` until it waits or ends; True when it ended."""
         gen = task.gen
+        assert gen is not None, "only a task that parks has a generator to step"
         while True:
             try:
                 wait = gen.send(value)
@@ -268,6 +281,7 @@ class HostModel:
         wait = task.wait
         if isinstance(wait, Lock):
             holder = wait.holder
+            assert holder is not None, "a task waits on a lock only while someone holds it"
             held = (f"{where} waiting for the {wait.name}, held by {holder.owner} in {holder.msg.name} "
                     f"(message {holder.msg.index + 1})")
             if holder.wait is None or holder.ticket in seen:
@@ -278,7 +292,7 @@ class HostModel:
             return [held] + self._why(holder, seen)
         if isinstance(wait, Completion):
             ch = wait.channel
-            lock = " holding the UVM global lock" if self.uvm_lock.holder is task else ""
+            lock = "".join(f" holding the {held.name}" for held in self.locks.values() if held.holder is task)
             lines = [f"{where}{lock}, in its {task.stage}: waiting for the host to complete work on "
                      f"channel {ch.handle:#x} (rank {ch.rank})"]
             return lines + [f"  - {reason}" for reason in self.host.blockers(wait)]
@@ -304,7 +318,7 @@ class HostModel:
         if status != NV_OK:
             return status
         if first and not self._handshake_session:
-            self.host.new_session("NEW_CLIENT", msg.h_client, task.pid)
+            self.host.new_session(ResetReason.NEW_CLIENT, msg.h_client, task.pid)
         self._handshake_session = False
         return None
 
@@ -332,7 +346,7 @@ class HostModel:
     def _work_token(self, task: Task) -> Any:
         msg = task.msg
         status, obj = self.objects.control(task.pid, msg.h_client, msg.h_object)
-        if status != NV_OK:
+        if status != NV_OK or obj is None:
             return status
         if obj.category != Category.CHANNEL or obj.extra.host is not None or not self._recorded_ok(msg):
             return None
@@ -392,7 +406,9 @@ class HostModel:
         return self._retain(task, va, task.msg.gpu)
 
     def _retain(self, task: Task, va: VaSpace, uuid: bytes) -> Iterator:
-        yield self.uvm_lock
+        locks = [self.locks[kind] for kind in task.msg.locks]
+        for lock in locks:
+            yield lock
         gpu = self.gpus.get(uuid)
         if gpu is None:
             gpu = self.gpus[uuid] = Gpu(uuid)
@@ -400,7 +416,8 @@ class HostModel:
             yield from self._add_gpu(task, gpu)
         gpu.refs += 1
         va.gpus.add(uuid)
-        self._unlock(self.uvm_lock)
+        for lock in reversed(locks):
+            self._unlock(lock)
         return None
 
     def _add_gpu(self, task: Task, gpu: Gpu) -> Iterator:
@@ -424,11 +441,14 @@ class HostModel:
         return self._release(task, task.msg.gpu)
 
     def _release(self, task: Task, uuid: bytes) -> Iterator:
-        """uvm_gpu_release: the global lock is held across the last user's unregister exchange."""
-        yield self.uvm_lock
+        """uvm_gpu_release: the global lock is held across the last user's unregister exchange (the
+        locks UVM_UNREGISTER_GPU takes, whether the release comes from it or from closing the fd)."""
+        locks = [self.locks[kind] for kind in RELEASE_LOCKS]
+        for lock in locks:
+            yield lock
         gpu = self.gpus[uuid]
         gpu.refs -= 1
-        if gpu.refs == 0:
+        if gpu.refs == 0 and gpu.channel is not None:  # the first retain registered UVM's channel
             task.stage = UNREGISTRATION
             yield from self._work(gpu.channel, gpu.state)
             self._drop_channel(gpu.state)
@@ -436,7 +456,8 @@ class HostModel:
                 self.rpc.free(task.pid, UVM_CLIENT, UVM_CLIENT, UVM_CLIENT)
             gpu.channel = gpu.state = None
             self.host.emit_counters()
-        self._unlock(self.uvm_lock)
+        for lock in reversed(locks):
+            self._unlock(lock)
         return None
 
     # ------------------------------------------------------------------ handlers: files, processes, GSP
@@ -478,7 +499,7 @@ class HostModel:
         return None
 
     def _gsp_init(self, task: Task) -> None:
-        self.host.new_session("GSP_INIT", 0, task.pid)
+        self.host.new_session(ResetReason.GSP_INIT, 0, task.pid)
         self._handshake_session = True  # the RM client that follows belongs to this session
         return None
 

@@ -19,7 +19,9 @@ A guest completion waits in :class:`Completion` until every condition holds
 (:meth:`SemaHost.blockers` lists the ones that do not, in plain words, which
 is the wedge chain).  The :class:`~replayer.model.policy.Policy` decides
 what a new client session resets.  Everything the host does is reported
-through ``emit(op_name, body, pid, tid)`` in the sema-service schema.
+through ``emit(op, body, pid, tid)`` in the sema-service schema (``SemaOp``, the
+decoders' own definitions: the records it becomes read back as the events the session fold
+applies).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmtrace.decoders.sema import DrainReason, ResetReason, SemaOp
 from rmtrace.replayer.model.policy import Policy
 
 EINVAL = 22
@@ -39,11 +42,14 @@ RANK_SHIFT = 16
 HOLDS_NAMED = 3
 """Drain holds a blocker sentence names one by one; the rest are counted."""
 
+PUBLISH_OPS = {"RING": SemaOp.PUBLISH_RING, "USERD": SemaOp.PUBLISH_USERD}
+"""What the guest publishes, and the op that says so."""
+
 COUNTERS = ("pub_calls", "gr_rel", "faked", "drain_held", "hints", "hint_errors",
             "latch_fired", "latch_armed", "channels", "sessions")
 """Host counters in the order of the sema schema's COUNTERS message."""
 
-Emit = Callable[[str, dict, int, int], None]
+Emit = Callable[[SemaOp, dict, int, int], None]
 
 
 def rank_of(ring_va: int, ranks: int) -> int:
@@ -126,7 +132,7 @@ class SemaHost:
 
     # -- reporting
 
-    def emit(self, op: str, body: dict, pid: int = 0, tid: int = 0) -> None:
+    def emit(self, op: SemaOp, body: dict, pid: int = 0, tid: int = 0) -> None:
         if self._emit is not None:
             self._emit(op, body, pid, tid)
 
@@ -135,11 +141,11 @@ class SemaHost:
         values = [self.counters[name] for name in COUNTERS]
         if values != self._reported:
             self._reported = values
-            self.emit("COUNTERS", {"reserved": 0, "value": values})
+            self.emit(SemaOp.COUNTERS, {"reserved": 0, "value": values})
 
     # -- sessions
 
-    def new_session(self, reason: str, client: int = 0, pid: int = 0) -> None:
+    def new_session(self, reason: ResetReason, client: int = 0, pid: int = 0) -> None:
         """A new guest client session appeared; what it resets is the policy's business."""
         p = self.policy
         if not p.reset_on_new_session:
@@ -149,7 +155,7 @@ class SemaHost:
         self.counters["sessions"] += 1
         dropped = self._drop_stale() if p.clear_stale_on_session else 0
         rearmed = sum(self._arm(rank, None, pid) for rank in self.ranks if not rank.armed) if p.rearm_on_session else 0
-        self.emit("SESSION_RESET", {"old_session": old, "new_session": self.session, "client": client,
+        self.emit(SemaOp.SESSION_RESET, {"old_session": old, "new_session": self.session, "client": client,
                                     "reason": reason, "channels_dropped": dropped, "latches_rearmed": rearmed}, pid)
         if p.drain_bound_ns is not None:
             for rank in self.ranks:
@@ -170,7 +176,7 @@ class SemaHost:
         ch = HostChannel(key, client, handle, ring_va, userd_va, rank, self._order, owner, pid)
         self.channels[key] = ch
         self.counters["channels"] += 1
-        self.emit("REGISTER_CHANNEL", {"client": client, "channel": handle, "ring_va": ring_va,
+        self.emit(SemaOp.REGISTER_CHANNEL, {"client": client, "channel": handle, "ring_va": ring_va,
                                        "userd_va": userd_va, "rank": rank, "rc": 0}, pid)
         r = self.ranks[rank]
         if not r.armed and (r.generation == 0 or p.rearm_on_register):
@@ -184,13 +190,13 @@ class SemaHost:
         ch.live = False
         del self.channels[ch.key]
         self.counters["channels"] -= 1
-        self.emit("UNREGISTER_CHANNEL", {"client": ch.client, "channel": ch.handle, "ring_va": ch.ring_va,
+        self.emit(SemaOp.UNREGISTER_CHANNEL, {"client": ch.client, "channel": ch.handle, "ring_va": ch.ring_va,
                                          "userd_va": ch.userd_va, "rank": ch.rank, "rc": 0}, ch.pid)
         hold = DrainHold(ch.rank, ch, self.clock.now, self._order)
         self.ranks[ch.rank].holds.append(hold)
         self.counters["drain_held"] += 1
-        self.emit("DRAIN_HOLD", {"rank": ch.rank, "channel": ch.handle, "held": self.counters["drain_held"],
-                                 "reason": "CHANNEL_TEARDOWN", "held_ns": 0}, ch.pid)
+        self.emit(SemaOp.DRAIN_HOLD, {"rank": ch.rank, "channel": ch.handle, "held": self.counters["drain_held"],
+                                 "reason": DrainReason.CHANNEL_TEARDOWN, "held_ns": 0}, ch.pid)
         if self.policy.drain_bound_ns is not None and self._timer is not None:
             self._timer(hold.since + self.policy.drain_bound_ns, lambda: self._bound(hold))
 
@@ -204,7 +210,7 @@ class SemaHost:
             rc = 0
             self.publications[key] = ch
             self.counters["pub_calls"] += 1
-        self.emit("PUBLISH_" + kind, {"channel": ch.handle, "rank": ch.rank, "va": va, "size": size,
+        self.emit(PUBLISH_OPS[kind], {"channel": ch.handle, "rank": ch.rank, "va": va, "size": size,
                                       "pub_calls": self.counters["pub_calls"], "rc": rc, "reserved": 0}, ch.pid)
         if rc == 0 and kind == "RING":
             ch.ring_ok = True
@@ -221,10 +227,10 @@ class SemaHost:
         self.counters["hints"] += 1
         if not ch.live or self.channels.get(ch.key) is not ch:
             self.counters["hint_errors"] += 1
-            self.emit("COMPLETION_HINT", {"channel": ch.handle, "rank": NO_RANK, "value": value,
+            self.emit(SemaOp.COMPLETION_HINT, {"channel": ch.handle, "rank": NO_RANK, "value": value,
                                           "rc": -EINVAL, "reserved": 0}, ch.pid)
             return None
-        self.emit("COMPLETION_HINT", {"channel": ch.handle, "rank": ch.rank, "value": value, "rc": 0,
+        self.emit(SemaOp.COMPLETION_HINT, {"channel": ch.handle, "rank": ch.rank, "value": value, "rc": 0,
                                       "reserved": 0}, ch.pid)
         c = Completion(ch, value, self.clock.now)
         if not self._try(c):
@@ -262,7 +268,7 @@ class SemaHost:
         rank.armed = True
         rank.generation += 1
         self.counters["latch_armed"] += 1
-        self.emit("LATCH_ARM", {"rank": rank.index, "channel": ch.handle if ch else 0,
+        self.emit(SemaOp.LATCH_ARM, {"rank": rank.index, "channel": ch.handle if ch else 0,
                                 "generation": rank.generation, "armed": 1}, pid)
         return 1
 
@@ -281,10 +287,10 @@ class SemaHost:
         rank.armed = False
         rank.fired_by = ch
         self.counters["latch_fired"] += 1
-        self.emit("LATCH_FIRE", {"rank": rank.index, "channel": ch.handle, "generation": rank.generation,
+        self.emit(SemaOp.LATCH_FIRE, {"rank": rank.index, "channel": ch.handle, "generation": rank.generation,
                                  "armed": 0}, ch.pid)
         self.counters["gr_rel"] += 1
-        self.emit("RELEASE", {"channel": ch.handle, "rank": ch.rank, "sema_va": ch.ring_va, "value": c.value,
+        self.emit(SemaOp.RELEASE, {"channel": ch.handle, "rank": ch.rank, "sema_va": ch.ring_va, "value": c.value,
                               "counter": self.counters["gr_rel"], "rc": 0, "reserved": 0}, ch.pid)
         self._finish(c)
         return True
@@ -311,10 +317,10 @@ class SemaHost:
         self.ranks[hold.rank].holds.remove(hold)
         ch = hold.channel
         self.counters["drain_held"] -= 1
-        self.emit("DRAIN_RELEASE", {"rank": hold.rank, "channel": ch.handle, "held": self.counters["drain_held"],
-                                    "reason": "TIMEOUT", "held_ns": self.clock.now - hold.since}, ch.pid)
+        self.emit(SemaOp.DRAIN_RELEASE, {"rank": hold.rank, "channel": ch.handle, "held": self.counters["drain_held"],
+                                    "reason": DrainReason.TIMEOUT, "held_ns": self.clock.now - hold.since}, ch.pid)
         self.counters["faked"] += 1
-        self.emit("FAKED_COMPLETION", {"channel": ch.handle, "rank": hold.rank, "sema_va": ch.ring_va, "value": 0,
+        self.emit(SemaOp.FAKED_COMPLETION, {"channel": ch.handle, "rank": hold.rank, "sema_va": ch.ring_va, "value": 0,
                                        "counter": self.counters["faked"], "rc": 0, "reserved": 0}, ch.pid)
         self._retry()
 

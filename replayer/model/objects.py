@@ -24,26 +24,11 @@ profile's status table.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-
-class Category(enum.IntEnum):
-    """What the model needs to know about an RM class."""
-
-    OTHER = 0
-    ROOT = 1
-    DEVICE = 2
-    SUBDEVICE = 3
-    VASPACE = 4
-    TSG = 5
-    CHANNEL = 6
-    CE = 7
-    COMPUTE = 8
-    MEMORY = 9
-
+from rmtrace.semantics import Category  # what the model needs to know about an RM class
 
 NV_OK = "NV_OK"
 DUPLICATE = "NV_ERR_INSERT_DUPLICATE_NAME"

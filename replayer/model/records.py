@@ -18,12 +18,12 @@ from typing import Any
 
 from rmtrace.decoders.context import context
 from rmtrace.decoders.gsp import codec_for
-from rmtrace.decoders.sema import SEMA_KINDS, SEMA_VERSION, DrainReason, ResetReason, SemaMessage, SemaOp
+from rmtrace.decoders.profiles.model import DriverProfile
+from rmtrace.decoders.roles import GSP_NUMBERS, GspRole
+from rmtrace.decoders.sema import SEMA_KINDS, SEMA_VERSION, SemaMessage, SemaOp
 
+from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, RecordFlag, Role, Source, When, encode_record
-
-REASONS: Mapping[str, type] = {"SESSION_RESET": ResetReason, "DRAIN_HOLD": DrainReason, "DRAIN_RELEASE": DrainReason}
-"""Ops whose ``reason`` member the model names in words."""
 
 _MESSAGE = SemaMessage.compile()
 _BODIES = {op: kind.body.compile() for op, kind in SEMA_KINDS.items()}
@@ -48,13 +48,9 @@ class SemaRecords:
         self.session = session
         self.vgpu = vgpu
 
-    def __call__(self, op: str, body: dict, pid: int, tid: int) -> None:
-        reason = REASONS.get(op)
-        if reason is not None:
-            body = {**body, "reason": int(reason[body["reason"]])}
-        number = SemaOp[op]
-        data = message_bytes(number, body, self.vgpu, self.session())
-        self.sink(encode_record(Record(Source.SEMA, SEMA_KINDS[number].phase, op=number, time_ns=self.clock.now,
+    def __call__(self, op: SemaOp, body: dict, pid: int, tid: int) -> None:
+        data = message_bytes(op, body, self.vgpu, self.session())
+        self.sink(encode_record(Record(Source.SEMA, SEMA_KINDS[op].phase, op=op, time_ns=self.clock.now,
                                        pid=pid, tid=tid or pid, flags=_REPLAY,
                                        buffers=(Buffer(Role.PAYLOAD, When.ONCE, data),))))
 
@@ -63,36 +59,40 @@ class GspRecords:
     """The RPCs of the model's exchanges (``alloc``/``free``) as GSP records: each one the request the
     guest's RM sends and the response the host gives, built with the decoders' GSP definitions."""
 
-    def __init__(self, sink: Callable[[bytes], None], clock: Any, profile: Any) -> None:
+    def __init__(self, sink: Callable[[bytes], None], clock: Any, profile: DriverProfile) -> None:
         self.sink = sink
         self.clock = clock
         self.profile = profile
-        self.codec = codec_for(profile)
+        codec = codec_for(profile)
+        if codec is None:
+            raise RmtraceError(f"profile {profile.version} has no GSP layouts: the model's RPCs cannot be written")
+        self.codec = codec
         self.defs = context(profile).defs
         self.sequence = 0
 
     @staticmethod
-    def available(profile: Any) -> bool:
+    def available(profile: DriverProfile) -> bool:
         return codec_for(profile) is not None
 
-    def alloc(self, pid: int, h_client: int, h_parent: int, h_object: int, class_name: str, **params: Any) -> None:
-        cls = self.profile.lookup("classes", class_name)
-        layout = self.profile.classes[cls].alloc_params if cls is not None else None
+    def alloc(self, pid: int, h_client: int, h_parent: int, h_object: int, cls: int, **params: Any) -> None:
+        info = self.profile.classes.get(cls)
+        layout = info.alloc_params if info is not None else None
         data = b""
-        if params and layout is not None:
-            value, _ = self.defs.parse(layout, bytes(self.defs.layout(layout).size), flex=False)
+        defined = self.defs.layout(layout) if params and layout is not None else None
+        if layout is not None and defined is not None:
+            value, _ = self.defs.parse(layout, bytes(defined.size), flex=False)
             value.update(params)
             data = self.defs.struct(layout, flex=False).build(value)
-        self._exchange("GSP_RM_ALLOC", {"hClient": h_client, "hParent": h_parent, "hObject": h_object,
-                                        "hClass": cls or 0, "params": data}, pid)
+        self._exchange(GspRole.RM_ALLOC, {"hClient": h_client, "hParent": h_parent, "hObject": h_object,
+                                        "hClass": cls, "params": data}, pid)
 
     def free(self, pid: int, h_client: int, h_parent: int, h_object: int) -> None:
-        self._exchange("FREE", {"params": {"hRoot": h_client, "hObjectParent": h_parent, "hObjectOld": h_object,
+        self._exchange(GspRole.FREE, {"params": {"hRoot": h_client, "hObjectParent": h_parent, "hObjectOld": h_object,
                                            "status": 0}},
                        pid)
 
-    def _exchange(self, name: str, values: Mapping[str, Any], pid: int) -> None:
-        function = self.codec.by_name[name]
+    def _exchange(self, role: GspRole, values: Mapping[str, Any], pid: int) -> None:
+        function = GSP_NUMBERS[role]
         payload = self.codec.payload(function, values)
         self.sequence += 1
         for phase, result in ((Phase.SEND, RPC_PENDING), (Phase.RECV, 0)):

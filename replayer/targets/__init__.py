@@ -14,6 +14,7 @@ from collections.abc import Callable
 from rmtrace.replayer.model.policy import PRESETS, policy
 from rmtrace.replayer.plan import Plan
 from rmtrace.replayer.targets.base import RunInfo, Target
+from rmtrace.replayer.targets.kmod import KmodTarget
 from rmtrace.replayer.targets.model import ModelTarget
 from rmtrace.replayer.targets.nvidia import NvidiaTarget
 from rmtrace.replayer.targets.recorded import RecordedTarget
@@ -34,6 +35,9 @@ TARGETS: dict[str, tuple[Callable[[str, Plan], Target], str]] = {
     "unix": (_unix, "a host service behind a Unix socket speaking docs/replay-protocol.md"),
     "recorded": (lambda arg, plan: RecordedTarget(plan.source, plan.semantics),
                  "the recording answers itself (a self-check: green, zero divergences)"),
+    "kmod": (lambda arg, plan: KmodTarget(arg, plan.semantics),
+             "a kernel host service on /dev/rmtrace-replay; kmod:PATH (a device or a guest's relayed port), "
+             ",clock=real for its own time"),
     "nvidia": (lambda arg, plan: NvidiaTarget(plan, allow_unsafe=arg == "allow-unsafe"),
                "the real driver: each client a process re-issuing its RM/UVM calls (docs/replay-nvidia.md)"),
 }

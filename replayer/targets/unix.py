@@ -89,7 +89,7 @@ class UnixTarget(Target):
             oracle = stamp(msg.reply, self.now(), client.pid, client.tid(msg), RecordFlag.REPLAY | RecordFlag.SYNTHETIC)
             parts.insert(0, with_call_id(oracle, record.call_id))
         self._pending[request_key(record)] = (ticket, msg, request)
-        self._stream.send(*parts)
+        self.stream.send(*parts)
         return None
 
     def wait(self, deadline_ns: int) -> list[Reply]:
@@ -98,7 +98,7 @@ class UnixTarget(Target):
             if left <= 0:
                 break
             self._take(self._drain(left))
-            if self._stream.closed:
+            if self.stream.closed:
                 break
         return self._flush()
 
@@ -135,12 +135,19 @@ class UnixTarget(Target):
 
     # -- internals
 
+    @property
+    def stream(self) -> Stream:
+        """The connection, between open and close."""
+        if self._stream is None:
+            raise RmtraceError(f"the {self.name} target is not open")
+        return self._stream
+
     def _drain(self, timeout: float):
-        if self._stream.closed:
+        if self.stream.closed:
             return []
         if self._sel.select(max(timeout, 0.0)):
-            self._stream.read_available()
-        return list(self._stream.records())
+            self.stream.read_available()
+        return list(self.stream.records())
 
     def _take(self, records) -> None:
         for record in records:

@@ -19,14 +19,29 @@ from typing import Any
 
 from rmtrace.decoders import Level
 from rmtrace.record import Source, enum_name
+from rmtrace.semantics import EscapeRole, GspRole, Interpreter
 from rmtrace.session import CallInfo, SessionModel
+from rmtrace.session.entities import Named
 from rmtrace.timefmt import format_offset
 
 COMPARED_SOURCES = (Source.RM, Source.UVM, Source.GSP, Source.SEMA)
 TARGET_HANDLES = ("hObject", "hChannel")
 """The handle a call acts on, in order of preference."""
-TARGET_BY_OP = {"RM_ALLOC": ("hParent",), "GSP_RM_ALLOC": ("hParent",)}
+CREATING = frozenset({EscapeRole.ALLOC, EscapeRole.ALLOC_MEMORY, EscapeRole.DUP_OBJECT, GspRole.RM_ALLOC,
+                      GspRole.DUP_OBJECT})
+CREATED_TARGET = ("hParent",)
 """Calls that create their object act on its parent (a failed one never had a name of its own)."""
+
+
+class DivergenceKind(Named):
+    MISSING_IN_A = "missing_in_a"
+    MISSING_IN_B = "missing_in_b"
+    DIFFERENT_CALL = "different_call"
+    STATUS = "status"
+    OUTPUT = "output"
+    QUIET_A = "quiet_a"
+    QUIET_B = "quiet_b"
+    CLIENT_MISSING = "client_missing"
 
 RUN_SPECIFIC_OUTPUTS = frozenset({"session", "vgpu", "pub_calls", "counter", "generation", "held", "held_ns"})
 """Output members that count or number things per run (host session generations, counters):
@@ -70,11 +85,13 @@ def recorded_sources(model: SessionModel) -> set[int]:
 
 def steps(model: SessionModel, client_id: str, sources: frozenset[int] | set[int] = frozenset(COMPARED_SOURCES)) -> list[Step]:
     names = _Names(model, client_id)
+    interpreter = Interpreter(model.decoders)
     out = []
     for call in model.calls_of(client_id):
         if call.source not in sources:
             continue
-        handle = next((call.handles[h] for h in TARGET_BY_OP.get(call.name, TARGET_HANDLES) if h in call.handles), None)
+        targets = CREATED_TARGET if interpreter.role(call.source, call.op) in CREATING else TARGET_HANDLES
+        handle = next((call.handles[h] for h in targets if h in call.handles), None)
         out.append(Step(call, (call.name, call.detail or "", names.at(handle, call.enter_seq))))
     return out
 
@@ -82,7 +99,7 @@ def steps(model: SessionModel, client_id: str, sources: frozenset[int] | set[int
 @dataclass
 class Divergence:
     client_id: str
-    kind: str  # missing_in_a, missing_in_b, different_call, status, output, quiet_a, quiet_b, client_missing
+    kind: DivergenceKind
     index: int
     summary: str
     a: CallInfo | None = None
@@ -118,35 +135,35 @@ def _first_in_client(a: SessionModel, b: SessionModel, cid: str) -> Divergence |
         if tag == "equal":
             continue
         if tag == "delete" and j1 == len(tb):
-            structural = Divergence(cid, "quiet_b", i1, f"{cid}: run B stops after call {j1}; run A continues with "
+            structural = Divergence(cid, DivergenceKind.QUIET_B, i1, f"{cid}: run B stops after call {j1}; run A continues with "
                                     f"{sa[i1].describe()}", sa[i1].call, sb[-1].call if sb else None)
         elif tag == "insert" and i1 == len(ta):
-            structural = Divergence(cid, "quiet_a", i1, f"{cid}: run A stops after call {i1}; run B continues with "
+            structural = Divergence(cid, DivergenceKind.QUIET_A, i1, f"{cid}: run A stops after call {i1}; run B continues with "
                                     f"{sb[j1].describe()}", sa[-1].call if sa else None, sb[j1].call)
         elif tag == "delete":
-            structural = Divergence(cid, "missing_in_b", i1, f"{cid}: run A has {sa[i1].describe()} "
+            structural = Divergence(cid, DivergenceKind.MISSING_IN_B, i1, f"{cid}: run A has {sa[i1].describe()} "
                                     f"(call {i1}) that run B lacks", sa[i1].call, sb[j1].call if j1 < len(sb) else None)
         elif tag == "insert":
-            structural = Divergence(cid, "missing_in_a", i1, f"{cid}: run B has {sb[j1].describe()} "
+            structural = Divergence(cid, DivergenceKind.MISSING_IN_A, i1, f"{cid}: run B has {sb[j1].describe()} "
                                     f"(call {j1}) that run A lacks", sa[i1].call if i1 < len(sa) else None, sb[j1].call)
         else:
-            structural = Divergence(cid, "different_call", i1, f"{cid}: call {i1} is {sa[i1].describe()} in run A "
+            structural = Divergence(cid, DivergenceKind.DIFFERENT_CALL, i1, f"{cid}: call {i1} is {sa[i1].describe()} in run A "
                                     f"but {sb[j1].describe()} in run B", sa[i1].call, sb[j1].call)
         break
     limit = structural.index if structural else len(sa)
     for i, j in _aligned(matcher, limit):
         ca, cb = sa[i].call, sb[j].call
         if ca.in_flight != cb.in_flight:
-            quiet, kind = ("A", "quiet_a") if ca.in_flight else ("B", "quiet_b")
+            quiet, kind = ("A", DivergenceKind.QUIET_A) if ca.in_flight else ("B", DivergenceKind.QUIET_B)
             return Divergence(cid, kind, i, f"{cid}: {sa[i].describe()} (call {i}) never returns in run {quiet}",
                               ca, cb)
         if ca.status != cb.status:
-            return Divergence(cid, "status", i, f"{cid}: {sa[i].describe()} (call {i}) returns {ca.status_name} "
+            return Divergence(cid, DivergenceKind.STATUS, i, f"{cid}: {sa[i].describe()} (call {i}) returns {ca.status_name} "
                               f"in run A but {cb.status_name} in run B", ca, cb)
         fa, fb = _output_fields(a, ca), _output_fields(b, cb)
         changed = [k for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
         if changed:
-            return Divergence(cid, "output", i, f"{cid}: {sa[i].describe()} (call {i}) writes different "
+            return Divergence(cid, DivergenceKind.OUTPUT, i, f"{cid}: {sa[i].describe()} (call {i}) writes different "
                               f"{', '.join(changed)}", ca, cb, [f"{k}: A={fa.get(k)!r} B={fb.get(k)!r}" for k in changed])
     return structural
 
@@ -165,14 +182,14 @@ def first_divergence(a: SessionModel, b: SessionModel) -> Divergence | None:
     ids_a, ids_b = [c.id for c in a.clients], [c.id for c in b.clients]
     for cid in ids_a:
         if cid not in ids_b:
-            found.append(Divergence(cid, "client_missing", 0, f"{cid} ({a.client(cid).label}) is in run A only"))
+            found.append(Divergence(cid, DivergenceKind.CLIENT_MISSING, 0, f"{cid} ({a.client(cid).label}) is in run A only"))
             continue
         d = _first_in_client(a, b, cid)
         if d is not None:
             found.append(d)
     for cid in ids_b:
         if cid not in ids_a:
-            found.append(Divergence(cid, "client_missing", 0, f"{cid} ({b.client(cid).label}) is in run B only: "
+            found.append(Divergence(cid, DivergenceKind.CLIENT_MISSING, 0, f"{cid} ({b.client(cid).label}) is in run B only: "
                                     f"run A issued no traffic for it"))
 
     def when(d: Divergence) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from rmtrace.columns.stats import client_sources, operation_rows
 from rmtrace.record import Source, enum_name
 from rmtrace.session import CallInfo, SessionModel
+from rmtrace.session.entities import FreedBy
 
 
 @dataclass
@@ -77,9 +78,10 @@ def _object_counts(model: SessionModel) -> dict[str, dict[str, int]]:
     """Objects allocated, freed, freed at exit and leaked, per client, in one pass over the objects."""
     by: dict[str, Counter] = defaultdict(Counter)
     for o in model.object_list:
-        by[o.client_id][o.freed_by or "leaked"] += 1
+        by[o.client_id][o.freed_by] += 1
     return {client: _counts(counts) for client, counts in by.items()}
 
 
 def _counts(by: Counter) -> dict[str, int]:
-    return {"allocated": sum(by.values()), "freed": by["RM_FREE"], "freed_at_exit": by["exit"], "leaked": by["leaked"]}
+    return {"allocated": sum(by.values()), "freed": by[FreedBy.RM_FREE], "freed_at_exit": by[FreedBy.EXIT],
+            "leaked": by[None]}

@@ -6,42 +6,47 @@ a channel with work but no completion, a rank whose one-shot latch fired and
 was never re-armed, a client that went quiet.  Each comes with a *chain*:
 which client, blocked in what, since when, waiting on what.
 
-What a blocked call can be waiting on is read off the model with rules kept
-as data (``LOCKS``: which operations hold which lock across an exchange with
-the host), never guessed: where the trace holds no evidence, the chain says so.
+What a blocked call can be waiting on is read off the model with the semantic
+layer's rules (``rmtrace.semantics.LOCKS``: which calls hold which lock across an
+exchange with the host, the same rules the host model follows), never guessed:
+where the trace holds no evidence, the chain says so.
+
+A trace that was cut short (recovered: the recorder was killed, the file torn)
+proves nothing about the calls in flight at its end: they are reported as cut by
+the end of the recording (``cut_by_end``), never as wedges.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmtrace.record import Source
-from rmtrace.session import CallInfo, SessionModel
+from rmtrace.semantics import LOCKS, LockRule
+from rmtrace.session import CallInfo, LaneState, SessionModel
+from rmtrace.session.entities import Named
 from rmtrace.timefmt import format_duration, format_offset
 
-
-@dataclass(frozen=True)
-class Lock:
-    name: str
-    takers: frozenset[str]
-    why: str
+WAITING_STATES = (LaneState.WAITING, LaneState.STALE)
+CALL_SOURCES = (Source.RM, Source.UVM, Source.GSP)
+"""Sources whose calls can be in flight (or slow): the guest's ioctls and its RPCs to GSP."""
 
 
-LOCKS = (
-    Lock("the guest UVM global lock", frozenset({"UVM_REGISTER_GPU", "UVM_UNREGISTER_GPU"}),
-         "UVM holds g_uvm_global.global_lock across its RM exchange with the host "
-         "(uvm_gpu_retain_by_uuid on registration, uvm_gpu_release_locked on the last release)"),
-)
-"""Operations that hold a lock for as long as they are in flight; a later taker waits."""
+class WedgeKind(Named):
+    """What never finished."""
 
-WEDGE_SOURCES = (Source.RM, Source.UVM, Source.GSP)
-"""Calls whose never returning (or returning late) is a wedge: the GPU's, not the host service's messages."""
-WAITING_STATES = ("waiting", "stale")
+    IN_FLIGHT = "in_flight"                  # a call in flight at the end of the trace
+    SLOW = "slow"                            # a call that returned, later than the threshold
+    GSP_NO_RESPONSE = "gsp_no_response"      # a GSP request without its response
+    NO_COMPLETION = "no_completion"          # a channel with work the host never completed
+    LATCH_NOT_REARMED = "latch_not_rearmed"  # a rank whose one-shot latch fired and never re-armed
+    DRAIN_HELD = "drain_held"                # a rank held by a drain that never ended
+    QUIET = "quiet"                          # a client that stopped making calls without exiting
 
 
 @dataclass
 class Wedge:
-    kind: str
+    kind: WedgeKind
     summary: str
     client_id: str | None = None
     seq: int | None = None
@@ -58,6 +63,18 @@ class Wedge:
                 "chain": list(self.chain)}
 
 
+@dataclass(frozen=True)
+class CutCall:
+    """A call in flight when the recording was cut: whether it returned, the trace cannot say."""
+
+    call: CallInfo
+    summary: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"client": self.call.client_id, "seq": self.call.enter_seq, "t_ns": self.call.t_enter,
+                "name": self.call.full_name, "summary": self.summary}
+
+
 class _Finder:
     def __init__(self, model: SessionModel, slow_ns: int) -> None:
         self.m = model
@@ -65,7 +82,7 @@ class _Finder:
         self.end = model.end_ns
         self.rel = lambda t: format_offset(t - model.start_ns)
         self.final = model.state_at(model.end_ns)
-        self.in_flight = model.in_flight_calls(WEDGE_SOURCES)
+        self.in_flight = [c for c in model.in_flight_calls(CALL_SOURCES) if not model.cut_short(c)]
 
     def client_label(self, client_id: str | None) -> str:
         if client_id is None:
@@ -74,15 +91,13 @@ class _Finder:
 
     # -- chains -----------------------------------------------------------------------
 
-    def lock_holder(self, call: CallInfo) -> tuple[Lock, CallInfo] | None:
+    def lock_holder(self, call: CallInfo) -> tuple[LockRule, CallInfo] | None:
         """A call of another client holding a lock ``call`` needs, in flight since before it."""
-        for lock in LOCKS:
-            if call.name not in lock.takers:
-                continue
-            holders = [c for c in self.in_flight if c is not call and c.name in lock.takers
+        for kind in call.locks:
+            holders = [c for c in self.in_flight if c is not call and kind in c.locks
                        and c.t_enter < call.t_enter and c.client_id != call.client_id]
             if holders:
-                return lock, min(holders, key=lambda c: c.t_enter)
+                return LOCKS[kind], min(holders, key=lambda c: c.t_enter)
         return None
 
     def host_evidence(self, client_id: str | None) -> list[str]:
@@ -118,16 +133,12 @@ class _Finder:
             return []
         lines = []
         if rank.latch_armed is False:
-            fired = next((tr for tr in reversed(self.m.history(rank.entity))
-                          if tr.attr == "detail" and str(tr.value).startswith("fired")), None)
             who = f" of {rank.last_channel_id.split('/')[0]}" if rank.last_channel_id else ""
-            lines.append(f"rank {index}'s one-shot latch fired at {self.rel(fired.t_ns if fired else 0)} "
+            lines.append(f"rank {index}'s one-shot latch fired at {self.rel(rank.fired_ns or 0)} "
                          f"(generation {rank.latch_generation}, channel {rank.last_channel or 0:#x}{who}) "
                          f"and was never re-armed")
         if rank.drain_held:
-            held = next((tr for tr in reversed(self.m.history(rank.entity))
-                         if tr.attr == "state" and tr.value == "drain_held"), None)
-            lines.append(f"rank {index} is in a drain hold since {self.rel(held.t_ns if held else 0)}: "
+            lines.append(f"rank {index} is in a drain hold since {self.rel(rank.held_ns or 0)}: "
                          f"the host holds its completions")
         return lines
 
@@ -155,7 +166,7 @@ class _Finder:
         held = self.lock_holder(call)
         if held is not None:
             lock, holder = held
-            chain.append(f"waiting for {lock.name}, held by {self.client_label(holder.client_id)}'s "
+            chain.append(f"waiting for the {lock.side} {lock.name}, held by {self.client_label(holder.client_id)}'s "
                          f"{holder.full_name} (in flight since {self.rel(holder.t_enter)}): {lock.why}")
             return chain, score
         evidence = self.host_evidence(call.client_id)
@@ -177,23 +188,23 @@ class _Finder:
         out = []
         for call in self.in_flight:
             chain, score = self.chain_for(call)
-            out.append(Wedge("in_flight", f"{self.client_label(call.client_id)}: {call.full_name} never returned",
+            out.append(Wedge(WedgeKind.IN_FLIGHT, f"{self.client_label(call.client_id)}: {call.full_name} never returned",
                              call.client_id, call.enter_seq, call.t_enter, call.t_enter, chain, score))
-        for call in self.m.calls_slower_than(self.slow_ns, WEDGE_SOURCES):
+        for call in self.m.calls_slower_than(self.slow_ns, CALL_SOURCES):
             latency = call.latency_ns
             if latency is not None:
-                out.append(Wedge("slow", f"{self.client_label(call.client_id)}: {call.full_name} took "
+                out.append(Wedge(WedgeKind.SLOW, f"{self.client_label(call.client_id)}: {call.full_name} took "
                                  f"{format_duration(latency)}", call.client_id, call.enter_seq, call.t_enter,
                                  call.t_enter, [f"returned {call.status_name} after {format_duration(latency)} "
                                                 f"(threshold {format_duration(self.slow_ns)})"], latency / 1e9))
         return out
 
     def gsp(self) -> list[Wedge]:
-        return [Wedge("gsp_no_response", f"GSP {x.function} (sequence {x.sequence}) got no response",
+        return [Wedge(WedgeKind.GSP_NO_RESPONSE, f"GSP {x.function} (sequence {x.sequence}) got no response",
                       x.client_id, x.request_seq, x.t_request, x.t_request,
                       [f"sent at {self.rel(x.t_request)}, no response by the end of the trace"],
                       (self.end - x.t_request) / 1e9)
-                for x in self.m.gsp if x.response_seq is None]
+                for x in self.m.gsp if x.response_seq is None and not self.m.cut]
 
     def channels(self) -> list[Wedge]:
         out = []
@@ -201,7 +212,7 @@ class _Finder:
             state = self.final.of(chan.entity).get("state")
             if state in WAITING_STATES:
                 chain = self.host_evidence(chan.client_id) or [f"state {state}"]
-                out.append(Wedge("no_completion", f"channel {chan.handle:#x} ({chan.id}) has work but no completion",
+                out.append(Wedge(WedgeKind.NO_COMPLETION, f"channel {chan.handle:#x} ({chan.id}) has work but no completion",
                                  chan.client_id, None, None, None, chain, 10, entity=chan.entity))
         return out
 
@@ -212,8 +223,8 @@ class _Finder:
             waiting = [c for c in self.m.channels.values()
                        if c.rank == rank.index and self.final.of(c.entity).get("state") in WAITING_STATES]
             if evidence and waiting:
-                kind, what = (("latch_not_rearmed", "latch fired and never re-armed") if rank.latch_armed is False
-                              else ("drain_held", "drain hold never released"))
+                kind, what = ((WedgeKind.LATCH_NOT_REARMED, "latch fired and never re-armed")
+                              if rank.latch_armed is False else (WedgeKind.DRAIN_HELD, "drain hold never released"))
                 out.append(Wedge(kind, f"rank {rank.index}: {what}",
                                  None, None, None, None,
                                  evidence + [f"{c.id} waits on it" for c in waiting], 20, entity=rank.entity))
@@ -230,10 +241,26 @@ class _Finder:
             blocked = [c for c in self.in_flight if c.client_id == client.id]
             why = (f"its last call, {blocked[0].full_name}, never returned" if blocked
                    else "it did not exit and made no call since")
-            out.append(Wedge("quiet", f"{client.label} went quiet", client.id, client.last_seq, client.last_ns,
+            out.append(Wedge(WedgeKind.QUIET, f"{client.label} went quiet", client.id, client.last_seq, client.last_ns,
                              client.last_ns, [f"no traffic for {format_duration(gap)} before the end: {why}"],
                              gap / 1e9 / 10))
         return out
+
+
+def cut_by_end(model: SessionModel) -> list[CutCall]:
+    """The calls (and GSP requests) in flight when a recovered trace was cut: not wedges, since
+    their returns may be in what the recording lost.  Empty unless ``model.cut``."""
+    if not model.cut:
+        return []
+    rel = lambda t: format_offset(t - model.start_ns)  # noqa: E731
+    out = []
+    for call in model.calls:
+        if call.source in CALL_SOURCES and model.cut_short(call):
+            who = model.client(call.client_id).label if call.client_id else f"pid {call.pid}"
+            out.append(CutCall(call, f"{who}: {call.full_name} cut by the end of the recording (entered at "
+                                     f"{rel(call.t_enter)}, {format_duration(model.end_ns - call.t_enter)} "
+                                     f"before the trace ends; whether it returned was lost)"))
+    return out
 
 
 def find_wedges(model: SessionModel, slow_ns: int = 1_000_000_000) -> list[Wedge]:

@@ -79,6 +79,9 @@ class RecordOptions:
     """After Ctrl-C, how long the tree may take to exit on its own before recording stops."""
     progress: bool | None = None
     """Show the live progress line: None means when stderr is a terminal."""
+    feeds: Sequence[Any] = ()
+    """More record streams merged in time order, each read like a ring (``drain()``) and named in the
+    metadata and the STOP mark: the kernel shim's ``rmtrace.capture.kmod.KmodFeed``."""
 
 
 @dataclass
@@ -164,7 +167,8 @@ class Recorder:
         meta = dict(host)
         meta.update({
             "command": list(self.opt.command),
-            "backend": "preload",
+            "backend": "+".join(["preload", *(feed.name for feed in self.opt.feeds)]),
+            **{feed.name: feed.meta() for feed in self.opt.feeds},
             "start_time": now.isoformat(),
             "start_monotonic_ns": time.monotonic_ns(),
             "profile": profile,
@@ -196,7 +200,7 @@ class Recorder:
 
     def _read_rings(self, session: Session) -> int:
         self._rings.extend(session.new_rings())
-        return sum(self._drain(ring) for ring in self._rings)
+        return sum(self._drain(ring) for ring in [*self._rings, *self.opt.feeds])
 
     def _retire_rings(self, session: Session, everything: bool = False) -> None:
         """Forget rings that can get nothing new: thread exited, process gone, or broken."""
@@ -349,6 +353,7 @@ class Recorder:
                           unmatched_exits=self._calls.unmatched_exits)
         if self.opt.lossy or any(res.losses[k] for k in LOSS_COUNTERS):
             marks.append(_mark(MarkOp.LOST, dict(res.losses, lossy=self.opt.lossy)))
+        marks += [mark for feed in self.opt.feeds for mark in feed.closing_marks(time.monotonic_ns())]
         marks.append(_mark(MarkOp.STOP, {
             "reason": reason, "signal": self._signal, "elapsed_s": round(time.monotonic() - start, 6),
             "exit_status": exit_code(tree.root_status) if tree.root_status is not None else None,
@@ -357,6 +362,7 @@ class Recorder:
             "terminating": sorted(live), "broken_rings": self._broken,
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
             "buffer_reads": {name.removeprefix("read_"): self._retired[name] for name in READ_COUNTERS},
+            **{feed.name: feed.summary() for feed in self.opt.feeds},
         }))
         return marks
 

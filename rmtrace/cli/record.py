@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
 from rmtrace.capture import RecordOptions, record_command
 from rmtrace.capture.ctab import DEFAULT_RING_SIZE, check_ring_size
@@ -61,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="drop records when a ring is full (and count them) instead of making the thread wait")
     parser.add_argument("--ring-size", metavar="BYTES", default=str(DEFAULT_RING_SIZE),
                         help=f"ring per traced thread, a power of two (default {DEFAULT_RING_SIZE >> 20}M)")
+    parser.add_argument("--backend", default="preload", metavar="preload|kmod[:PATH]",
+                        help="kmod: also drain the kernel shim's /dev/rmtrace (or PATH: a device or a guest's "
+                             "drained port), merged with CMD's records in time order; without CMD, the kernel alone "
+                             "until --duration, Ctrl-C or the module detaches (docs/kernel-shim.md)")
+    parser.add_argument("--driver", metavar="VERSION", help="the driver version the trace is decoded with (kmod)")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS...", help="the command to record")
 
 
@@ -68,18 +74,27 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.cmd)
     if command[:1] == ["--"]:
         command = command[1:]
-    if not command:
-        raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
+    backend, _, kmod_path = args.backend.partition(":")
+    if backend not in ("preload", "kmod") or (backend == "preload" and kmod_path):
+        raise RmtraceError(f"--backend {args.backend}: preload or kmod[:PATH]")
     duration = parse_duration(args.duration) if args.duration is not None else None
     if duration is not None and duration <= 0:
         raise RmtraceError(f"--duration must be positive, not {args.duration!r} (leave it out to record until the "
                            f"command exits)")
+    if backend == "kmod" and not command:
+        return _record_kmod(args, kmod_path, output_path(args.output, force=args.force),
+                            duration / 1e9 if duration is not None else None)
+    if not command:
+        raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
     options = RecordOptions(
         command=command, output=output_path(args.output, force=args.force), lossy=args.lossy,
         ring_size=check_ring_size(parse_size(args.ring_size)),
         duration_s=duration / 1e9 if duration is not None else None,
     )
-    result = record_command(options)
+    if backend == "kmod":
+        result = _record_with_kmod(options, kmod_path, args.driver)
+    else:
+        result = record_command(options)
     for warning in result.warnings:
         print(f"rmtrace record: {warning}", file=sys.stderr)
     if sys.stderr.isatty():
@@ -92,3 +107,42 @@ def run(args: argparse.Namespace) -> int:
     if result.stop_reason == "interrupted":
         return ExitCode.INTERRUPTED
     return result.exit_status
+
+
+def _record_with_kmod(options: RecordOptions, path: str, driver: str | None) -> Any:
+    """CMD under the preload shim, with the kernel shim's records merged in (RecordOptions.feeds)."""
+    from dataclasses import replace
+
+    from rmtrace.capture.host import host_metadata
+    from rmtrace.capture.kmod import DEVICE, KmodFeed
+    from rmtrace.capture.recorder import select_capture_profile
+
+    profile, warning = select_capture_profile(driver or host_metadata()["driver_version"])
+    feed = KmodFeed(path or DEVICE, profile)
+    try:
+        result = record_command(replace(options, feeds=(feed,)), profile, warning)
+    finally:
+        feed.close()
+    result.warnings += [f"kmod: {w}" for w in feed.warnings]
+    return result
+
+
+def _record_kmod(args: argparse.Namespace, path: str, output: str, duration_s: float | None) -> int:
+    """The kernel shim alone: drain /dev/rmtrace (or a guest's port) into a trace."""
+    import signal
+
+    from rmtrace.capture.host import host_metadata
+    from rmtrace.capture.kmod import DEVICE, drain_to_trace
+    from rmtrace.capture.recorder import select_capture_profile
+
+    path = path or DEVICE
+    meta = host_metadata()
+    if args.driver:
+        meta["driver_version"] = args.driver
+    profile, _warning = select_capture_profile(meta.get("driver_version"))
+    stopped = []
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as the preload recorder: finish the trace, then go
+        signal.signal(sig, lambda *_: stopped.append(True))
+    n, reason = drain_to_trace(path, output, meta, profile=profile, stop=lambda: bool(stopped), duration_s=duration_s)
+    print(f"rmtrace record: wrote {output}: {n:,} records from {path}, stopped: {reason}", file=sys.stderr)
+    return {"duration": ExitCode.TIMEOUT, "interrupted": ExitCode.INTERRUPTED}.get(reason, ExitCode.OK)

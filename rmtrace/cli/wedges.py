@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from rmtrace import jsonschema
-from rmtrace.analysis.wedges import find_wedges
+from rmtrace.analysis.wedges import cut_by_end, find_wedges
 from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
 from rmtrace.exitcodes import ExitCode
 from rmtrace.session import load_session
@@ -40,13 +40,24 @@ def run(args: argparse.Namespace) -> int:
     wedges = find_wedges(model, slow_ns=parse_duration(args.slow))
     if args.json:
         jsonschema.write_lines((jsonschema.wedge(w, model.start_ns) for w in wedges), sys.stdout)
-    elif not wedges:
-        print(f"no wedges: every call returned, {len(model.clients)} clients")
+        return _status(wedges)
+    cut = cut_by_end(model)
+    if model.cut:  # a recovered trace: what was in flight at its end may have returned after it
+        print(f"trace recovered: {model.recovery.describe()}")
+        for c in cut:
+            print(f"  {c.summary}")
+    if not wedges:
+        ended = "every call returned or was cut by the end of the recording" if cut else "every call returned"
+        print(f"no wedges: {ended}, {len(model.clients)} clients")
     else:
         for w in wedges:
             print(f"#{w.rank} [{w.kind}] {w.summary}")
             for line in w.chain:
                 print(f"    {line}")
+    return _status(wedges)
+
+
+def _status(wedges: list) -> int:
     if any(w.kind not in FINDINGS for w in wedges):
         return ExitCode.WEDGED
     return ExitCode.FOUND if wedges else ExitCode.OK

@@ -22,9 +22,10 @@ import numpy as np
 from rmtrace.decoders.roles import Category
 
 from rmtrace.semantics.events import LockKind
-from rmtrace.session.entities import LaneState
+from rmtrace.session.entities import FreedBy, LaneState
 
-ENUMS: dict[str, type[enum.Enum]] = {"LaneState": LaneState, "Category": Category, "LockKind": LockKind}
+ENUMS: dict[str, type[enum.Enum]] = {"LaneState": LaneState, "FreedBy": FreedBy, "Category": Category,
+                                     "LockKind": LockKind}
 """The enums a model's values may be, by the tag they are saved under."""
 
 

@@ -5,7 +5,7 @@ when the entry holds one, else folded (``fold`` over the call table, itself
 loaded or built) and stored.  The model is kept as columns where it is large
 (its RM objects and its transitions, ``rmtrace.columns.frames``) and as tagged
 JSON where it is small (processes, clients, channels, ranks, GSP exchanges,
-stray frees, the recorder's stop reason and losses), in ``entry/model``,
+stray frees, the recorder's stop reason, losses and the calls it marked in flight), in ``entry/model``,
 written to a temporary directory and renamed into place.  A model the codec
 cannot save (a value it has no form for) is simply folded again next time.
 """
@@ -32,7 +32,7 @@ from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 
 MODEL = "model"
-MODEL_VERSION = 1
+MODEL_VERSION = 2
 """Bumped whenever what a stored model holds changes meaning."""
 
 Fold = Callable[[TraceReader, DecoderSet, CallTable, int], SessionModel]
@@ -72,6 +72,7 @@ def store_model(entry: Path, model: SessionModel) -> bool:
             "gsp": [encode_instance(x) for x in model.gsp],
             "stray_frees": [encode_instance(c) for c in model.stray_frees],
             "stop_reason": encode(model.stop_reason), "lost": encode(model.lost),
+            "marked_in_flight": encode(set(model.marked_in_flight)),
         }
         (work / "manifest.json").write_text(json.dumps(manifest))
         os.rename(work, entry / MODEL)
@@ -114,3 +115,4 @@ def _restore(folder: Folder, manifest: dict[str, Any], where: Path) -> None:
     folder.stray_frees = [decode_instance(CallInfo, f) for f in manifest["stray_frees"]]
     folder.stop_reason = decode(manifest["stop_reason"])
     folder.lost = decode(manifest["lost"])
+    folder.marked_in_flight = decode(manifest["marked_in_flight"])

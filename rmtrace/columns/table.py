@@ -720,7 +720,7 @@ class CallTableBuilder:
 
     def _new_client_id(self, pid: int) -> str:
         """The name the trace gives this process's client (a replay's plan), else the next free ``cN``
-        (as ``Folder._new_client_id`` names them)."""
+        (as ``rmtrace.session.fold.ClientNames`` names them)."""
         taken = {c.id for c in self.clients}
         named = self.client_ids.get(pid) if pid else None
         if named is not None and named not in taken:

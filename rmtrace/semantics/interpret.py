@@ -24,7 +24,7 @@ from rmtrace.decoders.roles import Category, ControlRole, EscapeRole, GspRole, R
 from rmtrace.decoders.sema import NO_RANK, DrainReason, ResetReason, SemaOp
 from rmtrace.record import MarkOp, Phase, Record, Role, Source, SysOp
 from rmtrace.semantics import events as ev
-from rmtrace.semantics.events import Applies, Event, Ref, RefKind
+from rmtrace.semantics.events import Applies, Event, LockKind, Ref, RefKind
 from rmtrace.semantics.locks import UVM_LOCKS
 
 DEVICE_NODES: tuple[tuple[str, ev.Device], ...] = (
@@ -153,9 +153,20 @@ class Interpreter:
             return self.roles.category(self.class_id(d)) in (Category.CHANNEL, Category.TSG)
         if role in (EscapeRole.CONTROL, GspRole.RM_CONTROL):
             return d.extra.get("cmd") in self.roles.controls
-        return False
+        return role in MAPPINGS  # the address a mapping hands out or names is a pointer: not a summary argument
 
     # -- lookups
+
+    def role(self, source: int, op: int) -> EscapeRole | UvmRole | GspRole | None:
+        """What an operation is: an RM escape's, a UVM command's or a GSP function's role (OTHER for
+        one the tables do not know); None for the sources rmtrace numbers itself (SYS, SEMA, MARK)."""
+        if source == Source.RM:
+            return self.roles.escapes.get(op, EscapeRole.OTHER)
+        if source == Source.UVM:
+            return self.roles.uvm.get(op, UvmRole.OTHER)
+        if source == Source.GSP:
+            return self.roles.gsp.get(op, GspRole.OTHER)
+        return None
 
     def rm_role(self, d: Decoded) -> EscapeRole | GspRole:
         """The role of an RM call (an escape, through IOCTL_XFER_CMD too) or a GSP function
@@ -174,6 +185,11 @@ class Interpreter:
     def class_name(self, class_id: int | None) -> str:
         """How a class is named (the decoders' name, ``class 0x...`` for one the profile lacks)."""
         return self._names.class_label(class_id).name
+
+    def locks(self, source: int, op: int) -> tuple[LockKind, ...]:
+        """The locks a call of this operation holds while it is in flight (rmtrace.semantics.locks)."""
+        role = self.role(source, op)
+        return UVM_LOCKS[role] if isinstance(role, UvmRole) else ()
 
     def engine(self, engine_type: int | None) -> tuple[str | None, int | None]:
         """(engine name, CE rank) of an NV2080 engine type."""
@@ -218,7 +234,8 @@ def _rm_alloc_memory(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None
     client, parent, handle = h.get("hClient", 0), h.get("hParent", 0), h.get("hObject", 0)
     class_id = it.class_id(d)
     out.events.append(ev.ObjectAllocated(it.roles.category(class_id), client, handle, parent or None, class_id))
-    out.uses.extend(_handle_uses(d, client))
+    out.uses.append(Ref(RefKind.HANDLE, parent or client, client))
+    out.defines.append(Ref(RefKind.HANDLE, handle, client))
 
 
 def _rm_free(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
@@ -229,9 +246,13 @@ def _rm_free(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
 
 def _rm_dup(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     h = d.handles
-    out.events.append(ev.ObjectDuplicated(h.get("hClient", 0), h.get("hObject", 0), h.get("hParent") or None,
-                                          h.get("hClientSrc", 0), h.get("hObjectSrc", 0)))
-    out.uses.extend(_handle_uses(d, h.get("hClient", 0)))
+    client, parent, handle = h.get("hClient", 0), h.get("hParent", 0), h.get("hObject", 0)
+    src_client, src = h.get("hClientSrc", 0), h.get("hObjectSrc", 0)
+    out.events.append(ev.ObjectDuplicated(client, handle, parent or None, src_client, src))
+    out.uses.append(Ref(RefKind.HANDLE, parent or client, client))
+    if src:
+        out.uses.append(Ref(RefKind.HANDLE, src, src_client))
+    out.defines.append(Ref(RefKind.HANDLE, handle, client))
 
 
 def _rm_control(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
@@ -245,7 +266,10 @@ def _rm_control(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
         return
     params = buffer_value(d, Role.PARAMS)
     if role is ControlRole.WORK_SUBMIT_TOKEN:
-        out.events.append(ev.WorkTokenIssued(client, handle, field(params, "workSubmitToken")))
+        token = field(params, "workSubmitToken")
+        out.events.append(ev.WorkTokenIssued(client, handle, token))
+        if isinstance(token, int):
+            out.defines.append(Ref(RefKind.TOKEN, token, client))
     elif role is ControlRole.BIND:
         out.events.append(ev.ChannelBound(client, handle, field(params, "engineType")))
     elif role is ControlRole.SCHEDULE:
@@ -256,12 +280,60 @@ def _rm_other(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     out.uses.extend(_handle_uses(d, d.handles.get("hClient", 0)))
 
 
+def _linear_address(d: Decoded, after: bool) -> int | None:
+    """``pLinearAddress`` of an NVOS33/NVOS34 argument (inside the ``_with_fd`` wrapper where there is one)."""
+    arg = buffer_value(d, Role.ARG, after)
+    address = field(field(arg, "params"), "pLinearAddress") or field(arg, "pLinearAddress")
+    return address if isinstance(address, int) and address else None
+
+
+def _rm_map(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    """RM_MAP_MEMORY hands out a CPU address (``pLinearAddress``), through the fd it names."""
+    _rm_other(it, call, d, out)
+    fd = d.args.get("fd")
+    if isinstance(fd, int) and fd >= 0:
+        out.uses.append(Ref(RefKind.FD, fd))
+    address = _linear_address(d, after=True)
+    if address is not None:
+        out.defines.append(Ref(RefKind.CPU_MAPPING, address))
+
+
+def _rm_unmap(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    """RM_UNMAP_MEMORY names the CPU address its RM_MAP_MEMORY handed out."""
+    _rm_other(it, call, d, out)
+    address = _linear_address(d, after=False)
+    if address is not None:
+        out.uses.append(Ref(RefKind.CPU_MAPPING, address))
+
+
+def _rm_map_dma(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    """RM_MAP_MEMORY_DMA hands out a GPU virtual address (``dmaOffset``, written back)."""
+    _rm_other(it, call, d, out)
+    va = d.args.get("dmaOffset")
+    if isinstance(va, int) and va:
+        out.defines.append(Ref(RefKind.GPU_VA, va, d.handles.get("hClient", 0)))
+
+
+def _rm_unmap_dma(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
+    _rm_other(it, call, d, out)
+    va = d.args.get("dmaOffset")
+    if isinstance(va, int) and va:
+        out.uses.append(Ref(RefKind.GPU_VA, va, d.handles.get("hClient", 0)))
+
+
+MAPPINGS = frozenset({EscapeRole.MAP_MEMORY, EscapeRole.UNMAP_MEMORY})
+"""Escapes whose meaning includes a pointer member (decoded only with the buffers)."""
+
 RM_READERS: Mapping[EscapeRole | GspRole, Reader] = {
     EscapeRole.ALLOC: _rm_alloc, GspRole.RM_ALLOC: _rm_alloc,
     EscapeRole.ALLOC_MEMORY: _rm_alloc_memory,
     EscapeRole.FREE: _rm_free, GspRole.FREE: _rm_free,
     EscapeRole.DUP_OBJECT: _rm_dup, GspRole.DUP_OBJECT: _rm_dup,
     EscapeRole.CONTROL: _rm_control, GspRole.RM_CONTROL: _rm_control,
+    EscapeRole.MAP_MEMORY: _rm_map,
+    EscapeRole.UNMAP_MEMORY: _rm_unmap,
+    EscapeRole.MAP_MEMORY_DMA: _rm_map_dma,
+    EscapeRole.UNMAP_MEMORY_DMA: _rm_unmap_dma,
 }
 """What each RM-carrying role does; every other escape only uses the handles it names."""
 
@@ -292,7 +364,7 @@ def _uvm(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     role = it.roles.uvm.get(call.first.op, UvmRole.OTHER)
     fd = call.first.fd
     client = d.handles.get("hClient", 0)
-    locks = UVM_LOCKS[role]
+    locks = it.locks(Source.UVM, call.first.op)
     out.events.extend(ev.LockTaken(lock) for lock in locks)
     if role is UvmRole.INITIALIZE:
         out.events.append(ev.UvmInitialized(fd))
@@ -405,10 +477,17 @@ def _sys(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     elif op == SysOp.DUP:
         out.events.append(ev.FdDuplicated(first.fd, first.ret))
     elif op == SysOp.MMAP:
-        out.events.append(ev.MemoryMapped(first.fd, d.args.get("addr", 0), d.args.get("length", 0),
-                                          d.args.get("offset", 0)))
+        addr = d.args.get("addr", 0)
+        out.events.append(ev.MemoryMapped(first.fd, addr, d.args.get("length", 0), d.args.get("offset", 0)))
+        if first.fd >= 0:
+            out.uses.append(Ref(RefKind.FD, first.fd))
+        if addr:
+            out.defines.append(Ref(RefKind.CPU_MAPPING, addr))
     elif op == SysOp.MUNMAP:
-        out.events.append(ev.MemoryUnmapped(d.args.get("addr", 0), d.args.get("length", 0)))
+        addr = d.args.get("addr", 0)
+        out.events.append(ev.MemoryUnmapped(addr, d.args.get("length", 0)))
+        if addr:
+            out.uses.append(Ref(RefKind.CPU_MAPPING, addr))
     elif op == SysOp.FORK:
         if first.ret > 0:
             out.events.append(ev.ProcessForked(first.ret))

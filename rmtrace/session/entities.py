@@ -51,6 +51,13 @@ class LaneState(Named):
     """A rank with neither latch nor drain state (drawn without a symbol)."""
 
 
+class FreedBy(Named):
+    """How an RM object went."""
+
+    RM_FREE = "RM_FREE"  # its own RM_FREE or an ancestor's
+    EXIT = "exit"        # the kernel freed it when its process exited
+
+
 STATES = tuple(s for s in LaneState if s is not LaneState.IDLE)
 """The states lanes are drawn with a symbol for."""
 
@@ -110,8 +117,7 @@ class RmObject:
     free_ns: int | None = None
     status: str = "NV_OK"
     h_client: int = 0
-    freed_by: str | None = None
-    """How it went: "RM_FREE" (its own or an ancestor's), "exit" (the kernel freed it when its process exited)."""
+    freed_by: FreedBy | None = None
     category: Category = Category.OTHER
     """What its class makes (from the class number: rmtrace.decoders.roles)."""
 
@@ -148,6 +154,10 @@ class Rank:
     drain_held: bool = False
     last_channel: int | None = None
     last_channel_id: str | None = None
+    fired_ns: int | None = None
+    """When its latch last fired."""
+    held_ns: int | None = None
+    """When its current drain hold began (None: not held)."""
 
     @property
     def entity(self) -> str:

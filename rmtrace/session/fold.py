@@ -22,7 +22,17 @@ from rmtrace.decoders.profiles import DriverProfile
 from rmtrace.record import Record, Source
 from rmtrace.semantics import CallMeaning, Category, Interpreter
 from rmtrace.semantics import events as ev
-from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, LaneState, Process, Rank, RmObject
+from rmtrace.session.entities import (
+    CallInfo,
+    Channel,
+    Client,
+    FreedBy,
+    GspExchange,
+    LaneState,
+    Process,
+    Rank,
+    RmObject,
+)
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
 
 CHANNEL_PRECEDENCE = (LaneState.FREED, LaneState.STALE, LaneState.WAITING, LaneState.COMPLETED,
@@ -36,6 +46,26 @@ FREED_KEPT = 8
 """Freed channels kept per bare handle for late host messages (not every one ever seen)."""
 
 
+class ClientNames:
+    """What clients are called: the trace's own name for a pid it lists (a replay's plan), else the
+    next free ``cN`` in order of appearance."""
+
+    def __init__(self, named: Mapping[int, str] | None = None) -> None:
+        self.named = dict(named or {})
+        self.given: set[str] = set()
+
+    def next(self, pid: int) -> str:
+        name = self.named.get(pid) if pid else None
+        if name is None or name in self.given:
+            taken = self.given | set(self.named.values())
+            n = len(self.given) + 1
+            while f"c{n}" in taken:
+                n += 1
+            name = f"c{n}"
+        self.given.add(name)
+        return name
+
+
 class Folder:
     """The session's state while the trace is folded."""
 
@@ -46,7 +76,7 @@ class Folder:
         self.interpreter = Interpreter(decoders)
         self.profile: DriverProfile = decoders.profile
         self.tl = timeline
-        self.client_ids = dict(client_ids or {})
+        self.client_names = ClientNames(client_ids)
         self.processes: dict[int, Process] = {}
         self.clients: dict[str, Client] = {}
         self._client_by_key: dict[Any, Client] = {}
@@ -72,6 +102,8 @@ class Folder:
         self._counters: dict[str, int] = {}
         self.stop_reason: dict | None = None
         self.lost: list[dict] = []
+        self.marked_in_flight: set[tuple[int, int]] = set()
+        """(pid, call_id) of the calls the recorder itself saw in flight when it stopped."""
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -120,24 +152,13 @@ class Folder:
             return None  # host-internal sema events belong to no client
         client = self._client_by_key.get(key)
         if client is None:
-            cid = self._new_client_id(rec.pid)
+            cid = self.client_names.next(rec.pid)
             client = Client(cid, rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns, first_seq=rec.seq,
                             last_seq=rec.seq, gsp_session=self.gsp_session if rec.source == Source.GSP else None)
             self.clients[cid] = client
             self._client_by_key[key] = client
             self.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.RUNNING)
         return client
-
-    def _new_client_id(self, pid: int) -> str:
-        """The name the trace gives this process's client, else the next free ``cN``."""
-        named = self.client_ids.get(pid) if pid else None
-        if named is not None and named not in self.clients:
-            return named
-        n = len(self.clients) + 1
-        taken = set(self.clients) | set(self.client_ids.values())
-        while f"c{n}" in taken:
-            n += 1
-        return f"c{n}"
 
     def _call_info(self, call: Call, meaning: CallMeaning, client: Client | None) -> CallInfo:
         d: Decoded = meaning.decoded
@@ -181,7 +202,7 @@ class Folder:
             self._children.setdefault((h_client, parent), []).append(handle)
         return obj
 
-    def free_object(self, h_client: int, handle: int, seq: int, t: int, by: str = "RM_FREE") -> None:
+    def free_object(self, h_client: int, handle: int, seq: int, t: int, by: FreedBy = FreedBy.RM_FREE) -> None:
         obj = self._by_handle.get((h_client, handle))
         if obj is None or obj.free_ns is not None:
             return
@@ -436,6 +457,8 @@ def _latch(f: Folder, e: ev.LatchArmed | ev.LatchFired, m: CallMeaning, info: Ca
     rank.latch_armed = not fired
     rank.latch_generation = e.generation
     rank.last_channel = e.channel
+    if fired:
+        rank.fired_ns = m.call.last.time_ns
     chan = _host_channel(f, e.channel, info)
     rank.last_channel_id = chan.id if chan is not None else None
     f.rank_flags(rank, {LaneState.LATCH_ARMED: not fired, LaneState.LATCH_FIRED: fired}, *_end(m),
@@ -447,6 +470,8 @@ def _drain(f: Folder, e: ev.DrainHeld | ev.DrainReleased, m: CallMeaning, info: 
     hold = isinstance(e, ev.DrainHeld)
     if e.rank is not None:
         rank = f.rank(e.rank)
+        if hold != rank.drain_held:
+            rank.held_ns = t if hold else None
         rank.drain_held = hold
         f.rank_flags(rank, {LaneState.DRAIN_HELD: hold}, t, seq)
     f.counter("drain_held", e.held, t, seq)
@@ -499,7 +524,7 @@ def _exited(f: Folder, e: ev.ProcessExited, m: CallMeaning, info: CallInfo) -> N
     if client is not None:
         f.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.EXITED)
         for h_client in client.rm_clients:  # the kernel frees what the process left behind
-            f.free_object(h_client, h_client, rec.seq, rec.time_ns, by="exit")
+            f.free_object(h_client, h_client, rec.seq, rec.time_ns, by=FreedBy.EXIT)
 
 
 def _stopped(f: Folder, e: ev.RecordingStopped, m: CallMeaning, info: CallInfo) -> None:
@@ -508,6 +533,10 @@ def _stopped(f: Folder, e: ev.RecordingStopped, m: CallMeaning, info: CallInfo) 
 
 def _lost(f: Folder, e: ev.RecordsLost, m: CallMeaning, info: CallInfo) -> None:
     f.lost.append(dict(e.info))
+
+
+def _marked(f: Folder, e: ev.CallInFlightAtStop, m: CallMeaning, info: CallInfo) -> None:
+    f.marked_in_flight.add((e.pid, e.call_id))
 
 
 EFFECTS: Mapping[type[ev.Event], Effect] = {
@@ -541,5 +570,6 @@ EFFECTS: Mapping[type[ev.Event], Effect] = {
     ev.ProcessExited: _exited,
     ev.RecordingStopped: _stopped,
     ev.RecordsLost: _lost,
+    ev.CallInFlightAtStop: _marked,
 }
 """What each event does to the session's state; events not listed change nothing the model keeps."""

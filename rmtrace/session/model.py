@@ -32,7 +32,10 @@ from rmtrace.session.entities import (
 )
 from rmtrace.session.fold import Folder
 from rmtrace.session.timeline import Timeline
-from rmtrace.trace import TraceReader
+from rmtrace.trace import Recovery, TraceReader
+
+LIVE = "live"
+"""``Recovery.reason`` of a trace still being written (read as it grows): not cut, only unfinished."""
 
 if TYPE_CHECKING:  # the call table's module reads the session's entities: imported where it is used
     from rmtrace.columns.table import CallTable
@@ -48,7 +51,7 @@ class SessionModel:
         self.decoders = decoders
         self.start_ns, self.end_ns = start_ns, end_ns
         self.processes: Mapping[int, Process] = folder.processes
-        self.clients: tuple[Client, ...] = tuple(sorted(folder.clients.values(), key=_client_order))
+        self.clients: tuple[Client, ...] = tuple(folder.clients.values())
         self._clients = folder.clients
         self.objects: Mapping[tuple[str, int], RmObject] = folder.objects
         self.object_list: Sequence[RmObject] = folder.object_list
@@ -62,12 +65,24 @@ class SessionModel:
         self.stray_frees: Sequence[CallInfo] = folder.stray_frees
         self.stop_reason = folder.stop_reason
         self.lost = folder.lost
+        self.marked_in_flight: frozenset[tuple[int, int]] = frozenset(folder.marked_in_flight)
+        self.recovery: Recovery = reader.recovery
         self.timeline = timeline
         self._seqs, self._seq_clients = table.record_clients()
         for client in self.clients:
             proc = self.processes.get(client.pid)
             name = os.path.basename(proc.argv[0]) if proc and proc.argv else ""
             client.label = f"{client.id} pid {client.pid}" + (f" ({name})" if name else "")
+
+    @property
+    def cut(self) -> bool:
+        """The recording ended abruptly: the trace was recovered (no intact footer: the recorder was
+        killed, the file torn), so what was in flight at its end may well have returned after."""
+        return not self.recovery.complete and self.recovery.reason != LIVE
+
+    def cut_short(self, call: CallInfo) -> bool:
+        """``call`` was in flight when the recording was cut, and the recorder never said it still was."""
+        return call.in_flight and self.cut and (call.pid, call.call_id) not in self.marked_in_flight
 
     # -- lookups
 
@@ -154,12 +169,6 @@ class SessionModel:
         for rank in sorted(self.ranks.values(), key=lambda r: r.index):
             out.append(self.timeline.lane(rank.entity, "rank", "host", f"rank {rank.index}"))
         return out
-
-
-def _client_order(client: Client) -> tuple[int, str]:
-    """c1, c2, ..., c10: by number (the clients a replay's plan names appear in any order)."""
-    number = client.id[1:]
-    return (int(number), "") if number.isdigit() else (1 << 30, client.id)
 
 
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,

@@ -17,6 +17,7 @@ code; every qemu runs under a timeout.  One boot serves a whole test module.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import socket
@@ -33,6 +34,8 @@ MODULE_DIRS = ("kmod", "standin", "sample_target")
 GUEST_PROGRAMS = ("rmt_relay", "rmt_check")
 BOOT_TIMEOUT_S = 120
 PORTS = ("agent", "replay", "trace")
+AGENT_CHUNK = 3000
+"""base64 characters per agent line (rmt_relay agent takes lines of up to 4095 bytes; a multiple of 4)."""
 
 
 def kernel_version() -> str | None:
@@ -215,6 +218,18 @@ class Guest:
         if rc:
             raise AssertionError(f"guest: {command!r} exited {rc}:\n{out}")
         return out
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` in the guest (base64 through the agent, in lines it takes whole)."""
+        text = base64.b64encode(data).decode()
+        self.ok(f": > {path}")
+        for i in range(0, len(text), AGENT_CHUNK):
+            self.ok(f"echo {text[i:i + AGENT_CHUNK]} | base64 -d >> {path}")
+
+    def stop(self, pattern: str) -> None:
+        """End the guest processes whose command line contains ``pattern`` (busybox has no pkill)."""
+        self.sh(f"for p in $(ps -o pid,args | grep '{pattern}' | grep -v grep | awk '{{print $1}}'); "
+                f"do kill $p; done; sleep 0.3")
 
     def close(self) -> None:
         try:

@@ -19,10 +19,14 @@ anything reaches the driver:
 * **reservations**: the address ranges the recorded process had mapped where
   its calls point (UVM ranges, OS-descriptor memory, fixed mmaps), which the
   replaying process maps before its first call;
-* **dependencies**: what each message uses and defines (handles, fds,
-  mappings, cookies); a message that uses something a skipped message
-  defines is itself skipped, naming that message and the first reason.  So a
-  status that differs can never come from an object the replay left out.
+* **dependencies**: what each message uses and defines, as the semantic layer
+  says (``rmtrace.semantics``: handles scoped by their RM client, fds, UVM VA
+  spaces), plus what it does not say yet and the remapping knows from the
+  fields (``_extra_refs``: the fds inside arguments and params, the handles in
+  alloc and UVM params, dup's fds, the CPU mappings MAP_MEMORY and mmap hand
+  out and later calls pass back); a message that uses something a skipped
+  message defines is itself skipped, naming that message and the first reason.
+  So a status that differs can never come from an object the replay left out.
 """
 
 from __future__ import annotations
@@ -37,8 +41,11 @@ from rmtrace.replayer.messages import Message
 from rmtrace.replayer.plan import lane_shift
 from rmtrace.replayer.targets.nvidia.fields import RM_ALLOC, RM_CONTROL, RM_XFER, Leaf, Walker, buffer_name, call_keys
 
+from rmtrace.calls import Call, CallState
 from rmtrace.capture.ctab import USER_ALLOC_TYPES
-from rmtrace.record import BufferFlag, Record, Role, Source, SysMmap, SysOp, When, decode_record
+from rmtrace.record import BufferFlag, Phase, Record, Role, Source, SysMmap, SysOp, When, decode_record
+from rmtrace.semantics import Interpreter
+from rmtrace.semantics.events import Ref, RefKind
 
 RM_FREE = 0x29
 IOC_READ_WRITE, NV_IOCTL_MAGIC = 3, 0x46
@@ -105,8 +112,8 @@ class Action:
     reason: str = ""
     unsafe: str = ""
     """The table's reason when ``allow_unsafe`` let an unsafe call through."""
-    uses: tuple[tuple, ...] = ()
-    defines: tuple[tuple, ...] = ()
+    uses: tuple[Ref, ...] = ()
+    defines: tuple[Ref, ...] = ()
 
 
 @dataclass
@@ -134,6 +141,15 @@ def uuid_bytes(text: str) -> bytes | None:
     return raw if len(raw) == 16 else None
 
 
+def fd_ref(fd: int) -> Ref:
+    return Ref(RefKind.FD, fd)
+
+
+def mapping_ref(value: int) -> Ref:
+    """A CPU mapping by the value the driver or mmap handed out (a cookie, an address)."""
+    return Ref(RefKind.CPU_MAPPING, value)
+
+
 class Compiler:
     """Compiles message streams of one plan (see the module docstring)."""
 
@@ -147,13 +163,14 @@ class Compiler:
                                       if n is not None)
         self._names = semantics._ctx.names
         self._room: dict[int, tuple[int, int]] = {}
+        self.interpreter = Interpreter(semantics.decoders)
 
     # ------------------------------------------------------------------ a stream
 
     def compile(self, messages: Sequence[Message]) -> Program:
         ranges: list[tuple[int, int, bool]] = []
         self._room = self._lane_room(messages)
-        actions = [self._message(m, ranges) for m in messages]
+        actions = [self._with_meaning(m, self._message(m, ranges)) for m in messages]
         self._pool_unmaps(messages, actions)
         for a in actions:  # fixed mmaps land inside the process's own reservations
             if a.kind == "mmap" and a.mmap[3] & MAP_FIXED:
@@ -163,6 +180,16 @@ class Compiler:
         self._va_checks(messages, program)
         self._dependencies(messages, program)
         return program
+
+    def _with_meaning(self, msg: Message, action: Action) -> Action:
+        """The action with what the semantic layer says its message uses and defines (before its own refs)."""
+        records = (decode_record(msg.request),) + ((decode_record(msg.reply),) if msg.reply is not None else ())
+        state = CallState.COMPLETE if len(records) > 1 else \
+            CallState.SINGLE if records[0].phase == Phase.EVENT else CallState.IN_FLIGHT
+        meaning = self.interpreter.interpret(Call(records, state))
+        action.uses = tuple(dict.fromkeys(meaning.uses + action.uses))
+        action.defines = tuple(dict.fromkeys(meaning.defines + action.defines))
+        return action
 
     def _pool_unmaps(self, messages: Sequence[Message], actions: Sequence[Action]) -> None:
         """Before UVM_FREE of a range the process mapped from its UVM fd, drop that CPU mapping.
@@ -235,10 +262,10 @@ class Compiler:
 
     def _dependencies(self, messages: Sequence[Message], program: Program) -> None:
         """Skip what uses a key a skipped message defines, naming it and the first reason (by construction)."""
-        definer: dict[tuple, int] = {}
+        definer: dict[Ref, int] = {}
         skipped = program.skipped
         for msg, action in zip(messages, program.actions):
-            stray = next((k[1] for k in action.uses if k[0] == "fd" and k not in definer), None)
+            stray = next((k.value for k in action.uses if k.kind is RefKind.FD and k not in definer), None)
             if action.kind != "skip" and stray is not None:
                 action = program.actions[msg.index] = Action(
                     "skip", reason=f"fd {stray} is not one this client opened in the recording (it had it before)",
@@ -278,7 +305,7 @@ class Compiler:
                     break
                 for lo, hi in known:
                     if value and lo <= value < hi:
-                        action.uses = action.uses + (("va", lo),)
+                        action.uses = action.uses + (mapping_ref(lo),)
                         break
 
     # ------------------------------------------------------------------ one message
@@ -289,14 +316,13 @@ class Compiler:
             return self._sys(record, msg)
         if record.source not in (Source.RM, Source.UVM):
             return Action("skip", reason="a GSP RPC, not an ioctl: a real driver is not sent these by a process")
-        fd_use = (("fd", record.fd),)
         if msg.expect.response is None or msg.reply is None:
-            return Action("skip", reason="the recording never saw this call return", uses=fd_use)
+            return Action("skip", reason="the recording never saw this call return")
         reply = decode_record(msg.reply)
         problem = ""
         try:
             call = self._ioctl(record, reply, msg, ranges)
-            uses, defines = self._keys(record, call)
+            uses, defines = self._extra_refs(record, call)
         except _Skip as why:
             call, problem = None, str(why)
             uses, defines = (), self._defines_only(record, reply)
@@ -305,13 +331,14 @@ class Compiler:
         if rule is None or not rule.safe:
             unsafe = f"{what}: {rule.reason}" if rule is not None else f"{what} is not in the safety table"
             if not self.allow_unsafe:  # what it would have defined stays defined by it: its users skip too
-                return Action("skip", reason=f"unsafe: {unsafe}", uses=fd_use + uses, defines=defines)
+                return Action("skip", reason=f"unsafe: {unsafe}", uses=uses, defines=defines)
         if call is None:
-            return Action("skip", reason=problem, uses=fd_use, defines=defines)
-        return Action("ioctl", call=call, fd=record.fd, unsafe=unsafe, uses=fd_use + uses, defines=defines)
+            return Action("skip", reason=problem, defines=defines)
+        return Action("ioctl", call=call, fd=record.fd, unsafe=unsafe, uses=uses, defines=defines)
 
-    def _defines_only(self, record: Record, reply: Record) -> tuple[tuple, ...]:
-        """What a call that cannot be rebuilt would have defined (its argument's new handles and cookies)."""
+    def _defines_only(self, record: Record, reply: Record) -> tuple[Ref, ...]:
+        """What a call that cannot be rebuilt would have defined beyond what the semantic layer says
+        (an RM_ALLOC_MEMORY's new handle, MAP_MEMORY's cookie): read off its argument."""
         roles: dict[str, str] = {}
         for key in call_keys(self.walker, record):
             roles.update(self.tables.fields.get(key, {}))
@@ -319,12 +346,14 @@ class Compiler:
         if arg is None:
             return ()
         out = []
+        client = int.from_bytes(arg.data[0:4], "little")
         for leaf in self.walker.buffer_leaves(record, Role.ARG, 0, len(arg.data)):
             role = roles.get(leaf.pattern)
             if role in ("handle-new", "cookie-out"):
                 value = int.from_bytes(arg.data[leaf.offset:leaf.offset + leaf.size], "little")
                 if value:
-                    out.append(("h" if role == "handle-new" else "cookie", value))
+                    out.append(Ref(RefKind.HANDLE, value, client or value) if role == "handle-new" else
+                               mapping_ref(value))
         return tuple(out)
 
     def _rule(self, record: Record) -> tuple[Rule | None, str]:
@@ -366,14 +395,13 @@ class Compiler:
             if fd < 0:
                 return Action("skip", reason=f"the recorded open of {text} failed")
             if self.tables.device(node) is None:
-                return Action("skip", reason=f"opens {text}: not a device node the replay opens",
-                              defines=(("fd", fd),))
-            return Action("open", fd=fd, path=node, defines=(("fd", fd),))
+                return Action("skip", reason=f"opens {text}: not a device node the replay opens")
+            return Action("open", fd=fd, path=node)
         if op == SysOp.CLOSE:
-            return Action("close", fd=record.fd, uses=(("fd", record.fd),))
-        if op == SysOp.DUP:
-            return Action("dup", fd=record.fd, old_fd=record.ret, uses=(("fd", record.ret),),
-                          defines=(("fd", record.fd),))
+            return Action("close", fd=record.fd)
+        if op == SysOp.DUP:  # (the semantic layer does not say dup uses and defines fds yet)
+            return Action("dup", fd=record.fd, old_fd=record.ret, uses=(fd_ref(record.ret),),
+                          defines=(fd_ref(record.fd),))
         if op in (SysOp.MMAP, SysOp.MUNMAP):
             arg = record.buffer(Role.ARG)
             if arg is None or len(arg.data) < SysMmap.sizeof():
@@ -384,9 +412,9 @@ class Compiler:
             if msg.reply is None:
                 return Action("skip", reason="the recording never saw this mmap return")
             result = decode_record(msg.reply).ret
-            defines = (("va", result),) if not m.flags & MAP_FIXED and result > 0 else ()
+            defines = (mapping_ref(result),) if not m.flags & MAP_FIXED and result > 0 else ()
             return Action("mmap", fd=record.fd, mmap=(m.addr, m.length, m.prot, m.flags, m.offset),
-                          uses=(("fd", record.fd),), defines=defines)
+                          uses=(fd_ref(record.fd),), defines=defines)
         if op == SysOp.EXIT:
             return Action("exit")
         return Action("none")
@@ -549,25 +577,36 @@ class Compiler:
             bufs[i] = bytes(data)
         return moved
 
-    @staticmethod
-    def _keys(record: Record, call: Ioctl) -> tuple[tuple[tuple, ...], tuple[tuple, ...]]:
-        """What the call uses (handles, fds, cookies it passes in) and defines (handles, cookies it gets)."""
-        uses: list[tuple] = []
-        defines: list[tuple] = []
+    def _extra_refs(self, record: Record, call: Ioctl) -> tuple[tuple[Ref, ...], tuple[Ref, ...]]:
+        """What the call uses and defines that the semantic layer does not say (see the module docstring):
+        read off the fields the remapping rewrites."""
+        uses: list[Ref] = []
+        defines: list[Ref] = []
         after = {b: data for b, data in zip(call.after, call.recorded_after)}
+        client = self._client(call)
         for s in call.sites:
             value = int.from_bytes(call.bufs[s.buf][s.offset:s.offset + s.size], "little") if s.size <= 8 else 0
             if s.role in ("handle", "handle-free") and value:
-                uses.append(("h", value))
-            elif s.role == "fd" and value != 0xFFFFFFFF and value < 1 << 31:
-                uses.append(("fd", value))
+                uses.append(Ref(RefKind.HANDLE, value, client))
+            elif s.role == "fd" and value < 1 << (8 * s.size - 1):  # a negative fd is none
+                uses.append(fd_ref(value))
             elif s.role == "cookie" and value:
-                uses.append(("cookie", value))
+                uses.append(mapping_ref(value))
             elif s.role in ("handle-new", "cookie-out") and s.buf in after:
                 got = int.from_bytes(after[s.buf][s.offset:s.offset + s.size], "little")
                 if got:
-                    defines.append(("h" if s.role == "handle-new" else "cookie", got))
+                    defines.append(Ref(RefKind.HANDLE, got, client or got) if s.role == "handle-new" else
+                                   mapping_ref(got))
         return tuple(dict.fromkeys(uses)), tuple(defines)
+
+    @staticmethod
+    def _client(call: Ioctl) -> int:
+        """The RM client a call's handles belong to: its argument's first member (hRoot, hClient) for RM,
+        the params' hClient for UVM."""
+        site = next((s for s in call.sites if s.path == "arg.hClient"), None)
+        arg = call.bufs[site.buf if site is not None else 0] if call.bufs else b""
+        offset = site.offset if site is not None else 0
+        return int.from_bytes(arg[offset:offset + 4], "little") if len(arg) >= offset + 4 else 0
 
 
 class _Skip(Exception):

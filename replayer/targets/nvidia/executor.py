@@ -45,7 +45,6 @@ PROT_NONE, PROT_RW = 0, 3
 MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE, MAP_FIXED = 0x02, 0x20, 0x4000, 0x10
 MAP_FIXED_NOREPLACE = 0x100000
 MAP_FAILED = ctypes.c_void_p(-1).value
-RM_FREE_REQUEST = (3 << 30) | (16 << 16) | (0x46 << 8) | 0x29
 LENGTH = struct.Struct("<I")
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -252,22 +251,22 @@ class Client:
         self.own.add(got, got + length)
         return got
 
-    def teardown(self, frees: list, uvm_first: bool) -> list:
-        """Free what is left: UVM fds closed first (as a process exit would not order them, UVM before RM is
-        what a program's own teardown does), then the RM clients still alive, then every fd, then the ranges."""
+    def teardown(self, frees: list, free_request: int) -> list:
+        """Free what is left: the UVM fds closed first (a program's own teardown unregisters from UVM before
+        it frees its RM objects), then each RM client still alive (RM_FREE of the client, issued as
+        ``free_request`` on an fd of the file it was allocated through), then every fd, then the ranges."""
         results = []
         with self.fd_lock:
             fds = dict(self.fds)
-        if uvm_first:
-            for fd, node in fds.items():
-                if node.startswith("nvidia-uvm"):
-                    self._close_quietly(fd)
+        for fd, node in fds.items():
+            if node.startswith("nvidia-uvm"):
+                self._close_quietly(fd)
         for fd, client in frees:
             if fd not in fds:  # RM freed the clients of that fd when it was closed
                 continue
             arg = bytearray(struct.pack("<4I", client, client, client, 0))
             try:
-                ret = fcntl.ioctl(fd, RM_FREE_REQUEST, arg, True)
+                ret = fcntl.ioctl(fd, free_request, arg, True)
             except OSError:
                 ret = -1
             results.append((client, ret, struct.unpack_from("<I", arg, 12)[0]))
@@ -306,8 +305,8 @@ def main() -> int:
     while True:
         head = read_exact(inp, LENGTH.size)
         body = read_exact(inp, LENGTH.unpack(head)[0]) if head is not None else None
-        if body is None:  # the target is gone: leave nothing behind
-            client.teardown([], True)
+        if body is None:  # the target is gone: closing every fd makes RM and UVM free what this process held
+            client.teardown([], 0)
             return 0
         if not client.dispatch(marshal.loads(body)):
             return 0

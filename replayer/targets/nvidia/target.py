@@ -36,7 +36,15 @@ from rmtrace.decoders.profiles.safety import replay_tables
 from rmtrace.replayer.messages import Message, Outcome
 from rmtrace.replayer.plan import Plan
 from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
-from rmtrace.replayer.targets.nvidia.compile import MAP_FIXED, RM_FREE, Action, Compiler, Program, uuid_bytes
+from rmtrace.replayer.targets.nvidia.compile import (
+    MAP_FIXED,
+    RM_FREE,
+    Action,
+    Compiler,
+    Program,
+    ioctl_request,
+    uuid_bytes,
+)
 from rmtrace.replayer.targets.nvidia.process import ClientProcess
 from rmtrace.replayer.targets.nvidia.remap import AddressMap, Remap
 
@@ -102,7 +110,7 @@ class _Run:
         self.proc: ClientProcess | None = None
         self.handles, self.fds, self.cookies, self.gpuids = Remap(), Remap(), Remap(), Remap()
         self.addresses = AddressMap()
-        self.failed: dict[tuple, tuple[int, str]] = {}
+        self.failed: dict[Any, tuple[int, str]] = {}
         """Keys defined by a message that diverged: its number and name."""
         self.files: dict[int, int] = {}
         """Real fd -> the open file it is (dup shares it)."""
@@ -126,6 +134,9 @@ class NvidiaTarget(Target):
         self.allow_unsafe = allow_unsafe
         self.name = "nvidia (unsafe calls allowed)" if allow_unsafe else "nvidia"
         self.device_dir = os.environ.get(DEVICE_DIR_ENV) or "/dev"
+        free = plan.semantics.profile.escapes.get(RM_FREE)
+        self.free_request = ioctl_request(free.nr, free.size or 0) if free is not None else 0
+        """RM_FREE (its argument NVOS00, by the profile) as the teardown issues it for each root client left."""
         self.uuids = Remap()
         self._recorded_gpus = list(plan.meta.get("gpus") or [])
         self._gpus_now = gpus
@@ -195,7 +206,7 @@ class NvidiaTarget(Target):
         elif kind == "munmap":
             op = proc.send(tid, "munmap", run.addresses.forward(action.mmap[0]), action.mmap[1])
         elif kind == "exit":
-            op = proc.send(tid, "teardown", self._frees(run), True)
+            op = proc.send(tid, "teardown", self._frees(run), self.free_request)
         else:
             call = action.call
             bufs = [bytearray(b) for b in call.bufs]
@@ -229,7 +240,7 @@ class NvidiaTarget(Target):
         try:
             live = [(r, r.proc) for r in self.runs.values() if r.proc is not None and not r.proc.closed
                     and not r.finished]
-            teardowns = {(p.pid, p.send(0, "teardown", self._frees(r), True)) for r, p in live}
+            teardowns = {(p.pid, p.send(0, "teardown", self._frees(r), self.free_request)) for r, p in live}
             until = time.monotonic() + TEARDOWN_TIMEOUT_S
             while any(not p.closed for _r, p in live) and time.monotonic() < until:
                 for key, _events in self._sel.select(min(0.2, max(0.0, until - time.monotonic()))):
