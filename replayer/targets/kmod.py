@@ -29,7 +29,7 @@ import socket
 import stat
 import struct
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, Struct
@@ -258,7 +258,8 @@ class KmodTarget(Target):
                                    "target": bytes(TARGET_NAME_MAX)})
         sent = time.monotonic_ns()
         self._io.send(control("HELLO", hello))
-        reply = self._until(lambda: self._hello is not None, HELLO_TIMEOUT_S, "the replay hello")
+        self._until(lambda: self._hello is not None, HELLO_TIMEOUT_S, "the replay hello")
+        reply = self._hello
         if self.clock == "real":
             self._offset = reply.now_ns - (sent + time.monotonic_ns()) // 2
         self._now = reply.now_ns
@@ -395,14 +396,13 @@ class KmodTarget(Target):
         self._io.send(data)
         self._until(lambda: self._acks >= want, ACK_TIMEOUT_S, "a write's acknowledgement")
 
-    def _until(self, done: Any, timeout_s: float, what: str) -> Any:
+    def _until(self, done: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not done():
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RmtraceError(f"{self.name}: no answer to {what} within {timeout_s:g}s")
             self._take(self._read(left))
-        return self._hello
 
     def _read(self, timeout: float) -> Iterator[Record]:
         if self._io is not None and self._sel.select(max(timeout, 0.0)):
