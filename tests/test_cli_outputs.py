@@ -1,5 +1,6 @@
 """-o never writes over an input, an existing output needs --force, and an unnamed output never lands in the
-working directory (rmtrace.cli.common.output_path, used by record, replay, reduce and profiles build)."""
+working directory (rmtrace.cli.common.output_path, used by every command that writes: record, replay, reduce,
+export and profiles build)."""
 
 from __future__ import annotations
 
@@ -40,16 +41,51 @@ def rmtrace(capsys, *argv) -> tuple[int, str, str]:
     return status, out, err
 
 
-@pytest.mark.parametrize("command", [["replay"], ["reduce", "--against", "model:legacy"]])
-def test_never_over_an_input_by_any_name_even_with_force(capsys, copy, here, command):
+WRITERS = {
+    "replay": ["replay", "{input}", "-o", "{out}"],
+    "replay --junit": ["replay", "{input}", "-o", "new.trace", "--junit", "{out}"],
+    "reduce": ["reduce", "{input}", "--against", "model:legacy", "-o", "{out}"],
+    "export pcapng": ["export", "{input}", "-f", "pcapng", "-o", "{out}"],
+    "export perfetto": ["export", "{input}", "-f", "perfetto", "-o", "{out}"],
+    "export jsonl": ["export", "{input}", "-f", "jsonl", "-o", "{out}"],
+    "record": ["record", "-o", "{out}", "--", "{input}"],  # the input is the program it runs
+    "record --backend kmod": ["record", "--backend", "kmod:{input}", "-o", "{out}", "--duration", "1s"],
+}
+"""Every command that writes a file, with the input that file must never be (a trace, or record's program and
+kernel port)."""
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_never_over_an_input_by_any_name_even_with_force(capsys, copy, here, writer):
+    if writer == "record":
+        os.chmod(copy, 0o755)  # a program to run; the refusal comes before it would run
     before = copy.read_bytes()
     os.link(copy, here / "hard.trace")
     os.symlink(copy, here / "soft.trace")
-    for name in ("copy.trace", "hard.trace", "soft.trace", "./copy.trace", str(copy)):
-        for force in ((), ("--force",)):
-            status, _out, err = rmtrace(capsys, *command, copy, "-o", name, *force)
-            assert status == ExitCode.ERROR and f"{name} is the input {copy}: refusing to write over it" in err
+    for name, force in [("copy.trace", ())] + [(n, ("--force",)) for n in
+                                                ("copy.trace", "hard.trace", "soft.trace", "./copy.trace", str(copy))]:
+        argv = [a.format(input=copy, out=name) for a in WRITERS[writer]]
+        status, _out, err = rmtrace(capsys, *argv, *force)
+        assert status == ExitCode.ERROR and f"{name} is the input {copy}: refusing to write over it" in err, argv
     assert copy.read_bytes() == before
+    assert sorted(p.name for p in here.iterdir()) == ["copy.trace", "hard.trace", "soft.trace"]
+
+
+def test_a_folder_of_outputs_never_holds_an_input(capsys, copy, here):
+    """The outputs that are folders: a Parquet dataset, a dissector's folder, a profile built into its tree."""
+    status, _out, err = rmtrace(capsys, "export", copy, "-f", "parquet", "-o", here, "--force")
+    assert status == ExitCode.ERROR and f"{here} holds an input trace" in err
+    lua = here / "lua"
+    lua.mkdir()
+    os.link(copy, lua / "rmtrace.lua")
+    status, _out, err = rmtrace(capsys, "export", lua / "rmtrace.lua", "--dissector", lua, "--force")
+    assert status == ExitCode.ERROR and "refusing to write over it" in err
+    tree = here / "ogkm"
+    tree.mkdir()
+    (tree / "version.mk").write_text("NVIDIA_VERSION = 580.142\n")
+    status, _out, err = rmtrace(capsys, "profiles", "build", "--from", tree, "--out", tree / "version.mk", "--force")
+    assert status == ExitCode.ERROR and "refusing to write over it" in err
+    assert (tree / "version.mk").read_text() == "NVIDIA_VERSION = 580.142\n" and copy.read_bytes() == (lua / "rmtrace.lua").read_bytes()
 
 
 def test_an_existing_output_needs_force(capsys, copy, here):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmtrace.errors import RmtraceError
 
@@ -85,7 +86,7 @@ def trace_or_default(args: argparse.Namespace) -> str:
     return str(chosen)
 
 
-def _names_to_values(text: str, enum_type: Any, what: str) -> frozenset[int]:
+def _names_to_values(text: str, enum_type: type[enum.IntEnum], what: str) -> frozenset[int]:
     values = set()
     for part in text.split(","):
         part = part.strip()
@@ -191,7 +192,8 @@ def filter_from_args(args: argparse.Namespace, reader: TraceReader) -> RecordFil
     )
 
 
-def add_json_argument(parser: argparse.ArgumentParser, what: str, group: Any = None) -> None:
+def add_json_argument(parser: argparse.ArgumentParser, what: str,
+                      group: argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup | None = None) -> None:
     """--json: the command's objects as JSON Lines, in the one schema of docs/json-schema.md."""
     (group or parser).add_argument("--json", action="store_true", help=f"JSON Lines (docs/json-schema.md): {what}")
 

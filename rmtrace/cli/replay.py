@@ -20,6 +20,7 @@ from rmtrace.cli.common import (
     trace_stem,
 )
 from rmtrace.errors import RmtraceError
+from rmtrace.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from rmtrace.replayer.plan import Plan
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         return status
     written = next((r.output for r in results if r.output), None)
     print(f"replay trace: {written or 'none (every run green)'}")
-    print(f"exit {status}: {EXIT_MEANING[status]}")
+    print(f"exit {status}: {EXIT_MEANING[ExitCode(status)]}")
     return status
 
 
@@ -209,7 +210,7 @@ def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str,
             attach_wedge_chains(result)
             written = True
         verdicts = ", ".join(f"{c.client.id} {c.verdict.value}" for c in result.clients)
-        say(f"  {str(schedule):<10} {EXIT_MEANING[result.exit_status]:<9} {verdicts}")
+        say(f"  {str(schedule):<10} {EXIT_MEANING[ExitCode(result.exit_status)]:<9} {verdicts}")
         results.append(result)
     say(seeds_line(results))
     return results
