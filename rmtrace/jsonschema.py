@@ -203,6 +203,15 @@ def replay(run: ReplayResult, source: str) -> JsonObject:
             "exit_status": int(run.exit_status), "output": run.output, "counters": dict(run.counters)}
 
 
+# -- datasets ------------------------------------------------------------------------------
+
+
+def row(columns: Iterable[str], values: Iterable[Any]) -> JsonObject:
+    """One row of an SQL answer (``rmtrace query``): its columns by name under ``values``, where a column
+    called ``type`` cannot take the place of the object's own."""
+    return {"type": "row", "values": dict(zip(columns, values))}
+
+
 # -- driver profiles -----------------------------------------------------------------------
 
 

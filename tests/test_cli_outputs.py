@@ -102,6 +102,20 @@ def test_an_existing_output_needs_force(capsys, copy, here):
     assert TraceReader(str(old)).meta["replay"]["source"] == str(copy)
 
 
+def test_a_saved_decoder_is_replaced_only_with_force(capsys, here, monkeypatch):
+    src = here / "mine.c"
+    src.write_text("struct mine { int a, b; } mine;\n")
+    subprocess.run(["gcc", "-g", "-c", "-o", here / "mine.o", src], check=True)
+    monkeypatch.setenv("RMTRACE_DECODER_DIR", str(here / "decoders"))
+    argv = ["decoders", "from-dwarf", here / "mine.o", "--struct", "mine", "--source", "sema", "--op", "0x40"]
+    assert rmtrace(capsys, *argv, "--name", "FIRST")[0] == ExitCode.OK
+    status, _out, err = rmtrace(capsys, *argv, "--name", "SECOND")
+    assert status == ExitCode.ERROR and f"{here}/decoders/sema-0x40.json exists: give --force to overwrite it" in err
+    assert '"FIRST"' in (here / "decoders" / "sema-0x40.json").read_text()
+    assert rmtrace(capsys, *argv, "--name", "SECOND", "--force")[0] == ExitCode.OK
+    assert '"SECOND"' in (here / "decoders" / "sema-0x40.json").read_text()
+
+
 def test_an_unnamed_replay_goes_to_the_data_directory_numbered(capsys, copy, here):
     replays = here.parent / "data" / "replays"
     for n in range(2):
