@@ -112,3 +112,11 @@ def test_shipped_capture_is_the_default_and_named_by_name(tmp_path):
     assert json.loads(by_name.stdout)["meta"]["command"][0] == "nvidia-smi"
     proc = rmtrace("info", str(tmp_path / "nvidia-smi-q"), check=False)  # a path is a path, never a shipped name
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+def test_os_events_show_their_nv_status_by_name():
+    """ALLOC_OS_EVENT and FREE_OS_EVENT return an NV_STATUS in their Status member: NV_OK, not 0 (issue 14)."""
+    lines = rmtrace("show", "cuda-streams", "--name", "ALLOC_OS_EVENT,FREE_OS_EVENT").stdout.splitlines()
+    names = {line.split(" ", 2)[2].split("(", 1)[0] for line in lines}
+    assert names == {"ALLOC_OS_EVENT", "FREE_OS_EVENT"} and len(lines) > 4
+    assert all(" = NV_OK <" in line for line in lines), lines

@@ -148,3 +148,23 @@ def test_a_replay_says_what_made_it_and_from_what(capsys, legacy_replay):
     assert re.search(r"^recording +2026-11-29T16:30:33.* on vm \(kernel 6.18.44-fc-v657-gpu\) backend preload$",
                      text, re.M)
     assert "recorded " not in text
+
+
+def test_a_reduction_says_what_made_it_and_from_what(capsys, legacy_replay, tmp_path):
+    """A reduced trace made from a replay: made by reduce from that replay file, the recording still the one
+    the replay was made from."""
+    small = tmp_path / "small.trace"
+    assert main(["reduce", str(legacy_replay), "--schedule", "sequential", "--against", "model:legacy",
+                 "-o", str(small)]) == 0
+    capsys.readouterr()
+    info, = objects(capsys, "info", small, "--json")
+    source, = objects(capsys, "info", "cuda-streams-3x-sequential", "--json")
+    made = info["made"]
+    assert (made["by"], made["from"], made["target"], made["schedule"]) == \
+        ("rmtrace reduce", str(legacy_replay), "model:legacy", "sequential")
+    assert info["recorded"] == source["recorded"]
+    main(["info", str(small)])
+    text = capsys.readouterr().out
+    assert re.search(r"^made by +rmtrace reduce .* against model:legacy, schedule sequential$", text, re.M)
+    assert re.search(rf"^made from +{re.escape(str(legacy_replay))}$", text, re.M)
+    assert re.search(r"^recording +2026-11-29T16:30:33.* on vm \(kernel 6.18.44-fc-v657-gpu\)", text, re.M)
