@@ -59,6 +59,8 @@ def _traces(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     if args.format is None and args.dissector is None:
         raise RmtraceError("say what to write: --format pcapng|perfetto|jsonl|parquet, or --dissector DIR")
+    if args.host is not None and args.format != "parquet":
+        raise RmtraceError("--host names the host of a parquet dataset's rows: give it with --format parquet only")
     traces = _traces(args) if args.format or args.traces else []
     if args.dissector is not None:
         _write_dissector(args, traces)

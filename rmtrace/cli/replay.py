@@ -156,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
     schedule = schedule_from_args(args)
     if args.runs > 1 and schedule.mode is not Mode.CHAOS:
         raise RmtraceError("--runs explores seeds of the chaos schedule: use --schedule chaos")
+    if args.allow_unsafe and "nvidia" not in (args.against, args.oracle):
+        raise RmtraceError("--allow-unsafe lifts the real driver's safety table: give it with --against nvidia "
+                           "or --oracle nvidia")
     if args.output is not None:
         output_path(args.output, force=args.force, inputs=(plan.source,))  # refused before the replay runs
     if args.junit:
