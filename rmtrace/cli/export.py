@@ -49,11 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _traces(args: argparse.Namespace) -> list[str]:
-    from rmtrace.cli.common import _trace_path, trace_or_default
+    from rmtrace.cli.common import STDIN, _trace_path, trace_input, trace_or_default
     if not args.traces:
         args.trace = None
         return [trace_or_default(args)]
-    return [_trace_path(t) for t in args.traces]
+    if args.traces.count(STDIN) > 1:
+        raise RmtraceError("stdin holds one trace: give - once")
+    return [trace_input(_trace_path(t)) for t in args.traces]
 
 
 def run(args: argparse.Namespace) -> int:
