@@ -1,6 +1,6 @@
-"""The columnar pass on a large trace: the call table and stats' operations table, beside zstd.
+"""The columnar pass and the fold on a large trace, beside zstd.
 
-    python bench/columns.py [--records 1000000] [--trace FILE] [--rounds 3]
+    python bench/columns.py [--records 1000000] [--trace FILE] [--rounds 3] [--steps ...]
 
 The trace is FILE, or the shipped capture of three CUDA clients in a row
 replicated to --records (bench/session.py's replicate: copies shifted in time,
@@ -11,13 +11,16 @@ peak RSS; the rounds alternate the steps' order.  Side by side, per round:
   plain zstd pass in Python (every chunk read, checked and decompressed);
 * the call table built from the chunks (``rmtrace.columns``, no cache);
 * the call table and stats' operations table from it;
-* the same with the cache warm: the table loaded (memory-mapped), then the
-  operations table.
+* the session fold (``load_session``, no cache): the table and the fold over it;
+* the fold with the cache cold: the table written to the cache as it is built
+  (memory-mapped after), the model stored beside it;
+* the model with the cache warm: loaded, not folded;
+* stats' operations table with the cache warm.
 
 Each time is the step's own (after its imports); the peak RSS is the
 process's, less what it held before the step (the interpreter, numpy and
-rmtrace imported, the trace opened).  Goal (issue 13): the columnar pass well
-above 150,000 records/s.
+rmtrace imported, the trace opened).  Goal (issue 13): the fold at 150,000
+records/s or more.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,7 +38,8 @@ import time
 
 from report import print_rows
 
-STEPS = ("zstd -dc", "zstd pass", "call table", "table + stats", "warm cache + stats")
+STEPS = ("zstd -dc", "zstd pass", "call table", "table + stats", "fold", "fold, cache cold", "model, cache warm",
+         "stats table, cache warm")
 BASELINE = "zstd pass"
 
 
@@ -48,6 +53,7 @@ def child(step: str, path: str) -> None:
 
     from rmtrace.columns.cache import call_table
     from rmtrace.columns.stats import operation_rows
+    from rmtrace.session import load_session
     from rmtrace.trace import TraceReader
 
     reader = TraceReader(path)
@@ -62,7 +68,11 @@ def child(step: str, path: str) -> None:
         rows = len(call_table(reader, decoders, cache=False))
     elif step == "table + stats":
         rows = len(operation_rows(call_table(reader, decoders, cache=False)))
-    elif step == "warm cache + stats":
+    elif step == "fold":
+        rows = len(load_session(reader, decoders=decoders, cache=False).calls)
+    elif step in ("fold, cache cold", "model, cache warm"):
+        rows = len(load_session(reader, decoders=decoders).calls)
+    elif step == "stats table, cache warm":
         rows = len(operation_rows(call_table(reader, decoders)))
     seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "rss_kb": rss_kb(), "before_kb": before, "rows": rows}))
@@ -95,6 +105,8 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--trace", help="time this trace as it is")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), metavar="STEP",
+                        help=f"which steps (default all: {', '.join(STEPS)}); the zstd pass always runs")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -111,11 +123,16 @@ def main() -> int:
             replicate(str(captures.path("cuda-streams-3x-sequential")), path, args.records)
         frames = os.path.join(tmp, "frames.zst")
         write_frames(path, frames)
-        env = {**os.environ, "RMTRACE_CACHE": os.path.join(tmp, "cache")}
-        run_step("warm cache + stats", path, frames, env)  # fill the cache
-        times: dict[str, list[dict[str, float]]] = {step: [] for step in STEPS}
+        cache = os.path.join(tmp, "cache")
+        steps = [s for s in STEPS if s in args.steps or s == BASELINE]
+        times: dict[str, list[dict[str, float]]] = {step: [] for step in steps}
         for r in range(args.rounds):
-            for step in (STEPS if r % 2 == 0 else STEPS[::-1]):
+            for step in (steps if r % 2 == 0 else steps[::-1]):
+                if step == "fold, cache cold":
+                    shutil.rmtree(cache, ignore_errors=True)
+                elif "warm" in step and not os.path.isdir(cache):
+                    run_step("fold, cache cold", path, frames, {**os.environ, "RMTRACE_CACHE": cache})
+                env = {**os.environ, "RMTRACE_CACHE": cache if "cache" in step else "off"}
                 times[step].append(run_step(step, path, frames, env))
         from rmtrace.trace import TraceReader
         with TraceReader(path) as reader:
@@ -126,7 +143,7 @@ def main() -> int:
                                                                  "capture replicated")),
             ("rounds", f"{args.rounds}, alternating; medians; load average {load_before[0]:.1f} before, "
                        f"{load_after[0]:.1f} after")]
-    for step in STEPS:
+    for step in steps:
         sec = statistics.median(t["seconds"] for t in times[step])
         peak = max(t["rss_kb"] - t["before_kb"] for t in times[step]) * 1024
         rss = f"   peak RSS +{peak / n:5.1f} B/record" if step != "zstd -dc" else ""
