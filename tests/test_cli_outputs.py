@@ -93,7 +93,8 @@ def test_an_existing_output_needs_force(capsys, copy, here):
     old.write_bytes(b"keep me")
     for argv in (["replay", copy, "-o", old], ["reduce", copy, "--against", "model:legacy", "-o", old],
                  ["record", "-o", old, "--", "true"], ["replay", copy, "-o", here / "new.trace", "--junit", old],
-                 ["profiles", "build", "--from", here / "no-such-tree", "--out", old]):
+                 ["profiles", "build", "--from", here / "no-such-tree", "--out", old],
+                 *(["export", copy, "-f", fmt, "-o", old] for fmt in ("pcapng", "perfetto", "jsonl"))):
         status, _out, err = rmtrace(capsys, *argv)
         assert status == ExitCode.ERROR and f"{old} exists: give --force to overwrite it" in err, argv
     assert old.read_bytes() == b"keep me"
@@ -134,3 +135,11 @@ def test_a_failed_command_leaves_no_empty_output(copy, here):
                            "unix:/nonexistent.sock"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == ExitCode.ERROR and "Traceback" not in proc.stderr, proc.stderr
     assert not list((here.parent / "data" / "replays").glob("copy-*.replay.trace"))
+
+
+def test_junit_and_the_trace_are_never_one_file(capsys, copy, here):
+    (here / "report.xml").write_text("<old/>")
+    os.link(here / "report.xml", here / "linked.trace")
+    status, _out, err = rmtrace(capsys, "replay", copy, "-o", "linked.trace", "--junit", "report.xml", "--force")
+    assert status == ExitCode.ERROR and "--junit and -o name the same file" in err
+    assert (here / "report.xml").read_text() == "<old/>"

@@ -250,21 +250,25 @@ def output_path(requested: str | None, *, force: bool = False, inputs: tuple[str
     if requested == "-" and stdout:
         return requested
     try:
-        target = os.stat(requested)
+        os.stat(requested)  # exists (and may be an input), or is new
     except FileNotFoundError:
         return requested
     except OSError as exc:
         raise RmtraceError(f"cannot write {requested}: {exc.strerror}") from None
     for source in inputs:
-        try:
-            same = os.path.samestat(target, os.stat(source))
-        except OSError:
-            continue
-        if same:
+        if same_file(requested, source):
             raise RmtraceError(f"{requested} is the input {source}: refusing to write over it (give another -o)")
     if not force:
         raise RmtraceError(f"{requested} exists: give --force to overwrite it, or another -o")
     return requested
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same inode where both exist (links too), else the same path."""
+    try:
+        return os.path.samestat(os.stat(a), os.stat(b))
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _new_saved_output(folder: str, stem: str, suffix: str) -> str:

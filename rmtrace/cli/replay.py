@@ -16,6 +16,7 @@ from rmtrace.cli.common import (
     output_path,
     positive_count,
     positive_duration,
+    same_file,
     trace_or_default,
     trace_stem,
 )
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         output_path(args.output, force=args.force, inputs=(plan.source,))  # refused before the replay runs
     if args.junit:
-        if args.output and os.path.abspath(args.junit) == os.path.abspath(args.output):
+        if args.output and same_file(args.junit, args.output):
             raise RmtraceError("--junit and -o name the same file")
         output_path(args.junit, force=args.force, inputs=(plan.source,))
     source = os.path.basename(plan.source)
