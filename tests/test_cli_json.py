@@ -69,6 +69,7 @@ def test_the_document_lists_every_type_it_uses():
 
 PRINTED = {
     ("info", "{replay}", "--json"): ["info"],
+    ("info", "--shipped", "--json"): ["info"],
     ("show", "nvidia-smi-q", "--json"): ["call"],
     ("show", "nvidia-smi-q", "--raw", "--json"): ["record"],
     ("export", "nvidia-smi-q", "--format", "jsonl", "-o", "-"): ["call"],

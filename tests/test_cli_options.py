@@ -57,6 +57,8 @@ def refused(capsys, argv: list[str]) -> str:
     (["export", "nvidia-smi-q", "-f", "svg", "-o", "x"], "argument --format/-f: invalid choice: 'svg' (choose from"),
     (["record", "-o", "x.trace", "--backend", "ebpf", "--", "true"], "--backend ebpf: preload or kmod[:PATH]"),
     (["record", "-o", "x.trace", "--ring-size", "3", "--", "true"], "ring size 3 must be a power of two from 4096"),
+    (["record", "-o", "x.trace", "--driver", "580.142", "--", "true"], "--driver names the kernel shim's driver: "
+                                                                       "give it with --backend kmod"),
 ])
 def test_meaningless_options_are_refused(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)

@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     backend, _, kmod_path = args.backend.partition(":")
     if backend not in ("preload", "kmod") or (backend == "preload" and kmod_path):
         raise RmtraceError(f"--backend {args.backend}: preload or kmod[:PATH]")
+    if args.driver and backend != "kmod":
+        raise RmtraceError("--driver names the kernel shim's driver: give it with --backend kmod (the preload "
+                           "shim reads the loaded driver's version)")
     duration_s = args.duration / 1e9 if args.duration is not None else None
     inputs = _inputs(command, kmod_path)
     if backend == "kmod" and not command:
