@@ -143,3 +143,10 @@ def test_junit_and_the_trace_are_never_one_file(capsys, copy, here):
     status, _out, err = rmtrace(capsys, "replay", copy, "-o", "linked.trace", "--junit", "report.xml", "--force")
     assert status == ExitCode.ERROR and "--junit and -o name the same file" in err
     assert (here / "report.xml").read_text() == "<old/>"
+
+
+def test_model_serve_never_replaces_a_file_with_its_socket(capsys, copy):
+    before = copy.read_bytes()
+    status, _out, err = rmtrace(capsys, "model", "serve", "--socket", copy)
+    assert status == ExitCode.ERROR and f"{copy} exists and is not a socket; not replacing it" in err
+    assert copy.read_bytes() == before
