@@ -150,3 +150,14 @@ def test_model_serve_never_replaces_a_file_with_its_socket(capsys, copy):
     status, _out, err = rmtrace(capsys, "model", "serve", "--socket", copy)
     assert status == ExitCode.ERROR and f"{copy} exists and is not a socket; not replacing it" in err
     assert copy.read_bytes() == before
+
+
+def test_an_unnamed_reduction_goes_to_the_data_directory(capsys, here):
+    from tests.cuda_traffic import cuda_client, write_trace
+    run1 = write_trace(str(here.parent / "run1.trace"), [cuda_client(1447)])
+    status, out, _ = rmtrace(capsys, "reduce", run1, "--repeat", 3, "--schedule", "sequential", "--against",
+                             "model:legacy")
+    written = here.parent / "data" / "reductions" / "run1-0.reduced.trace"
+    assert status == ExitCode.OK and f"wrote {written}; replayed alone it wedges the same way" in out
+    assert list(here.iterdir()) == [] and TraceReader(str(written)).meta["backend"] == "reduce"
+    assert os.readlink(written.parent / "latest.reduced.trace") == written.name
