@@ -36,6 +36,9 @@ SCHEMA_VERSION = 1
 
 JsonObject = dict[str, Any]
 
+DERIVED_BACKENDS = ("replay", "reduce")
+"""The backends of traces rmtrace made from another trace (replayer/output.py, replayer/reduce.py)."""
+
 
 def dumps(obj: Mapping[str, Any]) -> str:
     """One object as one line of compact JSON."""
@@ -102,12 +105,15 @@ def made(meta: Mapping[str, Any]) -> JsonObject | None:
     """For a trace rmtrace made from another (a replay, a reduction): by what, on which host, when,
     from which file, against what target in what schedule; None for a recording."""
     made_meta = meta.get("made")
-    if not made_meta:
+    backend = meta.get("backend")
+    if not made_meta and backend not in DERIVED_BACKENDS:
         return None
+    made_meta = made_meta or {"by": f"rmtrace {backend}"}  # written before replays said where and when
     how = meta.get("replay") or meta.get("reduce") or {}
-    return {"by": made_meta.get("by"), "rmtrace_version": made_meta.get("rmtrace_version"),
+    return {"by": made_meta.get("by"), "rmtrace_version": made_meta.get("rmtrace_version", meta.get("rmtrace_version")),
             "host": made_meta.get("host"), "kernel": made_meta.get("kernel"), "time": made_meta.get("time"),
-            "from": made_meta.get("from"), "target": how.get("target"), "schedule": how.get("schedule")}
+            "from": made_meta.get("from") or how.get("source") or meta.get("reduced_from"),
+            "target": how.get("target"), "schedule": how.get("schedule")}
 
 
 def record(rec: Record, start_ns: int) -> JsonObject:
@@ -186,7 +192,7 @@ def verdict(client: ClientResult, run: ReplayResult) -> JsonObject:
         "differences": [{"what": d.what, "expected": str(d.expected), "got": str(d.got)} for d in client.differences],
         "diverged_messages": client.diverged, "chain": list(client.chain), "wedge_chain": list(client.wedge_chain),
         "sent": client.sent, "answered": client.answered, "messages": len(client.client.messages),
-        "target": run.target, "schedule": str(run.schedule), "seed": run.schedule.seed,
+        "skipped": len(client.skipped), "target": run.target, "schedule": str(run.schedule), "seed": run.schedule.seed,
     }
 
 

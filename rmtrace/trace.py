@@ -670,6 +670,20 @@ class Cursor:
             yield rec
 
 
+def is_finished(path: str | os.PathLike) -> bool:
+    """Whether the file ends in a footer that checks out: a writer closed it (cheap: its last 32 bytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() < FOOTER.size:
+                return False
+            f.seek(-FOOTER.size, os.SEEK_END)
+            raw = f.read(FOOTER.size)
+    except OSError:
+        return False
+    return FOOTER.unpack(raw)[0] == FOOTER_MAGIC and zlib.crc32(raw[:-4]) == int.from_bytes(raw[-4:], "little")
+
+
 def open_trace(path: str | os.PathLike) -> TraceReader:
     """Open a trace for reading (``rmtrace.open``)."""
     return TraceReader(path)

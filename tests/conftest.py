@@ -16,6 +16,13 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _isolated_table_cache(tmp_path_factory):
+    """No test reads or fills the developer's cache of call tables: RMTRACE_CACHE points at a fresh directory."""
+    os.environ["RMTRACE_CACHE"] = str(tmp_path_factory.mktemp("table-cache"))
+    yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _isolated_user_decoders(tmp_path_factory):
     """No test sees the developer's own decoders: RMTRACE_DECODER_DIR points at an empty directory."""
     os.environ["RMTRACE_DECODER_DIR"] = str(tmp_path_factory.mktemp("user-decoders"))

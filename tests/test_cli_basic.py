@@ -106,7 +106,7 @@ def test_shipped_capture_is_the_default_and_named_by_name(tmp_path):
     listed = rmtrace("info", "--shipped").stdout
     assert "cuda-streams-3x-sequential" in listed and "nvidia-smi-q" in listed
     proc = rmtrace("info")
-    assert "using the shipped capture cuda-streams-3x-sequential.trace" in proc.stderr
+    assert "this is the shipped capture cuda-streams-3x-sequential.trace" in proc.stderr
     assert "580.159.04" in proc.stdout and "NVIDIA H200" in proc.stdout
     by_name = rmtrace("info", "--json", "nvidia-smi-q")
     assert json.loads(by_name.stdout)["meta"]["command"][0] == "nvidia-smi"

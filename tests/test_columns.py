@@ -18,15 +18,17 @@ from rmtrace.decoders import DecoderSet, Level, decoders_for
 from rmtrace.decoders.profiles import available_profiles, load_profile
 from rmtrace.decoders.rm import ControlCall
 
-from rmtrace.analysis.stats import session_stats
+from rmtrace.analysis.stats import op_stats
 from rmtrace.calls import CallState
 from rmtrace.cli.main import main
 from rmtrace.columns.argspec import Kind, Plan
-from rmtrace.columns.stats import client_sources, operation_rows
+from rmtrace.columns.stats import operation_rows
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.record import Buffer, BufferFlag, Phase, Record, Role, Source, When
 from rmtrace.session import load_session
-from rmtrace.session.model import client_ids
+from rmtrace.session.fold import Folder
+from rmtrace.session.model import _mark_open_calls, client_ids
+from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader, TraceWriter
 from tests.scenarios import sequential
 
@@ -65,17 +67,40 @@ def table_of(path: Path, batch_records: int = 16_384):
     return builder.table()
 
 
+def per_call_fold(path: Path) -> tuple[Folder, Timeline]:
+    """The session fold as it runs call by call (``Folder.fold``): what the table-driven fold must equal."""
+    reader = TraceReader(path)
+    decoders = decoders_for(reader)
+    timeline = Timeline()
+    folder = Folder(decoders, timeline, client_ids(reader.meta))
+    for call in decoders.calls(reader.records(), window=1 << 62):
+        folder.fold(call)
+    _mark_open_calls(folder.calls, timeline)
+    timeline.freeze((reader.time_span or (0, 0))[1])
+    return folder, timeline
+
+
 def assert_same_as_fold(path: Path, batch_records: int = 16_384) -> None:
+    """The call table, and the model folded over it, are what folding every call gives."""
+    folder, timeline = per_call_fold(path)
     table = table_of(path, batch_records)
-    model = load_session(path)
-    assert list(table.infos()) == list(model.calls)
+    assert list(table.infos()) == folder.calls
     assert {c.id: (c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in table.clients} == \
-        {c.id: (c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in model.clients}
+        {c.id: (c.pid, c.first_seq, c.first_ns, c.gsp_session) for c in folder.clients.values()}
+    model = load_session(path, cache=False)
+    assert list(model.processes.values()) == list(folder.processes.values())
+    assert [replace(c, label="") for c in model.clients] == list(folder.clients.values())  # in order of appearance
+    for name in ("object_list", "gsp", "stray_frees", "stop_reason", "lost"):
+        assert getattr(model, name) == getattr(folder, name), name
+    assert list(model.channels.values()) == list(folder.channels.values())
+    assert list(model.ranks.values()) == list(folder.ranks.values())
+    assert model.transitions == timeline.transitions
+    assert {seq: cid for seq, cid in folder.seq_client} == {seq: model.client_of(seq) for seq, _ in folder.seq_client}
 
 
 @pytest.mark.parametrize("name", [p.name for p in CAPTURES] + ["wedged.trace", "green.trace",
                                                                 "legacy-sequential.trace", "fixed-concurrent.trace"])
-def test_rows_are_the_calls_the_fold_makes(traces, name):
+def test_table_and_fold_are_the_per_call_fold(traces, name):
     assert_same_as_fold(traces[name])
 
 
@@ -106,7 +131,7 @@ def test_update_continues_a_growing_trace(traces, tmp_path):
     builder.reader = reader
     builder.update()
     assert len([s for s in sizes if s]) > 2
-    assert list(builder.table().infos()) == list(load_session(path).calls)
+    assert list(builder.table().infos()) == per_call_fold(path)[0].calls
 
 
 # -- the fixed-offset plan against the construct decode, every layout of every profile ---------
@@ -176,11 +201,15 @@ def test_plan_reads_what_the_decoders_read(version, tmp_path):
 @pytest.mark.parametrize("name", [p.name for p in CAPTURES] + ["wedged.trace", "legacy-sequential.trace",
                                                                 "fixed-concurrent.trace"])
 def test_operations_table_is_todays(traces, name):
-    """``rmtrace stats``' operations and per-client sources from the table, JSON for JSON (key order too)."""
-    table = table_of(traces[name])
-    stats = session_stats(load_session(traces[name]))
-    rows = operation_rows(table)
-    assert json.dumps(rows) == json.dumps(stats["operations"])
-    sources = client_sources(rows)
-    assert [json.dumps(dict(sources.get(c["id"], {}))) for c in stats["clients"]] == \
-        [json.dumps(c["sources"]) for c in stats["clients"]]
+    """``rmtrace stats``' operations from the table, JSON for JSON (key order too), against today's
+    ``op_stats`` over the per-call fold's calls."""
+    folder, _ = per_call_fold(traces[name])
+    assert json.dumps(operation_rows(table_of(traces[name]))) == json.dumps([r.to_dict() for r in op_stats(folder.calls)])
+
+
+def test_tui_call_index_from_the_table(traces):
+    """The TUI's call index built from the table's columns is the one built call by call."""
+    from rmtrace.tui.view import CallIndex
+    model = load_session(traces["legacy-sequential.trace"], cache=False)
+    a, b = CallIndex.of_model(model), CallIndex.build(list(model.calls))
+    assert (a.by_enter, a.enter_idx, a.by_exit, a.exit_idx) == (b.by_enter, b.enter_idx, b.by_exit, b.exit_idx)

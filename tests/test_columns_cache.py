@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 from rmtrace.decoders import decoders_for
 
-from rmtrace.columns import cache
+from rmtrace.analysis.stats import session_stats
+from rmtrace.analysis.wedges import find_wedges
+from rmtrace.columns import cache, modelcache
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
+from tests.golden_outputs import session_digest
 
 SHIPPED = Path(__file__).resolve().parent.parent / "captures" / "cuda-streams-3x-sequential.trace"
 
@@ -85,3 +88,39 @@ def test_an_unwritable_cache_builds_in_memory(tmp_path, monkeypatch, trace):
     blocker.write_text("")
     monkeypatch.setenv("RMTRACE_CACHE", str(blocker / "cache"))  # under a file: cannot be made
     assert len(table(trace)) == len(load_session(trace).calls)
+
+
+@pytest.mark.parametrize("name", ["cuda-streams-3x-sequential", "cuda-streams-2-together"])
+def test_a_stored_model_is_the_folded_one(cache_dir, tmp_path, name):
+    """Reopening a trace loads its model: the same processes, clients, objects, channels, ranks, GSP
+    exchanges and transitions as folding it, so wedges and stats say the same."""
+    path = tmp_path / f"{name}.trace"
+    path.write_bytes((SHIPPED.parent / f"{name}.trace").read_bytes())
+    folded = load_session(path)
+    (entry,) = entries(cache_dir)
+    assert (entry / modelcache.MODEL / "manifest.json").exists()
+    loaded = load_session(path)
+    assert session_digest(loaded) == session_digest(folded) == session_digest(load_session(path, cache=False))
+    for name in ("object_list", "gsp", "stray_frees", "stop_reason", "lost"):
+        assert getattr(loaded, name) == getattr(folded, name), name
+    assert list(loaded.processes.items()) == list(folded.processes.items())
+    assert (loaded.channels, loaded.ranks, loaded.clients) == (folded.channels, folded.ranks, folded.clients)
+    assert [(t, type(t.value)) for t in loaded.transitions] == [(t, type(t.value)) for t in folded.transitions]
+    assert [w.to_dict() for w in find_wedges(loaded)] == [w.to_dict() for w in find_wedges(folded)]
+    assert session_stats(loaded) == session_stats(folded)
+
+
+def test_a_damaged_model_is_folded_again(cache_dir, trace):
+    folded = load_session(trace)
+    (entry,) = entries(cache_dir)
+    (entry / modelcache.MODEL / "manifest.json").write_text("[")
+    assert session_digest(load_session(trace)) == session_digest(folded)
+
+
+def test_an_unfinished_trace_is_not_kept(cache_dir, tmp_path):
+    """A trace without its index (still being written, or cut off) is read every time, never stored."""
+    path = tmp_path / "cut.trace"
+    with TraceReader(SHIPPED) as reader, open(path, "wb") as f:
+        f.write(SHIPPED.read_bytes()[:reader.chunks[-1].end])  # every chunk, no index or footer
+    assert len(load_session(path).calls) == len(load_session(path).calls) == len(load_session(SHIPPED).calls)
+    assert len(entries(cache_dir)) == 1  # the finished one's

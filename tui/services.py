@@ -48,10 +48,21 @@ def library_services() -> Services:
 
     from rmtrace.analysis.diff import first_divergence
     from rmtrace.analysis.wedges import find_wedges
+    from rmtrace.columns.live import LiveSession
     from rmtrace.session import STATE_SYMBOLS, load_session
+    from rmtrace.trace import is_finished
+
+    live: dict[str, LiveSession] = {}
 
     def load_model(path: str, decoders: DecoderSet | None) -> SessionModel:
-        return load_session(path, decoders=decoders)
+        # a finished trace is folded once (or loaded from the cache); one still being recorded keeps
+        # its fold and each refold continues it (rmtrace.columns.live)
+        session = live.get(path)
+        if session is None and is_finished(path):
+            return load_session(path, decoders=decoders)
+        if session is None:
+            session = live[path] = LiveSession(path, decoders)
+        return session.update()
 
     return Services(load_model=load_model, find_wedges=find_wedges, first_divergence=first_divergence,
                     symbols=STATE_SYMBOLS, decoders_for=decoders_for)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 from rmtrace.decoders.render import format_arg
 from rmtrace.tui.services import Services
 from rmtrace.tui.states import look
@@ -121,6 +122,22 @@ class CallIndex:
         exits = sorted((c.exit_seq, i) for i, c in enumerate(calls) if c.exit_seq is not None)
         return cls(calls, array("q", (s for s, _ in enters)), array("q", (i for _, i in enters)),
                    array("q", (s for s, _ in exits)), array("q", (i for _, i in exits)))
+
+    @classmethod
+    def of_model(cls, model: SessionModel) -> CallIndex:
+        """The same index from the model's call table: two sorts of its seq columns, no CallInfo made."""
+        c = model.table.columns
+        enters = np.asarray(c["enter_seq"], dtype=np.int64)
+        by_enter = np.argsort(enters, kind="stable")
+        rows = np.flatnonzero(np.asarray(c["exit_seq"]) >= 0)
+        exits = np.asarray(c["exit_seq"], dtype=np.int64)[rows]
+        by_exit = np.argsort(exits, kind="stable")
+
+        def q(values: np.ndarray) -> array:
+            out = array("q")
+            out.frombytes(values.astype(np.int64).tobytes())
+            return out
+        return cls(model.calls, q(enters[by_enter]), q(by_enter), q(exits[by_exit]), q(rows[by_exit]))
 
     def call_at(self, seq: int) -> CallInfo | None:
         for keys, idx in ((self.by_enter, self.enter_idx), (self.by_exit, self.exit_idx)):
@@ -237,7 +254,7 @@ class RunView:
 
     def fold(self, model: SessionModel) -> Folded:
         """What the screen draws from ``model``: lanes, wedges, object trees, the call index."""
-        return Folded(model, CallIndex.build(model.calls), lane_rows(model, self.start_ns),
+        return Folded(model, CallIndex.of_model(model), lane_rows(model, self.start_ns),
                       list(self.services.find_wedges(model)), object_trees(model, self.start_ns))
 
     def attach(self, folded: Folded) -> None:

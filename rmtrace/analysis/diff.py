@@ -80,7 +80,7 @@ class Step:
 
 
 def recorded_sources(model: SessionModel) -> set[int]:
-    return {c.source for c in model.calls if c.source in COMPARED_SOURCES}
+    return set(model.source_counts()) & set(COMPARED_SOURCES)
 
 
 def steps(model: SessionModel, client_id: str, sources: frozenset[int] | set[int] = frozenset(COMPARED_SOURCES)) -> list[Step]:
@@ -206,8 +206,7 @@ def traffic_table(a: SessionModel, b: SessionModel) -> list[dict[str, Any]]:
     for cid in ids:
         counts = {}
         for run, model in (("a", a), ("b", b)):
-            per = Counter(enum_name(Source, c.source) for c in model.calls if c.client_id == cid)
-            counts[run] = per
+            counts[run] = Counter({enum_name(Source, source): n for source, n in model.source_counts(cid).items()})
         sources = sorted(set(counts["a"]) | set(counts["b"]))
         rows.append({"client": cid, "sources": {s: [counts["a"].get(s, 0), counts["b"].get(s, 0)] for s in sources}})
     return rows

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmtrace.columns.stats import client_sources, operation_rows
 from rmtrace.record import Source, enum_name
 from rmtrace.session import CallInfo, SessionModel
 from rmtrace.session.entities import FreedBy
@@ -58,23 +59,29 @@ def op_stats(calls: Iterable[CallInfo]) -> list[OpStats]:
 
 
 def session_stats(model: SessionModel) -> dict[str, Any]:
-    """Everything ``rmtrace stats`` prints, as one JSON-ready dict."""
-    rows = op_stats(model.calls)
-    per_client: dict[str, Counter] = defaultdict(Counter)
-    for row in rows:
-        per_client[row.client or "-"][row.source] += row.count
+    """Everything ``rmtrace stats`` prints, as one JSON-ready dict (the operations from the call table,
+    ``rmtrace.columns.stats``: what ``op_stats`` gives over every call, without a Python visit per call)."""
+    rows = operation_rows(model.table)
+    per_client = client_sources(rows)
+    objects = _object_counts(model)
     return {
         "processes": [{"pid": p.pid, "ppid": p.ppid, "argv": list(p.argv), "threads": len(p.threads),
                        "exit_status": p.exit_status} for p in model.processes.values()],
         "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "sources": dict(per_client.get(c.id, {})),
-                     "objects": _object_counts(model, c.id)}
+                     "objects": objects.get(c.id, _counts(Counter()))}
                     for c in model.clients],
-        "operations": [r.to_dict() for r in rows],
+        "operations": rows,
     }
 
 
-def _object_counts(model: SessionModel, client_id: str) -> dict[str, int]:
-    objs = model.objects_of(client_id)
-    by = Counter(o.freed_by for o in objs)
-    return {"allocated": len(objs), "freed": by[FreedBy.RM_FREE], "freed_at_exit": by[FreedBy.EXIT],
+def _object_counts(model: SessionModel) -> dict[str, dict[str, int]]:
+    """Objects allocated, freed, freed at exit and leaked, per client, in one pass over the objects."""
+    by: dict[str, Counter] = defaultdict(Counter)
+    for o in model.object_list:
+        by[o.client_id][o.freed_by] += 1
+    return {client: _counts(counts) for client, counts in by.items()}
+
+
+def _counts(by: Counter) -> dict[str, int]:
+    return {"allocated": sum(by.values()), "freed": by[FreedBy.RM_FREE], "freed_at_exit": by[FreedBy.EXIT],
             "leaked": by[None]}

@@ -82,8 +82,7 @@ class _Finder:
         self.end = model.end_ns
         self.rel = lambda t: format_offset(t - model.start_ns)
         self.final = model.state_at(model.end_ns)
-        self.in_flight = [c for c in model.calls if c.in_flight and c.source in CALL_SOURCES
-                          and not model.cut_short(c)]
+        self.in_flight = [c for c in model.in_flight_calls(CALL_SOURCES) if not model.cut_short(c)]
 
     def client_label(self, client_id: str | None) -> str:
         if client_id is None:
@@ -191,9 +190,9 @@ class _Finder:
             chain, score = self.chain_for(call)
             out.append(Wedge(WedgeKind.IN_FLIGHT, f"{self.client_label(call.client_id)}: {call.full_name} never returned",
                              call.client_id, call.enter_seq, call.t_enter, call.t_enter, chain, score))
-        for call in self.m.calls:
+        for call in self.m.calls_slower_than(self.slow_ns, CALL_SOURCES):
             latency = call.latency_ns
-            if latency is not None and latency > self.slow_ns and call.source in CALL_SOURCES:
+            if latency is not None:
                 out.append(Wedge(WedgeKind.SLOW, f"{self.client_label(call.client_id)}: {call.full_name} took "
                                  f"{format_duration(latency)}", call.client_id, call.enter_seq, call.t_enter,
                                  call.t_enter, [f"returned {call.status_name} after {format_duration(latency)} "

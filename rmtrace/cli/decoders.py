@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Source, enum_name
+from rmtrace.exitcodes import ExitCode
 
 NAME = "decoders"
 HELP = "add decoders for your own messages (from-dwarf), list the decoders in use"
@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _source(text: str) -> int:
+    from rmtrace.record import Source
     try:
         return int(Source[text.upper()])
     except KeyError:
@@ -56,17 +57,19 @@ def _op(text: str) -> int:
 
 def _from_dwarf(args: argparse.Namespace) -> int:
     from rmtrace.decoders.user import from_dwarf, save
+    from rmtrace.record import Source, enum_name
     decoder = from_dwarf(args.object, args.structs, _source(args.source), _op(args.op), args.name)
     path = save(decoder)
     sizes = ", ".join(f"{s} ({decoder.layouts[s].size} bytes)" for s in decoder.structs)
     print(f"{enum_name(Source, decoder.source)} op {decoder.op:#x} is now decoded as {decoder.name}: {sizes}")
     print(f"saved {path}")
-    return 0
+    return ExitCode.OK
 
 
 def _list(args: argparse.Namespace) -> int:
     from rmtrace.decoders.profiles import available_profiles, load_profile
     from rmtrace.decoders.user import ENTRY_POINT_GROUP, UserDecoder, decoder_dir, load_all, plugin_errors
+    from rmtrace.record import Source, enum_name
     print(f"user decoders in {decoder_dir()}:")
     found = False
     for path, decoder in load_all():
@@ -86,7 +89,7 @@ def _list(args: argparse.Namespace) -> int:
     for error in plugin_errors(load_profile(shipped[-1])) if plugins else ():
         print(f"  {error}")
     print(f"driver profiles: {', '.join(shipped)}")
-    return 0
+    return ExitCode.OK
 
 
 ACTIONS = {"from-dwarf": _from_dwarf, "list": _list}

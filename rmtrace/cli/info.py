@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
+from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
 
 NAME = "info"
@@ -78,6 +79,8 @@ def _list_shipped() -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.shipped:
+        if args.trace is not None:
+            raise RmtraceError("--shipped lists the shipped captures: give it no FILE")
         _list_shipped()
         return ExitCode.OK
     from rmtrace import jsonschema

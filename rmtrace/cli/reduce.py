@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from rmtrace.cli.common import add_output_arguments, output_path, trace_stem
-from rmtrace.cli.replay import add_plan_arguments, plan_from_args, schedule_from_args, timeout_from_args
+from rmtrace.cli.replay import add_plan_arguments, plan_from_args, schedule_from_args
 from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
-from rmtrace.replayer.plan import Plan
-from rmtrace.replayer.reduce import check, reduce_plan, write_plan
-from rmtrace.replayer.targets import make_target
+
+if TYPE_CHECKING:
+    from rmtrace.replayer.plan import Plan
+    from rmtrace.replayer.targets import Target
 
 NAME = "reduce"
 HELP = "shrink a wedging replay to the fewest clients and messages that still wedge the same way"
@@ -36,13 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.against.startswith("recorded"):
         raise RmtraceError("the recording never wedges on itself: reduce against a model or a service")
+    from rmtrace.replayer.reduce import check, reduce_plan, write_plan
+    from rmtrace.replayer.targets import make_target
     plan = plan_from_args(args)
     schedule = schedule_from_args(args)
-    timeout = timeout_from_args(args)
+    timeout = args.timeout
     if args.output is not None:
         output_path(args.output, force=args.force, inputs=(plan.source,))  # refused before the reduction runs
 
-    def target(p: Plan):
+    def target(p: Plan) -> Target:
         return make_target(args.against, p)
 
     reduction = reduce_plan(plan, schedule, target, timeout)

@@ -22,10 +22,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from rmtrace.decoders import DecoderSet
-from rmtrace.decoders.base import RawOp
+from rmtrace.decoders.base import Op, RawOp
 from rmtrace.decoders.ioctl import IoctlOp
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
 from rmtrace.decoders.rm import AllocCall, ControlCall, NamedByArg
@@ -38,6 +38,8 @@ from rmtrace.record import Source
 MAX_HANDLES = 6
 """Handle columns of the call table; a layout with more handles is decoded in Python."""
 
+CLASS_MEMBER = "hClass"
+"""The member an allocation escape that is not named by its class keeps it in (NVOS02, say)."""
 _INT_SIZES = (1, 2, 4, 8)
 
 
@@ -66,7 +68,10 @@ class ArgLayout:
     layout: str
     size: int
     key: Scalar | None
-    """The member naming the call (``NamedByArg.key``); None when the op has none."""
+    """The member naming the call (``NamedByArg.key``: a control's command, an allocation's class), else
+    a class member (``hClass``: an allocation the escape does not name by it); None when neither."""
+    names_call: bool
+    """Whether ``key`` names the call (its detail) rather than only saying its class."""
     status: Scalar | None
     handles: tuple[tuple[str, Scalar], ...]
     """Handle members under the names rmtrace shows, in the order a decode lists them."""
@@ -111,31 +116,38 @@ class Plan:
 
 def _plan(decoders: DecoderSet, source: int, op: int) -> OpPlan:
     decoder = decoders.op(source, op)
-    kind = type(decoder)
-    if kind is RawOp:
+    if type(decoder) is RawOp:
         return OpPlan(Kind.RAW, decoder.name, decoder, {}, None)
-    if kind is SysCall and source == Source.SYS:
+    if type(decoder) is SysCall and source == Source.SYS:
         return OpPlan(Kind.SYSCALL, decoder.name, decoder, {}, None, decoder.result)
-    if kind not in (IoctlOp, ControlCall, AllocCall):
+    if not _table_ioctl(decoder):
         return OpPlan(Kind.PYTHON, decoder.name, decoder, {}, None)
-    key = decoder.key if isinstance(decoder, NamedByArg) else None
+    named = isinstance(decoder, NamedByArg)
+    key = decoder.key if isinstance(decoder, NamedByArg) else CLASS_MEMBER
     defs = decoder.ctx.defs
     by_size: dict[int, ArgLayout | None] = {}
     for size, name in decoder.arg_layouts.items():
-        by_size[size] = arg_layout(defs.layouts, name, key, defs.flex)
+        by_size[size] = arg_layout(defs.layouts, name, key, defs.flex, named)
         if by_size[size] is None:
             return OpPlan(Kind.PYTHON, decoder.name, decoder, {}, None)
     default = None
     if decoder.default_layout is not None and decoder.default_layout in defs.layouts:
-        default = arg_layout(defs.layouts, decoder.default_layout, key, defs.flex)
+        default = arg_layout(defs.layouts, decoder.default_layout, key, defs.flex, named)
         if default is None:
             return OpPlan(Kind.PYTHON, decoder.name, decoder, {}, None)
     return OpPlan(Kind.IOCTL, decoder.name, decoder, by_size, default)
 
 
-def arg_layout(layouts: Mapping[str, Layout], name: str, key: str | None,
-               flex: Mapping[str, Any]) -> ArgLayout | None:
-    """The members of layout ``name`` at fixed offsets; None when one of them is not at a fixed offset."""
+def _table_ioctl(decoder: Op) -> TypeGuard[IoctlOp]:
+    """Whether ``decoder`` is one of the table's own ioctl decoders (exactly: a subclass, such as a
+    user's decoder, may decode otherwise, so its calls go through Python)."""
+    return type(decoder) in (IoctlOp, ControlCall, AllocCall)
+
+
+def arg_layout(layouts: Mapping[str, Layout], name: str, key: str, flex: Mapping[str, Any],
+               names_call: bool) -> ArgLayout | None:
+    """The members of layout ``name`` at fixed offsets; None when one of them is not at a fixed offset.
+    ``key`` is the member naming the call when ``names_call``, else a member that may be there."""
     layout = layouts[name]
     if layout.fields and _is_flex(layout.fields[-1]) and layout.fields[-1].name in flex:
         return None  # parsed with its flexible member, which may not fit: the decoders decide
@@ -155,19 +167,23 @@ def arg_layout(layouts: Mapping[str, Layout], name: str, key: str | None,
             status = _scalar(f, offset)
     if len(handles) > MAX_HANDLES:
         return None
-    key_scalar = None
-    if key is not None:
-        top = next((f for f, _ in _top(layout) if f.name == key and f.bit_size is None), None)
-        key_scalar = _scalar(top, top.offset) if top is not None else None
-        if key_scalar is None:
-            return None
-    return ArgLayout(name, layout.size, key_scalar, status, tuple(handles.items()))
+    if names_call:  # NamedByArg.describe reads the parsed struct's own member
+        found = next(((f, f.offset) for f, _ in laid_out(layout) if f.name == key and f.bit_size is None), None)
+    else:  # a summary argument: the last member of that name in a walk into nested structs
+        found = next(((f, at) for f, at in reversed(list(members(layout, layouts)))
+                      if f.name == key and f.bit_size is None), None)
+    key_scalar = _scalar(*found) if found is not None else None
+    if key_scalar is not None and (key_scalar.size > 4 or key_scalar.signed):
+        return None  # the call table keeps keys as 32-bit numbers, as every class id and command is
+    if names_call and key_scalar is None:
+        return None
+    return ArgLayout(name, layout.size, key_scalar, names_call, status, tuple(handles.items()))
 
 
 def members(layout: Layout, layouts: Mapping[str, Layout], base: int = 0) -> Iterator[tuple[Field, int]]:
     """(member, absolute offset) in the order ``decoders.parse.top_fields`` walks a parsed value:
     named members present in the parse, nested structs walked into."""
-    for f, _ in _top(layout):
+    for f, _ in laid_out(layout):
         if not f.name and f.bit_size is None:
             continue  # an anonymous member is parsed under a made-up name, which a walk never asks for
         inner = layouts.get(f.type) if f.kind == "struct" and f.bit_size is None else None
@@ -177,7 +193,7 @@ def members(layout: Layout, layouts: Mapping[str, Layout], base: int = 0) -> Ite
             yield f, base + f.offset
 
 
-def _top(layout: Layout) -> Iterator[tuple[Field, int]]:
+def laid_out(layout: Layout) -> Iterator[tuple[Field, int]]:
     """The members a parse of ``layout`` holds (``Definitions._build``: a member overlapping the one
     before it is left out; a trailing flexible member is not at a fixed offset)."""
     fields = list(layout.fields)

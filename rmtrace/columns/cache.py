@@ -3,18 +3,21 @@
 An entry is a directory of ``.npy`` columns (memory-mapped when loaded) and a
 ``manifest.json`` with the string tables and the clients.  It is keyed by the
 trace file's identity (real path, size, modification time, inode and device),
-rmtrace's version, the cache layout's version, the driver profile and the
-user's decoders, so any of them changing makes a new entry.  Entries are
+rmtrace's version and files, the cache layout's version, the driver profile
+and the user's decoders, so any of them changing makes a new entry.  Only
+finished traces (footer and index intact) are kept.  Entries are
 written to a temporary directory and renamed into place, so a reader never
 sees half an entry; the least recently used ones go when the cache grows past
 ``RMTRACE_CACHE_MAX`` bytes (default 8 GiB).
 
 ``RMTRACE_CACHE`` moves the cache (a directory) or turns it off (``off``);
-without it the cache is ``platformdirs.user_cache_dir("rmtrace")/tables``.
+without it the cache is ``platformdirs.user_cache_dir("rmtrace")/traces``.
+An entry also keeps the model folded from the table (``rmtrace.columns.modelcache``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -28,12 +31,12 @@ from rmtrace.decoders import DecoderSet
 import rmtrace
 from rmtrace.columns.store import FileColumns, open_columns
 from rmtrace.columns.strings import Strings
-from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow
+from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow, ProcessTouch
 from rmtrace.semantics.events import LockKind
 from rmtrace.session.model import client_ids
 from rmtrace.trace import TraceReader
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 """Bumped whenever what an entry holds changes meaning."""
 DEFAULT_MAX_BYTES = 8 << 30
 MANIFEST = "manifest.json"
@@ -47,22 +50,43 @@ def cache_root() -> Path | None:
     if value:
         return Path(value)
     import platformdirs
-    return Path(platformdirs.user_cache_dir("rmtrace")) / "tables"
+    return Path(platformdirs.user_cache_dir("rmtrace")) / "traces"
+
+
+def cacheable(reader: TraceReader) -> bool:
+    """Only a finished trace is kept: one still being written (or cut off) changes, or may, and each
+    of its versions would be an entry of its own."""
+    return reader.recovery.complete
 
 
 def entry_key(reader: TraceReader, decoders: DecoderSet) -> str:
     st = os.fstat(reader.fileno())
     identity = {
         "path": os.path.realpath(reader.path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino,
-        "device": st.st_dev, "rmtrace": rmtrace.__version__, "cache": CACHE_VERSION,
+        "device": st.st_dev, "rmtrace": rmtrace.__version__, "cache": CACHE_VERSION, "code": code_identity(),
         "profile": decoders.profile.version, "user_decoders": list(decoders.user_sources),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:40]
 
 
+@functools.cache
+def code_identity() -> str:
+    """What the installed rmtrace and its decoders are, file by file (size and modification time): a
+    tree being worked on changes its tables without a new version number."""
+    import rmtrace.decoders
+    files = []
+    for package in (rmtrace, rmtrace.decoders):
+        root = Path(str(package.__file__)).parent
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                st = path.stat()
+                files.append((str(path.relative_to(root)), st.st_size, st.st_mtime_ns))
+    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
+
+
 def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True) -> CallTable:
     """The trace's call table: from the cache when an entry is there, else built (and stored)."""
-    root = cache_root() if cache else None
+    root = cache_root() if cache and cacheable(reader) else None
     if root is None:
         builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
         builder.update()
@@ -71,7 +95,7 @@ def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True)
     found = load(root / key)
     if found is not None:
         return found
-    return _build_into(root, key, reader, decoders)
+    return build_into(root, key, reader, decoders)
 
 
 def load(entry: Path) -> CallTable | None:
@@ -88,7 +112,8 @@ def load(entry: Path) -> CallTable | None:
     return table
 
 
-def _build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet) -> CallTable:
+def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet) -> CallTable:
+    """Build the trace's call table into the entry ``root/key`` (in memory when the cache cannot be written)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=root))
@@ -127,8 +152,9 @@ def _manifest(table: CallTable) -> dict[str, Any]:
         "clients": [{"index": c.index, "id": c.id, "key": c.key if isinstance(c.key, int) else [*c.key], "pid": c.pid,
                      "row": c.row, "first_seq": c.first_seq, "first_ns": c.first_ns, "gsp_session": c.gsp_session}
                     for c in table.clients],
+        "processes": {str(pid): [*p.first, p.last_ns, sorted(p.threads)] for pid, p in table.processes.items()},
         "extra_handles": {str(row): handles for row, handles in table.extra_handles.items()},
-        "last_records": {str(row): list(last) for row, last in table.last_records.items()},
+        "members": {str(row): [list(m) for m in members] for row, members in table.members.items()},
     }
 
 
@@ -139,8 +165,9 @@ def _table(columns: dict[str, Any], manifest: dict[str, Any]) -> CallTable:
     return CallTable(columns, Strings(manifest["names"]), Strings(manifest["details"]),
                      Strings(manifest["status_names"]), Strings(tuple(s) for s in manifest["handle_sets"]),
                      Strings(tuple(LockKind(v) for v in s) for s in manifest["lock_sets"]), clients,
+                     {int(pid): ProcessTouch((p[0], p[1], p[2]), p[3], set(p[4])) for pid, p in manifest["processes"].items()},
                      {int(row): handles for row, handles in manifest["extra_handles"].items()},
-                     {int(row): (last[0], last[1]) for row, last in manifest["last_records"].items()})
+                     {int(row): tuple((m[0], m[1]) for m in members) for row, members in manifest["members"].items()})
 
 
 def _evict(root: Path, keep: str) -> None:

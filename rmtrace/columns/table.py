@@ -27,19 +27,20 @@ call's first record, the order ``pair_calls`` yields calls in.
 from __future__ import annotations
 
 import enum
+import mmap
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
-from rmtrace.decoders import DecoderSet, Level
+from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
 from rmtrace.decoders.gsp import GspPairing, codec_for
 from rmtrace.decoders.ioctl import errno_name
 from rmtrace.decoders.roles import UvmRole, roles
 
 from rmtrace.calls import Call, CallState, Pairing
-from rmtrace.columns.argspec import MAX_HANDLES, Kind, OpPlan, Plan
+from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, OpPlan, Plan
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
 from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
@@ -51,18 +52,21 @@ from rmtrace.trace import TraceReader
 
 CALL_DTYPES: dict[str, str] = {
     "enter_seq": "<u8", "exit_seq": "<i8", "t_enter": "<i8", "t_exit": "<i8",
-    "pid": "<u4", "tid": "<u4", "call_id": "<u8", "source": "u1", "op": "<u4", "state": "u1",
+    "pid": "<u4", "tid": "<u4", "call_id": "<u8", "fd": "<i4", "source": "u1", "op": "<u4", "state": "u1",
     "name": "<i4", "detail": "<i4", "status": "<i8", "has_status": "u1", "status_name": "<i4", "ok": "i1",
-    "bytes": "<u8", "client": "<i4", "handles": "<i4", "locks": "u1",
+    "bytes": "<u8", "client": "<i4", "handles": "<i4", "locks": "u1", "key": "<u4",
     **{f"h{k}": "<u4" for k in range(MAX_HANDLES)},
 }
 """The call table's columns.  ``exit_seq`` is -1 when the call has no closing record (then ``t_exit``
 means nothing); ``detail``, ``status_name``, ``client`` and ``handles`` are -1 for None, ``ok`` too;
 ``handles`` indexes the table's tuples of handle names, whose values are ``h0``, ``h1``, ...; ``locks``
-indexes its tuples of the locks a call holds while in flight."""
+indexes its tuples of the locks a call holds while in flight; ``key`` is the argument's member that names
+the call or says its class (``argspec.ArgLayout.key``), 0 when it has none."""
 
 STATES = tuple(CallState)
 """``state`` holds the index of the call's CallState here."""
+IN_FLIGHT_STATES = (STATES.index(CallState.IN_FLIGHT), STATES.index(CallState.UNFINISHED))
+"""The ``state`` values of calls still in flight."""
 _STATE = {state: np.uint8(i) for i, state in enumerate(STATES)}
 
 GPU_DEVICE_PREFIX = b"/dev/nvidia"
@@ -112,17 +116,31 @@ class _Open:
     resumed: bool = False
     row: int = -1
     closed: bool = False
+    single: bool = False
+    """A record that pairs with nothing (a host event, a message GSP pairing does not key)."""
 
     def call(self) -> Call:
+        if self.single:
+            return Call(tuple(self.records), CallState.SINGLE)
         if not self.closed:
             return Call(tuple(self.records), CallState.IN_FLIGHT)
         return Call(tuple(self.records), CallState.RESUMED if self.resumed else CallState.COMPLETE)
 
 
-Extras = dict[int, tuple[dict[str, int] | None, tuple[int, int] | None]]
+@dataclass
+class ProcessTouch:
+    """What a process's records say of it: which record of which row touched it first (row, place in
+    the call, time), when its last record was, and its threads."""
+
+    first: tuple[int, int, int]
+    last_ns: int
+    threads: set[int]
+
+
+Extras = dict[int, tuple[dict[str, int] | None, tuple[tuple[int, int], ...] | None]]
 """Of calls decoded one by one, what does not fit the columns, by their index among the calls: handles
-(more than the handle columns, or not 32-bit numbers) and (time, seq) of a last record that is neither
-the call's first nor its exit."""
+(more than the handle columns, or not 32-bit numbers), and (seq, time) of every record when there are
+more than the first and the exit."""
 
 
 @dataclass
@@ -136,11 +154,22 @@ class CallTable:
     handle_sets: Strings[tuple[str, ...]]
     lock_sets: Strings[tuple[LockKind, ...]]
     clients: list[ClientRow]
+    processes: dict[int, ProcessTouch] = field(default_factory=dict)
     extra_handles: dict[int, dict[str, int]] = field(default_factory=dict)
     """Rows whose handles do not fit the handle columns (more of them, or not 32-bit numbers)."""
-    last_records: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """(time, seq) of the last record of rows whose last record is neither their first nor their exit
-    (a GSP request in several parts, still unanswered)."""
+    members: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    """(seq, time) of every record of the rows made of more than their first record and their exit
+    (a GSP exchange in several parts)."""
+
+    def records_of(self, row: int) -> tuple[tuple[int, int], ...]:
+        """(seq, time) of each record of row ``row``, in order."""
+        found = self.members.get(row)
+        if found is not None:
+            return found
+        c = self.columns
+        first = (int(c["enter_seq"][row]), int(c["t_enter"][row]))
+        exit_seq = int(c["exit_seq"][row])
+        return (first,) if exit_seq < 0 or exit_seq == first[0] else (first, (exit_seq, int(c["t_exit"][row])))
 
     def __len__(self) -> int:
         return len(self.columns["enter_seq"])
@@ -148,32 +177,119 @@ class CallTable:
     def client_id(self, index: int) -> str | None:
         return None if index < 0 else self.clients[index].id
 
-    def handles(self, row: int) -> dict[str, int]:
-        extra = self.extra_handles.get(row)
-        if extra is not None:
-            return dict(extra)
-        names = self.handle_sets.get(int(self.columns["handles"][row]))
-        return {name: int(self.columns[f"h{k}"][row]) for k, name in enumerate(names or ())}
+    def client_index(self, client_id: str) -> int:
+        """The index ``client`` holds for ``client_id`` (``NONE`` when the table has no such client)."""
+        return next((c.index for c in self.clients if c.id == client_id), NONE)
+
+    def open_rows(self) -> np.ndarray:
+        """The rows of calls still in flight."""
+        return np.flatnonzero(np.isin(self.columns["state"], IN_FLIGHT_STATES))
+
+    def record_clients(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seqs, client indexes) of every record of a call that has a client, by seq."""
+        c = self.columns
+        mine = c["client"] >= 0
+        irregular = np.zeros(len(self), dtype=bool)
+        irregular[list(self.members)] = True
+        regular = mine & ~irregular
+        second = regular & (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64))
+        parts = [(seq, int(c["client"][row])) for row, members in self.members.items() if c["client"][row] >= 0
+                 for seq, _ in members]
+        seqs = np.concatenate([c["enter_seq"][regular].astype(np.int64), c["exit_seq"][second],
+                               np.array([seq for seq, _ in parts], dtype=np.int64)])
+        owners = np.concatenate([c["client"][regular], c["client"][second],
+                                 np.array([owner for _, owner in parts], dtype=np.int32)])
+        order = np.argsort(seqs, kind="stable")
+        return seqs[order], owners[order]
 
     def info(self, row: int) -> CallInfo:
         """Row ``row`` as the session model's CallInfo."""
-        c = self.columns
-        exit_seq = int(c["exit_seq"][row])
-        ok = int(c["ok"][row])
-        state = STATES[c["state"][row]]
-        return CallInfo(
-            pid=int(c["pid"][row]), tid=int(c["tid"][row]), call_id=int(c["call_id"][row]),
-            client_id=self.client_id(int(c["client"][row])), source=int(c["source"][row]), op=int(c["op"][row]),
-            name=self.names.values[c["name"][row]], detail=self.details.get(int(c["detail"][row])),
-            status=int(c["status"][row]) if c["has_status"][row] else None,
-            status_name=self.status_names.get(int(c["status_name"][row])), ok=None if ok < 0 else bool(ok),
-            enter_seq=int(c["enter_seq"][row]), exit_seq=None if exit_seq < 0 else exit_seq,
-            t_enter=int(c["t_enter"][row]), t_exit=None if exit_seq < 0 else int(c["t_exit"][row]),
-            in_flight=state in (CallState.IN_FLIGHT, CallState.UNFINISHED), handles=self.handles(row),
-            bytes=int(c["bytes"][row]), locks=self.lock_sets.values[c["locks"][row]])
+        return self.infos_at(np.array([row]))[0]
 
-    def infos(self) -> Iterator[CallInfo]:
-        return (self.info(i) for i in range(len(self)))
+    def infos(self, block: int = 65_536) -> Iterator[CallInfo]:
+        for start in range(0, len(self), block):
+            yield from self.infos_at(np.arange(start, min(start + block, len(self))))
+
+    def infos_at(self, rows: np.ndarray) -> list[CallInfo]:
+        """The CallInfo of each of ``rows`` (column by column: numpy's cost per call is paid once)."""
+        return self.infos_and_decoded(rows, decoded=False)[0]
+
+    def infos_and_decoded(self, rows: np.ndarray, decoded: bool = True) -> tuple[list[CallInfo], list[Decoded]]:
+        """The CallInfo of each of ``rows``, and (with ``decoded``) the call-level ``Decoded`` the decoders
+        would make of it as far as the columns say: name, detail, status and handles (no summary
+        arguments, no buffers).  Both share one handles dict per row."""
+        c = {name: self.columns[name][rows].tolist() for name in _INFO_COLUMNS}
+        names, details, statuses = self.names.values, self.details.values, self.status_names.values
+        locks, clients = self.lock_sets.values, [c.id for c in self.clients]
+        in_flight = set(IN_FLIGHT_STATES)
+        infos, decodes = [], []
+        for i, row in enumerate(rows.tolist()):
+            exit_seq, ok, detail, status_name = c["exit_seq"][i], c["ok"][i], c["detail"][i], c["status_name"][i]
+            client = c["client"][i]
+            handles = self._handles(row, c, i)
+            name = names[c["name"][i]]
+            detail_text = details[detail] if detail >= 0 else None
+            status = c["status"][i] if c["has_status"][i] else None
+            status_text = statuses[status_name] if status_name >= 0 else None
+            okay = None if ok < 0 else bool(ok)
+            infos.append(CallInfo(
+                pid=c["pid"][i], tid=c["tid"][i], call_id=c["call_id"][i], client_id=clients[client] if client >= 0 else None,
+                source=c["source"][i], op=c["op"][i], name=name, detail=detail_text, status=status,
+                status_name=status_text, ok=okay, enter_seq=c["enter_seq"][i], exit_seq=None if exit_seq < 0 else exit_seq,
+                t_enter=c["t_enter"][i], t_exit=None if exit_seq < 0 else c["t_exit"][i],
+                in_flight=c["state"][i] in in_flight, handles=handles, bytes=c["bytes"][i], locks=locks[c["locks"][i]]))
+            if decoded:
+                decodes.append(Decoded(c["source"][i], c["op"][i], name, detail_text, status=status,
+                                       status_name=status_text, ok=okay, handles=handles, level=Level.CALL))
+        return infos, decodes
+
+    def release(self, start: int, end: int) -> None:
+        """Let go of the pages of rows [start, end) of columns mapped from the cache: the kernel keeps them in
+        its page cache, the process no longer holds them (a pass over the table stays small)."""
+        for column in self.columns.values():
+            held = getattr(column, "_mmap", None)
+            if held is None or end <= start:
+                continue
+            size = column.dtype.itemsize
+            base = column.offset % mmap.ALLOCATIONGRANULARITY if isinstance(column, np.memmap) else 0
+            first = (base + start * size) // mmap.PAGESIZE * mmap.PAGESIZE
+            last = (base + end * size) // mmap.PAGESIZE * mmap.PAGESIZE
+            if last > first:
+                held.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+    def _handles(self, row: int, c: dict[str, list], i: int) -> dict[str, int]:
+        extra = self.extra_handles.get(row)
+        if extra is not None:
+            return dict(extra)
+        names = self.handle_sets.values[c["handles"][i]] if c["handles"][i] >= 0 else ()
+        return {name: c[f"h{k}"][i] for k, name in enumerate(names)}
+
+
+class TableCalls(Sequence[CallInfo]):
+    """A call table's rows as a sequence of CallInfo, each made when it is asked for."""
+
+    def __init__(self, table: CallTable) -> None:
+        self.table = table
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @overload
+    def __getitem__(self, index: int) -> CallInfo: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[CallInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> CallInfo | list[CallInfo]:
+        if isinstance(index, slice):
+            return self.table.infos_at(np.arange(len(self.table))[index])
+        if index < 0:
+            index += len(self.table)
+        if not 0 <= index < len(self.table):
+            raise IndexError(index)
+        return self.table.info(index)
+
+    def __iter__(self) -> Iterator[CallInfo]:
+        return self.table.infos()
 
 
 class CallTableBuilder:
@@ -199,7 +315,8 @@ class CallTableBuilder:
         self.clients: list[ClientRow] = []
         self._client_of: dict[ClientKey, int] = {}
         self.extra_handles: dict[int, dict[str, int]] = {}
-        self.last_records: dict[int, tuple[int, int]] = {}
+        self.members: dict[int, tuple[tuple[int, int], ...]] = {}
+        self.processes: dict[int, ProcessTouch] = {}
         self.gsp_session = 0
         self.next_chunk = 0
         self.next_pos = 0
@@ -243,7 +360,7 @@ class CallTableBuilder:
     def table(self) -> CallTable:
         """The rows so far.  A later ``update`` may rewrite the rows of calls that were still open."""
         return CallTable(self.rows.view(), self.names, self.details, self.status_names, self.handle_sets,
-                         self.lock_sets, self.clients, self.extra_handles, self.last_records)
+                         self.lock_sets, self.clients, self.processes, self.extra_handles, self.members)
 
     # -- one batch ----------------------------------------------------------------------
 
@@ -279,7 +396,7 @@ class CallTableBuilder:
         state[pairable[first] & ~is_enter[first]] = _STATE[CallState.RESUMED]
         vector, extras = self._rows(recs, first, second, state, record)
         vector["opens_gpu"] = recs["path_match"][first] & (vector["source"] == Source.SYS) & (vector["op"] == SysOp.OPEN)
-        exchanges = self._exchanges(recs, np.flatnonzero(gsp[npend:]) + npend, record)
+        exchanges, members = self._exchanges(recs, np.flatnonzero(gsp[npend:]) + npend, record)
         first_rows = self._append(recs["pos"][first], vector, extras, exchanges)
 
         done = np.flatnonzero(is_enter[:npend] & (partner[:npend] >= 0))  # calls that started before, ended now
@@ -291,9 +408,15 @@ class CallTableBuilder:
         self._patch_exchanges()
 
         still = is_enter & (partner < 0) & last_of_key  # what stays open: the newest enter of a key, unanswered
-        rows = np.empty(n, dtype=np.int64)
+        rows = np.full(n, -1, dtype=np.int64)  # the row of each record, and where in its call it is
+        place = np.zeros(n, dtype=np.int64)
         rows[:npend] = self._pending_rows
         rows[first] = first_rows
+        enters = np.flatnonzero(partner >= 0)
+        rows[partner[enters]], place[partner[enters]] = rows[enters], 1
+        for i, item, k in members:
+            rows[i], place[i] = item.row, k
+        self._touch(recs, npend, rows, place)
         for i in np.flatnonzero(~still[:npend]).tolist():
             self._kept.pop(int(recs["pos"][i]), None)
         keep = np.flatnonzero(still)
@@ -303,14 +426,40 @@ class CallTableBuilder:
         self._pending = {k: v[keep] for k, v in recs.items()}
         self._pending_rows = rows[keep]
 
+    def _touch(self, recs: Records, npend: int, rows: np.ndarray, place: np.ndarray) -> None:
+        """What the new records say of their processes: which row and record of it touched each first,
+        when, the last time, the threads (as ``Folder._touch_process`` sees them, call by call)."""
+        if len(rows) <= npend:
+            return
+        pid, tid, time = recs["pid"][npend:], recs["tid"][npend:], recs["time"][npend:]
+        row, k = rows[npend:], place[npend:]
+        order = np.lexsort((k, row, pid))
+        pid, tid, time, row, k = pid[order], tid[order], time[order], row[order], k[order]
+        starts = np.flatnonzero(np.concatenate(([True], pid[1:] != pid[:-1])))
+        latest = np.maximum.reduceat(time, starts)
+        pairs = np.unique((pid.astype(np.uint64) << np.uint64(32)) | tid.astype(np.uint64))
+        threads: dict[int, set[int]] = {}
+        for pair in pairs.tolist():
+            threads.setdefault(pair >> 32, set()).add(pair & 0xFFFFFFFF)
+        for at, last in zip(starts.tolist(), latest.tolist()):
+            p = int(pid[at])
+            found = self.processes.get(p)
+            first = (int(row[at]), int(k[at]), int(time[at]))
+            if found is None:
+                self.processes[p] = ProcessTouch(first, last, threads[p])
+            else:
+                found.first = min(found.first, first)
+                found.last_ns = max(found.last_ns, last)
+                found.threads |= threads[p]
+
     def _append(self, positions: np.ndarray, vector: dict[str, np.ndarray], extras: Extras,
-                exchanges: list[tuple[int, _Open | Call]]) -> np.ndarray:
+                exchanges: list[tuple[int, _Open]]) -> np.ndarray:
         """Add the rows of calls starting in this batch, merged in order of their first record with the
         GSP exchanges starting in it; returns the rows the ``vector`` calls got."""
         base = self.rows.n
         n = len(positions)
         if exchanges:
-            calls = [item.call() if isinstance(item, _Open) else item for _, item in exchanges]
+            calls = [item.call() for _, item in exchanges]
             decoded, gsp_extras = self._decoded_rows(calls)
             decoded["opens_gpu"] = np.zeros(len(calls), dtype=bool)
             order = np.argsort(np.concatenate([positions, [pos for pos, _ in exchanges]]), kind="stable")
@@ -318,8 +467,7 @@ class CallTableBuilder:
             row_of = np.empty(len(order), dtype=np.int64)
             row_of[order] = base + np.arange(len(order))
             for k, (_, item) in enumerate(exchanges):
-                if isinstance(item, _Open):
-                    item.row = int(row_of[n + k])
+                item.row = int(row_of[n + k])
             self._settled = [item for item in self._settled if item.row < base]  # new ones were just written
             self._keep_extras(row_of[n:], gsp_extras)
         else:
@@ -334,17 +482,17 @@ class CallTableBuilder:
     def _patch(self, rows: np.ndarray, values: dict[str, np.ndarray], extras: Extras) -> None:
         for row in rows.tolist():
             self.extra_handles.pop(row, None)
-            self.last_records.pop(row, None)
+            self.members.pop(row, None)
         self._keep_extras(rows, extras)
         self.rows.patch(rows, values)
 
     def _keep_extras(self, rows: np.ndarray, extras: Extras) -> None:
-        for i, (handles, last) in extras.items():
+        for i, (handles, members) in extras.items():
             row = int(rows[i])
             if handles is not None:
                 self.extra_handles[row] = handles
-            if last is not None:
-                self.last_records[row] = last
+            if members is not None:
+                self.members[row] = members
 
     # -- columns of calls paired here ----------------------------------------------------
 
@@ -355,7 +503,7 @@ class CallTableBuilder:
         has2 = second >= 0
         two = np.where(has2, second, first)
         out = _empty(n)
-        for name in ("pid", "tid", "call_id", "source", "op"):
+        for name in ("pid", "tid", "call_id", "fd", "source", "op"):
             out[name] = recs[name][first]
         out["enter_seq"] = recs["seq"][first]
         out["t_enter"] = recs["time"][first]
@@ -415,9 +563,11 @@ class CallTableBuilder:
         out["handles"][rows] = translate[main]
         for k in range(MAX_HANDLES):
             out[f"h{k}"][rows] = np.where(use_a, recs["a_h"][main_rec, k], recs["b_h"][main_rec, k])
-        keyed = np.array([layout.key is not None for layout in self.args.layouts] + [False])[main]
+        has_key = np.array([layout.key is not None for layout in self.args.layouts] + [False])[main]
+        named = np.array([layout.names_call for layout in self.args.layouts] + [False])[main]
         key = np.where(use_a, recs["a_key"][main_rec], recs["b_key"][main_rec])
-        out["detail"][rows] = self._detail_ids(out["source"][rows], out["op"][rows], key, keyed)
+        out["key"][rows] = np.where(has_key, key, 0)
+        out["detail"][rows] = self._detail_ids(out["source"][rows], out["op"][rows], key, named)
         has_status = np.array(self.args.has_status + [False])[main] & after
         status = np.where(has_status, recs["a_status"][a_rec], ret)
         kind = np.select([has_exit & ~returned & (err != 0), has_exit & ~returned, has_status, after, has_exit],
@@ -493,7 +643,8 @@ class CallTableBuilder:
             fits = len(handles) <= MAX_HANDLES and all(isinstance(v, int) and 0 <= v < 1 << 32 for v in handles)
             row = {"enter_seq": first.seq, "exit_seq": last.seq if ends else -1, "t_enter": first.time_ns,
                    "t_exit": last.time_ns if ends else 0, "pid": first.pid, "tid": first.tid,
-                   "call_id": first.call_id, "source": first.source, "op": first.op, "state": _STATE[call.state],
+                   "call_id": first.call_id, "fd": first.fd, "source": first.source, "op": first.op,
+                   "state": _STATE[call.state], "key": _key(d),
                    "bytes": sum(len(b.data) for r in call.records for b in r.buffers),
                    "name": self.names.id(d.name), "detail": self.details.id(d.detail),
                    "status": d.status if d.status is not None else 0, "has_status": d.status is not None,
@@ -506,23 +657,29 @@ class CallTableBuilder:
                 for k, v in enumerate(handles):
                     out[f"h{k}"][i] = v
             extra = dict(d.handles) if handles and not fits else None
-            last_record = (last.time_ns, last.seq) if len(call.records) > 1 and not ends else None
-            if extra is not None or last_record is not None:
-                extras[i] = (extra, last_record)
+            regular = len(call.records) == 1 or (ends and len(call.records) == 2)
+            members = None if regular else tuple((r.seq, r.time_ns) for r in call.records)
+            if extra is not None or members is not None:
+                extras[i] = (extra, members)
         return out, extras
 
-    def _exchanges(self, recs: Records, rows: np.ndarray, record: Callable[[int], Record]) -> list[tuple[int, _Open | Call]]:
+    def _exchanges(self, recs: Records, rows: np.ndarray, record: Callable[[int], Record]
+                   ) -> tuple[list[tuple[int, _Open]], list[tuple[int, _Open, int]]]:
         """GSP records paired by the decoders' GSP keyer (as ``pair_calls`` does, without its window):
-        the calls they start, with the position of their first record."""
-        starts: list[tuple[int, _Open | Call]] = []
+        the calls they start, with the position of their first record, and for every record the call
+        it belongs to and where in it."""
+        starts: list[tuple[int, _Open]] = []
+        members: list[tuple[int, _Open, int]] = []
         if self._gsp is None:
-            return starts
+            return starts, members
         for i in rows.tolist():
             rec = record(i)
             pos = int(recs["pos"][i])
             action = self._gsp(rec)
             if action is None:
-                starts.append((pos, Call((rec,), CallState.SINGLE)))
+                item = _Open([rec], closed=True, single=True)
+                starts.append((pos, item))
+                members.append((i, item, 0))
                 continue
             kind, key = action
             pending = self._open.get(key)
@@ -539,12 +696,16 @@ class CallTableBuilder:
                 pending = self._open[key] = _Open([rec], resumed=True)
                 starts.append((pos, pending))
             else:
-                starts.append((pos, Call((rec,), CallState.RESUMED)))
-            if kind is Pairing.CLOSE and pending is not None:
+                pending = _Open([rec], resumed=True, closed=True)  # an answer whose request was never seen
+                starts.append((pos, pending))
+                members.append((i, pending, 0))
+                continue
+            members.append((i, pending, len(pending.records) - 1))
+            if kind is Pairing.CLOSE:
                 pending.closed = True
                 del self._open[key]
                 self._settled.append(pending)
-        return starts
+        return starts, members
 
     def _patch_exchanges(self) -> None:
         """Rewrite the rows of GSP exchanges that started in an earlier batch and changed in this one."""
@@ -559,7 +720,7 @@ class CallTableBuilder:
 
     def _new_client_id(self, pid: int) -> str:
         """The name the trace gives this process's client (a replay's plan), else the next free ``cN``
-        (as ``Folder._new_client_id`` names them)."""
+        (as ``rmtrace.session.fold.ClientNames`` names them)."""
         taken = {c.id for c in self.clients}
         named = self.client_ids.get(pid) if pid else None
         if named is not None and named not in taken:
@@ -610,11 +771,22 @@ _SPELL: dict[int, Callable[[Any, int], str]] = {
     _Status.SYSERR: lambda names, v: f"-1 {errno_name(v)}",
 }
 """How a status of each kind is spelt (``IoctlOp.decode``, ``SysCall.decode``)."""
-_DECODED = ("name", "detail", "status", "has_status", "status_name", "ok", "handles",
+_INFO_COLUMNS = ("pid", "tid", "call_id", "client", "source", "op", "name", "detail", "status", "has_status",
+                 "status_name", "ok", "enter_seq", "exit_seq", "t_enter", "t_exit", "state", "bytes", "locks",
+                 "handles", *(f"h{k}" for k in range(MAX_HANDLES)))
+_DECODED = ("name", "detail", "key", "status", "has_status", "status_name", "ok", "handles",
             *(f"h{k}" for k in range(MAX_HANDLES)))
 """The columns the decoders fill in for a call they decode."""
 _RESULTS = (None, "fd", "ret")
 """``SysCall.result`` values, by the code the plan cache holds."""
+
+
+def _key(d: Decoded) -> int:
+    """What a call decoded one by one says its class or command is (as ``argspec.ArgLayout.key``)."""
+    for value in (d.extra.get("cmd"), d.extra.get("hClass"), d.args.get(CLASS_MEMBER)):
+        if isinstance(value, int) and 0 <= value < 1 << 32:
+            return value
+    return 0
 
 
 def _empty(n: int) -> dict[str, np.ndarray]:

@@ -1,16 +1,20 @@
 """``SessionModel``: a trace folded into state over time; ``load_session`` builds one.
 
-The whole trace is folded once, streaming (records are not kept, only what
-they changed); after that every question ("state at t", "history of channel
-X", "which client is record N") is answered from memory.
+The trace's calls are its call table (``rmtrace.columns``: built from the
+chunks with numpy, or loaded from the cache), and the fold runs over the table
+(``rmtrace.columns.fold``): Python only for the calls that change the model.
+After that every question ("state at t", "history of channel X", "which client
+is record N") is answered from memory.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.session.entities import (
@@ -33,12 +37,15 @@ from rmtrace.trace import Recovery, TraceReader
 LIVE = "live"
 """``Recovery.reason`` of a trace still being written (read as it grows): not cut, only unfinished."""
 
+if TYPE_CHECKING:  # the call table's module reads the session's entities: imported where it is used
+    from rmtrace.columns.table import CallTable
+
 
 class SessionModel:
     """Processes, clients, RM objects, channels, ranks, calls and their history."""
 
     def __init__(self, reader: TraceReader, decoders: DecoderSet, folder: Folder, timeline: Timeline,
-                 start_ns: int, end_ns: int) -> None:
+                 start_ns: int, end_ns: int, table: CallTable) -> None:
         self.reader = reader
         self.meta: Mapping[str, Any] = reader.meta
         self.decoders = decoders
@@ -50,7 +57,10 @@ class SessionModel:
         self.object_list: Sequence[RmObject] = folder.object_list
         self.channels: Mapping[str, Channel] = folder.channels
         self.ranks: Mapping[str, Rank] = folder.ranks
-        self.calls: Sequence[CallInfo] = folder.calls
+        from rmtrace.columns.table import TableCalls
+        self.table = table
+        """The calls as columns (``rmtrace.columns.table``), for questions about all of them at once."""
+        self.calls: Sequence[CallInfo] = TableCalls(table)
         self.gsp: Sequence[GspExchange] = folder.gsp
         self.stray_frees: Sequence[CallInfo] = folder.stray_frees
         self.stop_reason = folder.stop_reason
@@ -58,12 +68,7 @@ class SessionModel:
         self.marked_in_flight: frozenset[tuple[int, int]] = frozenset(folder.marked_in_flight)
         self.recovery: Recovery = reader.recovery
         self.timeline = timeline
-        pairs = sorted(folder.seq_client)
-        self._seqs = [s for s, _ in pairs]
-        self._seq_clients = [c for _, c in pairs]
-        self._by_client: dict[str, list[int]] = {}
-        for seq, cid in pairs:
-            self._by_client.setdefault(cid, []).append(seq)
+        self._seqs, self._seq_clients = table.record_clients()
         for client in self.clients:
             proc = self.processes.get(client.pid)
             name = os.path.basename(proc.argv[0]) if proc and proc.argv else ""
@@ -85,17 +90,58 @@ class SessionModel:
         return self._clients[client_id]
 
     def client_of(self, seq: int) -> str | None:
-        i = bisect.bisect_left(self._seqs, seq)
-        return self._seq_clients[i] if i < len(self._seqs) and self._seqs[i] == seq else None
+        i = int(np.searchsorted(self._seqs, seq))
+        return self.table.client_id(int(self._seq_clients[i])) if i < len(self._seqs) and self._seqs[i] == seq else None
 
     def client_seqs(self, client_id: str) -> Sequence[int]:
-        return self._by_client.get(client_id, [])
+        return self._seqs[self._seq_clients == self.table.client_index(client_id)].tolist()
 
     def calls_of(self, client_id: str) -> list[CallInfo]:
-        return [c for c in self.calls if c.client_id == client_id]
+        return self.table.infos_at(np.flatnonzero(self.table.columns["client"] == self.table.client_index(client_id)))
+
+    def in_flight_calls(self, sources: Iterable[int] | None = None) -> list[CallInfo]:
+        """Calls still in flight at the end of the trace (of ``sources``), in order."""
+        rows = self.table.open_rows()
+        if sources is not None:
+            rows = rows[np.isin(self.table.columns["source"][rows], list(sources))]
+        return self.table.infos_at(rows)
+
+    def calls_slower_than(self, ns: int, sources: Iterable[int] | None = None) -> list[CallInfo]:
+        """Calls that returned more than ``ns`` after they entered (of ``sources``), in order."""
+        c = self.table.columns
+        slow = (c["exit_seq"] >= 0) & (c["t_exit"] - c["t_enter"] > ns)
+        rows = slow & (True if sources is None else np.isin(c["source"], list(sources)))
+        return self.table.infos_at(np.flatnonzero(rows))
+
+    def source_counts(self, client_id: str | None = None) -> dict[int, int]:
+        """Calls per source (of one client, or of the whole trace)."""
+        if client_id is None:
+            return dict(self._source_counts.get(None, {}))
+        index = self.table.client_index(client_id)
+        return dict(self._source_counts.get(index, {})) if index >= 0 else {}
+
+    @cached_property
+    def _source_counts(self) -> dict[int | None, dict[int, int]]:
+        """Calls per source, per client index (None: every call), counted in one pass over the columns."""
+        c = self.table.columns
+        out: dict[int | None, dict[int, int]] = {}
+        pairs = (c["client"].astype(np.int64) << 8) | c["source"].astype(np.int64)
+        for pair, n in zip(*(a.tolist() for a in np.unique(pairs, return_counts=True))):
+            client, source = pair >> 8, pair & 0xFF
+            out.setdefault(client, {})[source] = n
+            whole = out.setdefault(None, {})
+            whole[source] = whole.get(source, 0) + n
+        return out
 
     def objects_of(self, client_id: str) -> list[RmObject]:
-        return [o for o in self.object_list if o.client_id == client_id]
+        return self._objects_by_client.get(client_id, [])
+
+    @cached_property
+    def _objects_by_client(self) -> dict[str, list[RmObject]]:
+        out: dict[str, list[RmObject]] = {}
+        for obj in self.object_list:
+            out.setdefault(obj.client_id, []).append(obj)
+        return out
 
     def leaked(self, client_id: str | None = None) -> list[RmObject]:
         """Objects still allocated at the end of the trace (neither freed nor reclaimed at exit)."""
@@ -126,17 +172,25 @@ class SessionModel:
 
 
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
-                 snapshot_every: int = 20_000, decoders: DecoderSet | None = None) -> SessionModel:
-    """Fold a trace (a path or an open reader) into a SessionModel."""
+                 snapshot_every: int = 20_000, decoders: DecoderSet | None = None, cache: bool = True) -> SessionModel:
+    """Fold a trace (a path or an open reader) into a SessionModel; with ``cache``, the model (or at least
+    its call table) comes from the trace's cache entry, and goes there (``rmtrace.columns.modelcache``)."""
+    from rmtrace.columns.modelcache import session
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
+    return session(reader, decoders, snapshot_every, fold_session, cache=cache)
+
+
+def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int) -> SessionModel:
+    """The model of the trace whose call table is ``table`` (``rmtrace.columns.fold``)."""
+    from rmtrace.columns.fold import fold_table
     timeline = Timeline(snapshot_every)
     folder = Folder(decoders, timeline, client_ids(reader.meta))
-    fold_records(folder, reader.records())
+    fold_table(folder, table, reader)
     span = reader.time_span or (0, 0)
-    _mark_open_calls(folder, timeline, span[1])
+    _mark_open_calls(table.infos_at(table.open_rows()), timeline)
     timeline.freeze(span[1])
-    return SessionModel(reader, decoders, folder, timeline, span[0], span[1])
+    return SessionModel(reader, decoders, folder, timeline, span[0], span[1], table)
 
 
 def client_ids(meta: Mapping[str, Any]) -> dict[int, str]:
@@ -149,14 +203,9 @@ def client_ids(meta: Mapping[str, Any]) -> dict[int, str]:
     return {c["pid"]: c["id"] for c in clients if isinstance(c, dict) and "pid" in c and "id" in c}
 
 
-def fold_records(folder: Folder, records: Iterable) -> None:
-    for call in folder.decoders.calls(records):
-        folder.fold(call)
-
-
-def _mark_open_calls(folder: Folder, timeline: Timeline, end_ns: int) -> None:
+def _mark_open_calls(calls: Iterable[CallInfo], timeline: Timeline) -> None:
     """Calls still in flight at the end show on their client's lane from their enter on."""
-    for call in folder.calls:
+    for call in calls:
         if call.in_flight and call.client_id is not None:
             entity = f"client/{call.client_id}"
             timeline.set(call.t_enter, call.enter_seq, entity, "state", LaneState.IN_FLIGHT)

@@ -1,0 +1,320 @@
+"""The session fold over the call table: Python only for the calls that change the model.
+
+``Folder.fold`` visits every call: it touches the call's process, finds its
+client, keeps its CallInfo, and applies what the semantic layer says the call
+did (``EFFECTS``).  Over the call table the first three are the table's own
+columns (its rows, its clients, what its records said of each process), so
+``fold_table`` runs Python only for the rows whose meaning can change the
+model, in the same order, merging in the processes and clients the table saw
+at the rows where the fold would have made them:
+
+* ``ROW``: the call's meaning is in the columns (an allocation, a free, a
+  duplicate, a UVM channel registration, a control the model reads): its
+  ``Decoded`` is built from the row, its records from the header fields the
+  table keeps, and the semantic layer interprets that (``Interpreter.meaning``);
+  when it says the params matter (``Interpreter.needs_params``: a channel or
+  TSG allocation, those controls) the records are read again for their params
+  buffers, whose members are read where they lie (``rmtrace.columns.view``);
+* ``RECORDS``: the call's records are read again and the semantic layer
+  decodes and interprets them (``Interpreter.interpret``): GSP exchanges, sema
+  messages, marks, process events, the UVM commands whose other members the
+  model reads, anything a user's decoder decodes;
+* ``NONE``: nothing the model keeps can come of it (every other control,
+  mapping, UVM command, file descriptor operation).
+
+Which is which is data (``ROW_ESCAPES``, ...), by role numbers from the
+profile; ``tests/test_columns_fold.py`` interprets every call of every test
+trace the slow way and checks that a ``NONE`` call has no effect and a ``ROW``
+call means the same from its row as from its records.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+
+import numpy as np
+from rmtrace.decoders import Decoded
+from rmtrace.decoders.context import context
+from rmtrace.decoders.rm import NamedByArg
+from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
+
+from rmtrace.calls import Call, CallState
+from rmtrace.columns.argspec import CLASS_MEMBER, Kind, Plan
+from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
+from rmtrace.columns.view import params_buffers
+from rmtrace.record import Phase, Record, Source, SysOp
+from rmtrace.semantics import CallMeaning
+from rmtrace.semantics import events as ev
+from rmtrace.session.entities import CallInfo, Client, LaneState, Process
+from rmtrace.session.fold import EFFECTS, Folder
+from rmtrace.trace import TraceReader
+
+
+class Need(enum.IntEnum):
+    """What a row needs for the fold."""
+
+    NONE = 0
+    ROW = 1
+    RECORDS = 2
+
+
+ROW_ESCAPES = frozenset({EscapeRole.ALLOC, EscapeRole.ALLOC_MEMORY, EscapeRole.FREE, EscapeRole.DUP_OBJECT})
+"""RM escapes whose meaning is their handles, class and status."""
+ROW_UVM = frozenset({UvmRole.REGISTER_CHANNEL, UvmRole.UNREGISTER_CHANNEL})
+"""UVM commands whose meaning is their handles."""
+RECORDS_UVM = frozenset({UvmRole.REGISTER_GPU, UvmRole.UNREGISTER_GPU})
+"""UVM commands whose meaning is in their argument's other members (the GPU's UUID)."""
+RECORDS_SYS = frozenset({SysOp.FORK, SysOp.EXEC, SysOp.EXIT})
+"""Process events: the model keeps the process tree, argv and exit status."""
+RECORDS_SOURCES = frozenset({Source.GSP, Source.SEMA, Source.MARK})
+"""Sources every call of which may change the model (and which the table decodes one by one anyway)."""
+
+
+def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0) -> np.ndarray:
+    """The ``Need`` of each row from ``start`` on."""
+    c = {name: table.columns[name][start:] for name in ("source", "op", "key", "state")}
+    keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    by_op = np.array([_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
+    out = by_op[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int8)
+    controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _controls(keys, roles))
+    if controls.size:
+        wanted = np.isin(c["key"][controls], np.array(sorted(roles.controls), dtype=np.int64))
+        out[controls[wanted]] = Need.ROW
+    single = (out == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))
+    out[single] = Need.RECORDS  # a lone record of an odd phase: read it as it is
+    return out
+
+
+def _controls(keys: np.ndarray, roles: Roles) -> np.ndarray:
+    """Rows of RM_CONTROL (the controls the model reads are picked by their command)."""
+    control = [op for op, role in roles.escapes.items() if role is EscapeRole.CONTROL]
+    return np.isin(keys, np.array([int(Source.RM) << 32 | op for op in control], dtype=np.int64))
+
+
+def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
+    if source == Source.RM:
+        if plan.op(source, op).kind == Kind.PYTHON:
+            return Need.RECORDS  # an escape carrying another (IOCTL_XFER_CMD), or a user's decoder
+        return Need.ROW if roles.escapes.get(op) in ROW_ESCAPES else Need.NONE
+    if source == Source.UVM:
+        role = roles.uvm.get(op)
+        if role in RECORDS_UVM or (role in ROW_UVM and plan.op(source, op).kind == Kind.PYTHON):
+            return Need.RECORDS
+        return Need.ROW if role in ROW_UVM else Need.NONE
+    if source == Source.SYS:
+        return Need.RECORDS if op in RECORDS_SYS else Need.NONE
+    return Need.RECORDS if source in RECORDS_SOURCES or source not in tuple(Source) else Need.NONE
+
+
+def fold_table(folder: Folder, table: CallTable, reader: TraceReader) -> None:
+    """Bring ``folder`` to where folding every call of ``table`` in order would bring it."""
+    TableFold(folder, reader).advance(table, final=True)
+
+
+WINDOW = 65_536
+"""Records a growing trace's fold waits for an open call to end before it folds the call as in flight
+(``rmtrace.calls.pair_calls``' window: one wedged call cannot hold the rest of the model back)."""
+
+
+class TableFold:
+    """The fold over a call table that may still grow (a trace being recorded).
+
+    ``advance`` folds the rows whose calls are over, in order; a call still open holds the rows after
+    it back (they fold once it ends), for at most ``window`` records or until ``flush``: then it is
+    folded as in flight and, should it end later, what its end means is folded then, as ``pair_calls``
+    yields a call UNFINISHED and its close RESUMED.  With ``final`` every row is folded as it stands.
+    """
+
+    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW) -> None:
+        self.folder = folder
+        self.reader = reader
+        self.window = window
+        self.plan = Plan(folder.decoders)
+        self.next_row = 0
+        self._processes: set[int] = set()
+        self._clients: set[str] = set()
+        self._unfinished: set[int] = set()
+
+    def advance(self, table: CallTable, final: bool = False, flush: bool = False) -> None:
+        folder = self.folder
+        c = table.columns
+        start, n = self.next_row, len(table)
+        need = np.zeros(n, dtype=np.int8)
+        need[start:] = needs(table, self.plan, folder.interpreter.roles, start)
+        rows = start + np.flatnonzero(need[start:] != Need.NONE)
+        stop = n
+        if not final and not flush and rows.size:
+            open_ = np.isin(c["state"][rows], IN_FLIGHT_STATES)
+            young = open_ & (self.reader.record_count - c["enter_seq"][rows].astype(np.int64) <= self.window)
+            if young.any():
+                stop = int(rows[np.argmax(young)])
+                rows = rows[rows < stop]
+        resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
+        touches = iter(sorted(((pid, t) for pid, t in table.processes.items() if pid not in self._processes
+                               and (final or t.first[0] < stop)), key=lambda item: item[1].first[:2]))
+        creations = iter(sorted((m for m in table.clients if m.id not in self._clients and (final or m.row < stop)),
+                                key=lambda m: m.row))
+        next_touch, next_client = next(touches, None), next(creations, None)
+        for row, info, meaning in _blocks(table, rows, need, folder, self.plan, self.reader):
+            while next_touch is not None and next_touch[1].first[0] <= row:
+                self._process(*next_touch)
+                next_touch = next(touches, None)
+            while next_client is not None and next_client.row <= row:
+                self._client(next_client)
+                next_client = next(creations, None)
+            self._apply(meaning, info)
+            if not final and meaning.call.state is CallState.IN_FLIGHT:
+                self._unfinished.add(row)
+        while next_touch is not None:
+            self._process(*next_touch)
+            next_touch = next(touches, None)
+        while next_client is not None:
+            self._client(next_client)
+            next_client = next(creations, None)
+        for row in resumed:  # a call folded in flight has ended since: what its end says
+            self._unfinished.discard(row)
+            end = self.reader.record_at(int(c["exit_seq"][row]))
+            self._apply(folder.interpreter.interpret(Call((end,), CallState.RESUMED)), table.info(row))
+        self.next_row = stop
+        for pid, touch in table.processes.items():
+            if pid in folder.processes:
+                proc = folder.processes[pid]
+                proc.last_ns = max(proc.last_ns, touch.last_ns)
+                proc.threads |= touch.threads
+        _client_ends(folder, table)
+
+    def _apply(self, meaning: CallMeaning, info: CallInfo) -> None:
+        """What one call did, as ``Folder.fold`` applies it."""
+        folder = self.folder
+        if meaning.first(ev.GspSessionStarted) is not None:
+            folder.gsp_session += 1
+        for event in meaning.effective():
+            effect = EFFECTS.get(type(event))
+            if effect is not None:
+                effect(folder, event, meaning, info)
+
+    def _process(self, pid: int, touch: ProcessTouch) -> None:
+        self._processes.add(pid)
+        _process(self.folder, pid, touch)
+
+    def _client(self, made: ClientRow) -> None:
+        self._clients.add(made.id)
+        _client(self.folder, made)
+
+
+def _process(folder: Folder, pid: int, touch: ProcessTouch) -> None:
+    """The process's first record: the fold makes the process then (unless a fork made it first)."""
+    if pid not in folder.processes:
+        folder.processes[pid] = Process(pid, first_ns=touch.first[2])
+
+
+def _client(folder: Folder, c: ClientRow) -> None:
+    """A client made at the row that first belongs to it, as ``Folder._client_for`` makes it."""
+    client = Client(c.id, c.pid, first_ns=c.first_ns, last_ns=c.first_ns, first_seq=c.first_seq,
+                    last_seq=c.first_seq, gsp_session=c.gsp_session)
+    folder.clients[client.id] = client
+    folder._client_by_key[c.key] = client
+    folder.tl.set(client.first_ns, client.first_seq, client.entity, "state", LaneState.RUNNING)
+
+
+def _client_ends(folder: Folder, table: CallTable) -> None:
+    """Each client's last record: the latest last record of its calls."""
+    c = table.columns
+    mine = np.flatnonzero(c["client"] >= 0)
+    if not mine.size:
+        return
+    ends = c["exit_seq"][mine] >= 0
+    seq = np.where(ends, c["exit_seq"][mine], c["enter_seq"][mine].astype(np.int64))
+    time = np.where(ends, c["t_exit"][mine], c["t_enter"][mine])
+    client = c["client"][mine].astype(np.int64)
+    for row, members in table.members.items():  # a call in several parts: its last part
+        at = np.searchsorted(mine, row)
+        if at < len(mine) and mine[at] == row:
+            seq[at], time[at] = members[-1]
+    n = len(table.clients)
+    last_seq = np.full(n, -1, dtype=np.int64)
+    last_ns = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_seq, client, seq)
+    np.maximum.at(last_ns, client, time)
+    for made, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
+        found = folder.clients.get(made.id)  # a growing trace's fold may not have reached it yet
+        if found is not None:
+            found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
+
+
+BLOCK = 4096
+"""Rows whose CallInfo and Decoded are made at once: numpy's cost per call is paid per block, and the
+objects of one block at a time are alive."""
+
+
+def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
+            reader: TraceReader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
+    """(row, its CallInfo, what it means) for each of ``rows``, in order."""
+    for at in range(0, len(rows), BLOCK):
+        block = rows[at:at + BLOCK]
+        infos, decoded = table.infos_and_decoded(block)
+        yield from zip(block.tolist(), infos, _meanings(table, block, need[block], decoded, folder, plan, reader))
+        table.release(int(block[0]), int(block[-1]))
+
+
+def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: list[Decoded], folder: Folder,
+              plan: Plan, reader: TraceReader) -> Iterator[CallMeaning]:
+    """What each of ``rows`` means, in order (``decoded``: each row's Decoded, as far as the columns say)."""
+    interpreter = folder.interpreter
+    c = table.columns
+    cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
+                                                      "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
+    defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
+    states = [STATES[s] for s in cols["state"]]
+    for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
+        state = states[i]
+        if by_row:
+            d = decoded[i]
+            _key_member(d, plan, cols["key"][i])
+            if not interpreter.needs_params(d):
+                yield interpreter.meaning(Call(_header_records(cols, i, state), state), d)
+                continue
+        records = tuple(reader.record_at(seq) for seq, _ in table.records_of(row))
+        if by_row:  # the row, and the few params members the semantic layer reads from views
+            d.buffers = params_buffers(defs, profile, records, cols["key"][i])
+            yield interpreter.meaning(Call(records, state), d)
+        else:
+            yield interpreter.interpret(Call(records, state))
+
+
+def _key_member(d: Decoded, plan: Plan, key: int) -> None:
+    """Where a decode puts the argument's class or command: ``extra`` under the member's name for an
+    escape named by it, ``args`` for an allocation that only carries it."""
+    name = _key_name(plan, d.source, d.op)
+    if name is not None:
+        d.extra[name] = key
+    elif key:
+        d.args[CLASS_MEMBER] = key
+
+
+def _key_name(plan: Plan, source: int, op: int) -> str | None:
+    """The argument member naming calls of (source, op), None when the decoder is not named by one."""
+    decoder = plan.op(source, op).op
+    return decoder.key if isinstance(decoder, NamedByArg) else None
+
+
+def _header_records(cols: dict[str, list], i: int, state: CallState) -> tuple[Record, ...]:
+    """A call's records as far as the table keeps them: their header fields, no buffers."""
+    def record(phase: Phase, seq: int, time: int) -> Record:
+        return Record(cols["source"][i], phase, cols["op"][i], seq, time, cols["pid"][i], cols["tid"][i],
+                      cols["call_id"][i], cols["fd"][i])
+    enter = record(_ENTER, cols["enter_seq"][i], cols["t_enter"][i])
+    if state is _IN_FLIGHT:
+        return (enter,)
+    if state is _RESUMED:  # an exit whose enter the trace lacks
+        return (record(_EXIT, cols["enter_seq"][i], cols["t_enter"][i]),)
+    return enter, record(_EXIT, cols["exit_seq"][i], cols["t_exit"][i])
+
+
+# enum members looked up once: in a loop, each ``Enum.MEMBER`` is a class attribute lookup
+_ROW = Need.ROW
+_ENTER, _EXIT = Phase.ENTER, Phase.EXIT
+_IN_FLIGHT, _RESUMED = CallState.IN_FLIGHT, CallState.RESUMED
+

@@ -1,0 +1,123 @@
+"""A params buffer's members read when asked: the few the model needs, without parsing the struct.
+
+The fold needs a handful of members of a channel's allocation params and of
+three controls' params (an engine type, a ring address, a work-submit token);
+a construct parse of the whole struct costs 10-100x reading them.
+``StructView`` is a read-only mapping over a buffer's bytes that gives, member
+by member, exactly what ``Definitions.parse`` gives for that member (an int, a
+list of ints, bytes, a nested struct as another view); anything else (unions,
+bitfields, arrays of structs, a flexible member) it takes from one real parse,
+made on first need.  ``tests/test_columns_view.py`` checks every member of the
+params layouts against construct, for every shipped profile.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+from rmtrace.decoders.base import DecodedBuffer
+from rmtrace.decoders.structs import SCALAR_KINDS, SIGNED_KINDS, Definitions
+
+from rmtrace.columns.argspec import laid_out
+from rmtrace.layout import Field, Layout
+from rmtrace.record import BufferFlag, Record, Role
+
+_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+PARAMS_ROLES = (Role.ALLOC_PARAMS, Role.PARAMS)
+
+
+class StructView(Mapping[str, Any]):
+    """The members of a struct of ``layout`` at ``base`` in ``data``, each read when it is asked for."""
+
+    def __init__(self, defs: Definitions, layout: Layout, data: bytes, base: int = 0,
+                 parent: StructView | None = None, name: str = "") -> None:
+        self._defs = defs
+        self._layout = layout
+        self._data = data
+        self._base = base
+        self._parent, self._name = parent, name  # a nested struct: member ``name`` of ``parent``
+
+    @property
+    def _members(self) -> dict[str, Field]:
+        return _members(self._layout)
+
+    @cached_property
+    def _parsed(self) -> Any:
+        """The whole struct as the decoders parse it: for what a view does not read itself."""
+        if self._parent is not None:
+            return self._parent._parsed[self._name]
+        return self._defs.parse(self._layout.name, bytes(self._data))[0]
+
+    def __getitem__(self, name: str) -> Any:
+        f = self._members.get(name)
+        value = self._read(f) if f is not None else None
+        return value if value is not None else self._parsed[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._members or name in self._parsed  # padding, units, a flexible member: parse
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parsed)
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    def _read(self, f: Field) -> Any:
+        at = self._base + f.offset
+        if f.kind in SCALAR_KINDS and f.size in _CODES:
+            code = _CODES[f.size].lower() if f.kind in SIGNED_KINDS else _CODES[f.size]
+            return struct.unpack_from("<" + code, self._data, at)[0]
+        if f.kind == "array" and len(f.dims) <= 1 and f.count and f.elem_kind in SCALAR_KINDS:
+            size = f.size // f.count
+            if size == 1:
+                return bytes(self._data[at:at + f.size])
+            if size in _CODES:
+                code = _CODES[size].lower() if f.elem_kind in SIGNED_KINDS else _CODES[size]
+                return list(struct.unpack_from(f"<{f.count}{code}", self._data, at))
+            return None
+        if f.kind == "struct":
+            inner = self._defs.layouts.get(f.type)
+            if inner is not None and inner.size == f.size and inner.kind != "union":
+                return StructView(self._defs, inner, self._data, at, self, f.name)
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _members(layout: Layout) -> dict[str, Field]:
+    """The named members a parse of ``layout`` holds under their own name (not bitfields, which live in
+    their units; none for a union, whose parse the view asks for)."""
+    if layout.kind == "union":
+        return {}
+    return {f.name: f for f, _ in laid_out(layout) if f.name and f.bit_size is None}
+
+
+def params_buffers(defs: Definitions, profile: Any, records: Sequence[Record], key: int) -> list[DecodedBuffer]:
+    """The params buffers of ``records`` (alloc params by the class ``key``, control params by the command
+    ``key``), their values as views: what the decoders' ``more_buffers`` parse at full depth."""
+    out = []
+    for rec in records:
+        for buf in rec.buffers:
+            if buf.role not in PARAMS_ROLES:
+                continue
+            name = _params_layout(profile, buf.role, key)
+            layout = defs.layout(name) if name else None
+            readable = not buf.flags & BufferFlag.UNREADABLE
+            value = StructView(defs, layout, buf.data) if layout is not None and readable and \
+                len(buf.data) >= layout.size else None
+            out.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, layout if value is not None else None,
+                                     value, layouts=defs.layouts))
+    return out
+
+
+def _params_layout(profile: Any, role: int, key: int) -> str | None:
+    """The layout a params buffer is parsed with (``rmparams.alloc_params`` / ``control_params``)."""
+    if role == Role.ALLOC_PARAMS:
+        info = profile.classes.get(key)
+        return info.alloc_params if info is not None else None
+    control = profile.controls.get(key)
+    return control.params if control is not None else None
+
