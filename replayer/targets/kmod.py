@@ -40,7 +40,7 @@ from rmtrace.replayer.model.records import GspRecords
 from rmtrace.replayer.output import stamp
 from rmtrace.replayer.protocol import EVENT_CALL_ID, answer_key, request_key, with_call_id
 from rmtrace.replayer.semantics import Semantics
-from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
+from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target, clock_spec
 
 from rmtrace.capture.kmod import IOC_READ, ioc
 from rmtrace.errors import RecordError, RmtraceError
@@ -215,13 +215,7 @@ class _Relay:
 
 def parse_spec(arg: str) -> tuple[str, str]:
     """``PATH[,clock=real|virtual]`` -> (path, clock)."""
-    path, *options = arg.split(",")
-    clock = "virtual"
-    for option in options:
-        key, _, value = option.partition("=")
-        if key != "clock" or value not in CLOCKS:
-            raise RmtraceError(f"--against kmod: unknown option {option!r} (clock=virtual or clock=real)")
-        clock = value
+    path, clock = clock_spec(arg, "kmod")
     return path or DEVICE, clock
 
 
