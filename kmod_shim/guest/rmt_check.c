@@ -16,7 +16,8 @@
  *                              recorded nor dropped), then all on (every one read).
  *   rmt_check fuzz N SEED      N random and malformed writes to /dev/rmtrace-replay,
  *                              before and after a HELLO: each refused with EINVAL
- *                              or taken; the session still answers afterwards.
+ *                              (and nothing to read after it) or taken; the session
+ *                              still answers afterwards.
  *   rmt_check addprobe FILE    RMT_IOC_ADD_PROBE with each struct rmt_probe_spec of FILE.
  *   rmt_check readers N [hold] N processes read /dev/rmtrace to its end (blocking,
  *                              poll-driven, non-blocking), each writing what it saw
@@ -429,6 +430,7 @@ static void read_all_out(int fd)
 static int fuzz(long n, uint64_t seed)
 {
 	static struct builder b;
+	static uint8_t left[1 << 16];
 	long refused = 0, taken = 0, other = 0, i;
 	int fd = open("/dev/rmtrace-replay", O_RDWR | O_NONBLOCK), last_other = 0;
 	pid_t child;
@@ -445,14 +447,16 @@ static int fuzz(long n, uint64_t seed)
 				fail("FUZZ", "a valid HELLO was refused: %s (is a target loaded?)", strerror(errno));
 		}
 		junk(&b, (int)(next() % 6));
-		if (write(fd, b.buf, b.len) == (ssize_t)b.len)
+		read_all_out(fd); /* what the writes before made: a refused write adds nothing to it */
+		if (write(fd, b.buf, b.len) == (ssize_t)b.len) {
 			taken++;
-		else if (errno == EINVAL)
+		} else if (errno == EINVAL) {
 			refused++;
-		else
+			if (read(fd, left, sizeof(left)) != -1 || errno != EAGAIN)
+				fail("FUZZ", "refused write %ld (junk of %zu bytes) left something to read", i, b.len);
+		} else {
 			other++, last_other = errno;
-		if (!(i % 64))
-			read_all_out(fd);
+		}
 	}
 	if (write(fd, b.buf, 0) != -1 || errno != EINVAL)
 		fail("FUZZ", "an empty write was not refused with EINVAL");
