@@ -114,7 +114,7 @@ class PerfettoWriter:
         """Write the packets made so far."""
         if len(self._batch.packet):
             self.out.write(self._batch.SerializeToString())
-            self._batch.Clear()
+            self._batch = pb.Trace()  # a new message, not Clear(): upb keeps a cleared message's arena
 
     def _track_descriptor(self, name: str, parent: int | None = None, counter: bool = False) -> int:
         uuid = self._next_uuid()
