@@ -1,11 +1,12 @@
-"""The columnar pass and the fold on a large trace, beside zstd.
+"""The columnar pass, the fold and the commands on a large trace, beside zstd.
 
     python bench/columns.py [--records 1000000] [--trace FILE] [--rounds 3] [--steps ...]
 
 The trace is FILE, or the shipped capture of three CUDA clients in a row
 replicated to --records (bench/session.py's replicate: copies shifted in time,
 pids of their own).  Every step runs in a fresh process, so each has its own
-peak RSS; the rounds alternate the steps' order.  Side by side, per round:
+CPU time and peak RSS (``os.wait4``); the rounds alternate the steps' order.
+Side by side, per round:
 
 * ``zstd -dc`` of the trace's chunk payloads (the frames concatenated), and a
   plain zstd pass in Python (every chunk read, checked and decompressed);
@@ -15,12 +16,18 @@ peak RSS; the rounds alternate the steps' order.  Side by side, per round:
 * the fold with the cache cold: the table written to the cache as it is built
   (memory-mapped after), the model stored beside it;
 * the model with the cache warm: loaded, not folded;
-* stats' operations table with the cache warm.
+* stats' operations table with the cache warm;
+* the commands as a user runs them, each a whole ``rmtrace`` process
+  (interpreter start and imports included), with the cache off and warm:
+  ``stats --json``, ``wedges --json``, ``show`` (every call, to /dev/null) and
+  ``show --failed``.
 
-Each time is the step's own (after its imports); the peak RSS is the
-process's, less what it held before the step (the interpreter, numpy and
-rmtrace imported, the trace opened).  Goal (issue 13): the fold at 150,000
-records/s or more.
+A library step's time is its own (after its imports, the trace opened); its
+peak RSS is the process's less what it held before the step.  A command's
+time and RSS are the whole process's.  Times are wall and CPU (user + system):
+on a shared machine CPU seconds are the steadier figure, and both are printed.
+Goals (issue 13): the fold at 150,000 records/s or more; stats, wedges and
+show within 10x of ``zstd -dc``.
 """
 
 from __future__ import annotations
@@ -38,8 +45,12 @@ import time
 
 from report import print_rows
 
+COMMANDS = {
+    "stats": ["stats", "--json"], "wedges": ["wedges", "--json"], "show": ["show"], "show --failed": ["show", "--failed"],
+}
+"""The commands timed as a user runs them: the arguments before the trace."""
 STEPS = ("zstd -dc", "zstd pass", "call table", "table + stats", "fold", "fold, cache cold", "model, cache warm",
-         "stats table, cache warm")
+         "stats table, cache warm", *(f"{command}{cache}" for command in COMMANDS for cache in ("", ", cache warm")))
 BASELINE = "zstd pass"
 
 
@@ -48,7 +59,7 @@ def rss_kb() -> int:
 
 
 def child(step: str, path: str) -> None:
-    """One step in this process; prints {"seconds", "rss_kb", "before_kb", "rows"}."""
+    """One step in this process; prints {"seconds", "cpu", "rss_kb", "before_kb", "rows"}."""
     from rmtrace.decoders import decoders_for
 
     from rmtrace.columns.cache import call_table
@@ -58,7 +69,7 @@ def child(step: str, path: str) -> None:
 
     reader = TraceReader(path)
     decoders = decoders_for(reader)
-    before = rss_kb()
+    before, cpu_before = rss_kb(), time.process_time()
     start = time.perf_counter()
     rows = 0
     if step == "zstd pass":
@@ -75,19 +86,35 @@ def child(step: str, path: str) -> None:
     elif step == "stats table, cache warm":
         rows = len(operation_rows(call_table(reader, decoders)))
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "rss_kb": rss_kb(), "before_kb": before, "rows": rows}))
+    print(json.dumps({"seconds": seconds, "cpu": time.process_time() - cpu_before, "rss_kb": rss_kb(),
+                      "before_kb": before, "rows": rows}))
 
 
 def run_step(step: str, path: str, frames: str, env: dict[str, str]) -> dict[str, float]:
+    """Run one step in a fresh process: {"seconds", "cpu", "rss_kb", "before_kb"} (a library step's own
+    figures, from the child; a command's, the whole process's from its rusage)."""
+    command = step.removesuffix(", cache warm")
     if step == "zstd -dc":
+        argv = ["zstd", "-dc", frames]
+    elif command in COMMANDS:
+        argv = [os.path.join(os.path.dirname(sys.executable), "rmtrace"), *COMMANDS[command], path]
+    else:
+        argv = [sys.executable, __file__, "--child", step, path]
+    library = argv[1:2] == [__file__]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        with open(os.devnull, "wb") as sink:
-            subprocess.run(["zstd", "-dc", frames], stdout=sink, check=True)
-        return {"seconds": time.perf_counter() - start, "rss_kb": 0, "before_kb": 0}
-    out = subprocess.run([sys.executable, __file__, "--child", step, path], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise SystemExit(f"{step} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.splitlines()[-1])
+        proc = subprocess.Popen(argv, stdout=out if library else subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"{step} failed:\n{err.read()[-3000:].decode(errors='replace')}")
+        if not library:
+            return {"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss,
+                    "before_kb": 0}
+        out.seek(0)
+        return json.loads(out.read().decode().splitlines()[-1])
 
 
 def write_frames(path: str, out: str) -> None:
@@ -100,13 +127,37 @@ def write_frames(path: str, out: str) -> None:
             sink.write(f.read(chunk.comp_len))
 
 
+def measure(path: str, steps: list[str], rounds: int, tmp: str) -> dict[str, list[dict[str, float]]]:
+    """Each of ``steps`` ``rounds`` times on the trace ``path``, the rounds alternating their order (the
+    cache under ``tmp``: emptied for the cold fold, filled before a warm step)."""
+    frames = os.path.join(tmp, "frames.zst")
+    write_frames(path, frames)
+    cache = os.path.join(tmp, "cache")
+    times: dict[str, list[dict[str, float]]] = {step: [] for step in steps}
+    for r in range(rounds):
+        for step in (steps if r % 2 == 0 else steps[::-1]):
+            if step == "fold, cache cold":
+                shutil.rmtree(cache, ignore_errors=True)
+            elif "warm" in step and not os.path.isdir(cache):
+                run_step("fold, cache cold", path, frames, {**os.environ, "RMTRACE_CACHE": cache})
+            env = {**os.environ, "RMTRACE_CACHE": cache if "cache" in step else "off"}
+            times[step].append(run_step(step, path, frames, env))
+    return times
+
+
+def medians(runs: list[dict[str, float]]) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS bytes): the medians of the times, the largest RSS."""
+    return (statistics.median(t["seconds"] for t in runs), statistics.median(t["cpu"] for t in runs),
+            max(t["rss_kb"] - t["before_kb"] for t in runs) * 1024)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--trace", help="time this trace as it is")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), metavar="STEP",
-                        help=f"which steps (default all: {', '.join(STEPS)}); the zstd pass always runs")
+                        help=f"which steps (default all: {', '.join(STEPS)}); zstd -dc and the zstd pass always run")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -121,33 +172,25 @@ def main() -> int:
             from rmtrace import captures
             path = os.path.join(tmp, "bench.trace")
             replicate(str(captures.path("cuda-streams-3x-sequential")), path, args.records)
-        frames = os.path.join(tmp, "frames.zst")
-        write_frames(path, frames)
-        cache = os.path.join(tmp, "cache")
-        steps = [s for s in STEPS if s in args.steps or s == BASELINE]
-        times: dict[str, list[dict[str, float]]] = {step: [] for step in steps}
-        for r in range(args.rounds):
-            for step in (steps if r % 2 == 0 else steps[::-1]):
-                if step == "fold, cache cold":
-                    shutil.rmtree(cache, ignore_errors=True)
-                elif "warm" in step and not os.path.isdir(cache):
-                    run_step("fold, cache cold", path, frames, {**os.environ, "RMTRACE_CACHE": cache})
-                env = {**os.environ, "RMTRACE_CACHE": cache if "cache" in step else "off"}
-                times[step].append(run_step(step, path, frames, env))
+        steps = [s for s in STEPS if s in args.steps or s in ("zstd -dc", BASELINE)]
+        times = measure(path, steps, args.rounds, tmp)
         from rmtrace.trace import TraceReader
         with TraceReader(path) as reader:
             n, size = reader.record_count, os.path.getsize(path)
     load_after = os.getloadavg()
-    base = statistics.median(t["seconds"] for t in times[BASELINE])
+    base, base_cpu, _ = medians(times[BASELINE])
+    dc, dc_cpu, _ = medians(times["zstd -dc"])
     rows = [("trace", f"{n:,} records, {size / 1e6:.0f} MB" + ("" if args.trace else ", the shipped 3-client "
                                                                  "capture replicated")),
             ("rounds", f"{args.rounds}, alternating; medians; load average {load_before[0]:.1f} before, "
-                       f"{load_after[0]:.1f} after")]
+                       f"{load_after[0]:.1f} after"),
+            ("columns", "wall s, records/s (wall) | CPU s, records/s (CPU) | x zstd pass, x zstd -dc (wall; CPU) "
+                        "| peak RSS")]
     for step in steps:
-        sec = statistics.median(t["seconds"] for t in times[step])
-        peak = max(t["rss_kb"] - t["before_kb"] for t in times[step]) * 1024
-        rss = f"   peak RSS +{peak / n:5.1f} B/record" if step != "zstd -dc" else ""
-        rows.append((step, f"{sec:7.3f} s  {n / sec:>12,.0f} records/s   {sec / base:5.2f}x the zstd pass{rss}"))
+        sec, cpu, peak = medians(times[step])
+        rss = f"  +{peak / n:6.1f} B/record" if step != "zstd -dc" else ""
+        rows.append((step, f"{sec:7.2f} s {n / sec:>10,.0f}/s | {cpu:7.2f} s {n / cpu:>10,.0f}/s | "
+                           f"{sec / base:5.1f}x {sec / dc:5.1f}x; {cpu / base_cpu:5.1f}x {cpu / dc_cpu:5.1f}x |{rss}"))
     print_rows(rows)
     return 0
 

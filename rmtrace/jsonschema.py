@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the builders only read these objects' attributes; importing
     from rmtrace.analysis.wedges import Wedge
     from rmtrace.calls import Call
     from rmtrace.decoders.base import Decoded
+    from rmtrace.replayer.reduce import Reduction
     from rmtrace.replayer.runner import ClientResult, ReplayResult
     from rmtrace.trace import TraceReader
 
@@ -201,6 +202,26 @@ def replay(run: ReplayResult, source: str) -> JsonObject:
     return {"type": "replay", "source": source, "target": run.target, "schedule": str(run.schedule),
             "seed": run.schedule.seed, "clients": len(run.clients), "messages": run.messages,
             "exit_status": int(run.exit_status), "output": run.output, "counters": dict(run.counters)}
+
+
+def reduction(red: Reduction, source: str, output: str, target: str, schedule: str, same: bool) -> JsonObject:
+    """What ``reduce`` kept of a wedging replay, where it wrote it, and whether it wedges the same way alone."""
+    return {"type": "reduction", "source": source, "output": output, "target": target, "schedule": schedule,
+            "clients_before": red.before_clients, "messages_before": red.before_messages,
+            "clients": len(red.plan.clients), "messages": red.messages, "replays": red.tests,
+            "signature": [{"name": name, "kind": kind} for name, kind in red.signature],
+            "kept": [{"client": c.id, "label": c.label, "messages": [m.name for m in c.messages]}
+                     for c in red.plan.clients],
+            "same": same, "exit_status": 0 if same else 1}
+
+
+# -- datasets ------------------------------------------------------------------------------
+
+
+def row(columns: Iterable[str], values: Iterable[Any]) -> JsonObject:
+    """One row of an SQL answer (``rmtrace query``): its columns by name under ``values``, where a column
+    called ``type`` cannot take the place of the object's own."""
+    return {"type": "row", "values": dict(zip(columns, values))}
 
 
 # -- driver profiles -----------------------------------------------------------------------

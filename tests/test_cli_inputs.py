@@ -9,6 +9,8 @@ import pty
 import subprocess
 import sys
 
+import pytest
+
 from rmtrace import captures
 from rmtrace.cli.main import main
 from rmtrace.exitcodes import ExitCode
@@ -61,6 +63,22 @@ def run_in_terminal(*argv: str) -> str:
     proc.wait(timeout=60)
     os.close(leader)
     return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize("argv", [
+    ["info"], ["show", "--limit", "3"], ["stats"], ["wedges"], ["diff", "nvidia-smi-q"], ["replay", "-o", "{tmp}/r.trace"],
+    ["export", "-f", "jsonl", "-o", "-"], ["export", "-f", "parquet", "-o", "{tmp}/dataset"],
+], ids=lambda argv: " ".join(argv[:3]))
+def test_every_command_that_takes_a_trace_reads_it_from_a_pipe(tmp_path, argv):
+    """'-' as FILE, from a pipe (spooled: the readers seek); reduce reads its trace as replay does."""
+    args = " ".join([argv[0], "-", *argv[1:]]).format(tmp=tmp_path)
+    proc = subprocess.run(f"cat {captures.path('nvidia-smi-q')} | {sys.executable} -m rmtrace.cli.main {args}",
+                          shell=True, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == ExitCode.OK and "error" not in proc.stderr, (args, proc.stderr)
+    if argv[-1] == "{tmp}/dataset":
+        assert list((tmp_path / "dataset").glob("host=*/day=*/*.parquet"))
+    else:
+        assert proc.stdout.strip(), args
 
 
 def test_without_file_a_terminal_is_told_on_the_first_line():

@@ -46,6 +46,19 @@ def refused(capsys, argv: list[str]) -> str:
     (["show", "nvidia-smi-q", "--raw", "--failed", "-V"], "--raw prints records undecoded: --failed, -V need decoded"),
     (["info", "nvidia-smi-q", "--shipped"], "--shipped lists the shipped captures: give it no FILE"),
     (["replay", "nvidia-smi-q", "--seed", "7"], "--seed picks the chaos schedule's random choices; recorded makes"),
+    (["replay", "nvidia-smi-q", "--allow-unsafe"], "--allow-unsafe lifts the real driver's safety table: give it "
+                                                   "with --against nvidia or --oracle nvidia"),
+    (["replay", "nvidia-smi-q", "--against", "bogus"], "unknown target 'bogus' (one of: model, unix, recorded"),
+    (["replay", "nvidia-smi-q", "--schedule", "bogus"], "unknown schedule 'bogus' (one of: recorded, sequential"),
+    (["replay", "nvidia-smi-q", "--clients", "9"], "no client 9: the trace has 1 (c1)"),
+    (["show", "nvidia-smi-q", "--driver", "999.1"], "--driver 999.1: no such shipped profile; shipped: 535.288.01"),
+    (["export", "nvidia-smi-q", "-f", "jsonl", "-o", "-", "--host", "h200"], "--host names the host of a parquet "
+                                                                              "dataset's rows"),
+    (["export", "nvidia-smi-q", "-f", "svg", "-o", "x"], "argument --format/-f: invalid choice: 'svg' (choose from"),
+    (["record", "-o", "x.trace", "--backend", "ebpf", "--", "true"], "--backend ebpf: preload or kmod[:PATH]"),
+    (["record", "-o", "x.trace", "--ring-size", "3", "--", "true"], "ring size 3 must be a power of two from 4096"),
+    (["record", "-o", "x.trace", "--driver", "580.142", "--", "true"], "--driver names the kernel shim's driver: "
+                                                                       "give it with --backend kmod"),
 ])
 def test_meaningless_options_are_refused(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmtrace.errors import RmtraceError
 
@@ -85,7 +86,7 @@ def trace_or_default(args: argparse.Namespace) -> str:
     return str(chosen)
 
 
-def _names_to_values(text: str, enum_type: Any, what: str) -> frozenset[int]:
+def _names_to_values(text: str, enum_type: type[enum.IntEnum], what: str) -> frozenset[int]:
     values = set()
     for part in text.split(","):
         part = part.strip()
@@ -191,7 +192,8 @@ def filter_from_args(args: argparse.Namespace, reader: TraceReader) -> RecordFil
     )
 
 
-def add_json_argument(parser: argparse.ArgumentParser, what: str, group: Any = None) -> None:
+def add_json_argument(parser: argparse.ArgumentParser, what: str,
+                      group: argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup | None = None) -> None:
     """--json: the command's objects as JSON Lines, in the one schema of docs/json-schema.md."""
     (group or parser).add_argument("--json", action="store_true", help=f"JSON Lines (docs/json-schema.md): {what}")
 
@@ -248,21 +250,25 @@ def output_path(requested: str | None, *, force: bool = False, inputs: tuple[str
     if requested == "-" and stdout:
         return requested
     try:
-        target = os.stat(requested)
+        os.stat(requested)  # exists (and may be an input), or is new
     except FileNotFoundError:
         return requested
     except OSError as exc:
         raise RmtraceError(f"cannot write {requested}: {exc.strerror}") from None
     for source in inputs:
-        try:
-            same = os.path.samestat(target, os.stat(source))
-        except OSError:
-            continue
-        if same:
+        if same_file(requested, source):
             raise RmtraceError(f"{requested} is the input {source}: refusing to write over it (give another -o)")
     if not force:
         raise RmtraceError(f"{requested} exists: give --force to overwrite it, or another -o")
     return requested
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same inode where both exist (links too), else the same path."""
+    try:
+        return os.path.samestat(os.stat(a), os.stat(b))
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _new_saved_output(folder: str, stem: str, suffix: str) -> str:

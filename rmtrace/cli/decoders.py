@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dwarf.add_argument("--source", required=True, help="record source: rm, uvm, gsp, sema, sys, mark")
     dwarf.add_argument("--op", required=True, help="operation number (0x40 or 64)")
     dwarf.add_argument("--name", help="the operation's name in output (default: the struct's name)")
+    dwarf.add_argument("--force", action="store_true", help="replace a saved decoder of the same source and op")
     sub.add_parser("list", help="user decoders and plugins, and the shipped profiles",
                    description="List the user decoders, plugin tables and shipped driver profiles.")
 
@@ -56,9 +57,11 @@ def _op(text: str) -> int:
 
 
 def _from_dwarf(args: argparse.Namespace) -> int:
-    from rmtrace.decoders.user import from_dwarf, save
+    from rmtrace.cli.common import output_path
+    from rmtrace.decoders.user import decoder_dir, from_dwarf, save
     from rmtrace.record import Source, enum_name
     decoder = from_dwarf(args.object, args.structs, _source(args.source), _op(args.op), args.name)
+    output_path(str(decoder_dir() / decoder.path_name), force=args.force, inputs=(args.object,))
     path = save(decoder)
     sizes = ", ".join(f"{s} ({decoder.layouts[s].size} bytes)" for s in decoder.structs)
     print(f"{enum_name(Source, decoder.source)} op {decoder.op:#x} is now decoded as {decoder.name}: {sizes}")

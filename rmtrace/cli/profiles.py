@@ -112,7 +112,8 @@ def _number(profile: DriverProfile, table: str, text: str) -> int:
 def layout_lines(layout: Layout, indent: str = "  ") -> list[str]:
     lines = [f"{layout.kind} {layout.name}  ({layout.size} bytes)"]
     for f in layout.fields:
-        bits = f"  bits {f.bit_offset}..{f.bit_offset + f.bit_size - 1}" if f.bit_size is not None else ""
+        bits = (f"  bits {f.bit_offset}..{f.bit_offset + f.bit_size - 1}"
+                if f.bit_offset is not None and f.bit_size is not None else "")  # a bitfield has both
         lines.append(f"{indent}@{f.offset:<5} {f.size:>5}  {f.name or '(anonymous)':<32} {f.type}  [{f.kind}]{bits}")
     return lines
 
@@ -128,16 +129,19 @@ def _show_item(profile: DriverProfile, args: argparse.Namespace) -> dict:
                           "category": f"{control.category:#04x}", "index": f"{control.index:#04x}",
                           "aliases": sorted(n for n, v in profile.aliases.get("controls", {}).items() if v == control.cmd),
                           "embedded_pointers": [asdict(p) for p in profile.embedded_pointers(control.cmd)]}
-        layouts.append(control.params)
+        if control.params:  # a control without params has no layout to show
+            layouts.append(control.params)
     if args.cls:
         info = profile.classes[_number(profile, "classes", args.cls)]
         out["class"] = {**asdict(info), "hex": f"{info.id:#06x}",
                         "aliases": sorted(n for n, v in profile.aliases.get("classes", {}).items() if v == info.id)}
-        layouts.append(info.alloc_params)
+        if info.alloc_params:
+            layouts.append(info.alloc_params)
     if args.uvm:
         cmd = profile.uvm[_number(profile, "uvm", args.uvm)]
         out["uvm"] = asdict(cmd)
-        layouts.append(cmd.params)
+        if cmd.params:
+            layouts.append(cmd.params)
     if args.layout:
         if args.layout not in profile.layouts:
             raise RmtraceError(f"profile {profile.version} has no layout {args.layout!r}")
@@ -240,17 +244,23 @@ def _select(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _tree_files(tree: str, out: str | None) -> tuple[str, ...]:
+    """--out when it names a file in TREE: every file there is an input of the build (a header, version.mk)."""
+    return (out,) if out and Path(tree).resolve() in Path(out).resolve().parents else ()
+
+
 def _build(args: argparse.Namespace) -> int:
     import tempfile
 
     from rmtrace.decoders.profiles.generate import extract_tag, timed_build
     from rmtrace.decoders.profiles.serial import encode
+    inputs = _tree_files(args.tree, args.out)
     if args.out:
-        output_path(args.out, force=args.force)  # refused before minutes of building, not after
+        output_path(args.out, force=args.force, inputs=inputs)  # refused before minutes of building, not after
     with tempfile.TemporaryDirectory(prefix="rmtrace-ogkm-") as tmp:
         tree = extract_tag(args.tree, args.tag, tmp) if args.tag else Path(args.tree)
         profile, seconds = timed_build(tree, args.version or (args.tag if args.tag else None))
-    out = Path(output_path(args.out or f"{profile.version}.json.zst", force=args.force))
+    out = Path(output_path(args.out or f"{profile.version}.json.zst", force=args.force, inputs=inputs))
     blob = encode(profile)
     try:
         out.write_bytes(blob)

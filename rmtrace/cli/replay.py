@@ -16,10 +16,12 @@ from rmtrace.cli.common import (
     output_path,
     positive_count,
     positive_duration,
+    same_file,
     trace_or_default,
     trace_stem,
 )
 from rmtrace.errors import RmtraceError
+from rmtrace.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from rmtrace.replayer.plan import Plan
@@ -155,10 +157,13 @@ def run(args: argparse.Namespace) -> int:
     schedule = schedule_from_args(args)
     if args.runs > 1 and schedule.mode is not Mode.CHAOS:
         raise RmtraceError("--runs explores seeds of the chaos schedule: use --schedule chaos")
+    if args.allow_unsafe and "nvidia" not in (args.against, args.oracle):
+        raise RmtraceError("--allow-unsafe lifts the real driver's safety table: give it with --against nvidia "
+                           "or --oracle nvidia")
     if args.output is not None:
         output_path(args.output, force=args.force, inputs=(plan.source,))  # refused before the replay runs
     if args.junit:
-        if args.output and os.path.abspath(args.junit) == os.path.abspath(args.output):
+        if args.output and same_file(args.junit, args.output):
             raise RmtraceError("--junit and -o name the same file")
         output_path(args.junit, force=args.force, inputs=(plan.source,))
     source = os.path.basename(plan.source)
@@ -182,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         return status
     written = next((r.output for r in results if r.output), None)
     print(f"replay trace: {written or 'none (every run green)'}")
-    print(f"exit {status}: {EXIT_MEANING[status]}")
+    print(f"exit {status}: {EXIT_MEANING[ExitCode(status)]}")
     return status
 
 
@@ -209,7 +214,7 @@ def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str,
             attach_wedge_chains(result)
             written = True
         verdicts = ", ".join(f"{c.client.id} {c.verdict.value}" for c in result.clients)
-        say(f"  {str(schedule):<10} {EXIT_MEANING[result.exit_status]:<9} {verdicts}")
+        say(f"  {str(schedule):<10} {EXIT_MEANING[ExitCode(result.exit_status)]:<9} {verdicts}")
         results.append(result)
     say(seeds_line(results))
     return results

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rmtrace.cli.common import (
     add_filter_arguments,
@@ -114,7 +115,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _check_globs(option: str, patterns: Any, known: set[str], what: str) -> None:
+def _check_globs(option: str, patterns: Iterable[str], known: set[str], what: str) -> None:
     """Each pattern must match a known name: a typo would otherwise filter out everything, silently.
     Names the decoders make from numbers (NV2080_CTRL_CMD_THERMAL_0x46: no header names it) count as known."""
     from fnmatch import fnmatchcase

@@ -22,10 +22,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from rmtrace.decoders import DecoderSet
-from rmtrace.decoders.base import RawOp
+from rmtrace.decoders.base import Op, RawOp
 from rmtrace.decoders.ioctl import IoctlOp
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
 from rmtrace.decoders.rm import AllocCall, ControlCall, NamedByArg
@@ -116,15 +116,14 @@ class Plan:
 
 def _plan(decoders: DecoderSet, source: int, op: int) -> OpPlan:
     decoder = decoders.op(source, op)
-    kind = type(decoder)
-    if kind is RawOp:
+    if type(decoder) is RawOp:
         return OpPlan(Kind.RAW, decoder.name, decoder, {}, None)
-    if kind is SysCall and source == Source.SYS:
+    if type(decoder) is SysCall and source == Source.SYS:
         return OpPlan(Kind.SYSCALL, decoder.name, decoder, {}, None, decoder.result)
-    if kind not in (IoctlOp, ControlCall, AllocCall):
+    if not _table_ioctl(decoder):
         return OpPlan(Kind.PYTHON, decoder.name, decoder, {}, None)
     named = isinstance(decoder, NamedByArg)
-    key = decoder.key if named else CLASS_MEMBER
+    key = decoder.key if isinstance(decoder, NamedByArg) else CLASS_MEMBER
     defs = decoder.ctx.defs
     by_size: dict[int, ArgLayout | None] = {}
     for size, name in decoder.arg_layouts.items():
@@ -137,6 +136,12 @@ def _plan(decoders: DecoderSet, source: int, op: int) -> OpPlan:
         if default is None:
             return OpPlan(Kind.PYTHON, decoder.name, decoder, {}, None)
     return OpPlan(Kind.IOCTL, decoder.name, decoder, by_size, default)
+
+
+def _table_ioctl(decoder: Op) -> TypeGuard[IoctlOp]:
+    """Whether ``decoder`` is one of the table's own ioctl decoders (exactly: a subclass, such as a
+    user's decoder, may decode otherwise, so its calls go through Python)."""
+    return type(decoder) in (IoctlOp, ControlCall, AllocCall)
 
 
 def arg_layout(layouts: Mapping[str, Layout], name: str, key: str, flex: Mapping[str, Any],

@@ -1,0 +1,74 @@
+"""The same steps at several trace sizes: time and peak RSS per record as the trace grows.
+
+    python bench/scaling.py [--sizes 100000 1000000 10000000] [--rounds 2] [--steps ...]
+
+For each size the shipped capture of three CUDA clients in a row is replicated
+to that many records (bench/session.py's replicate), and bench/columns.py's
+steps run on it, each in a fresh process (its own CPU time and peak RSS).  The
+rounds alternate both the sizes' order and the steps'.  Printed per step: each
+size's time per record (wall and CPU) and peak RSS per record, and the largest
+over the smallest time per record across the sizes.
+
+Goals (issue 13): time per record within 1.3x across 100k, 1M and 10M
+records; peak RSS at most 100 B/record with the columns mapped (the cache
+warm).  ``--sizes 100000000 --steps "stats, cache warm"`` is the 100M-record
+run (long: it replicates a 2 GB trace and builds its cache first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+from columns import STEPS, measure, medians
+from report import print_rows
+
+DEFAULT_STEPS = ["call table", "table + stats", "fold", "model, cache warm", "stats, cache warm", "wedges, cache warm"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=DEFAULT_STEPS, metavar="STEP",
+                        help=f"which of bench/columns.py's steps (default: {', '.join(DEFAULT_STEPS)})")
+    args = parser.parse_args()
+    from session import replicate
+
+    from rmtrace import captures
+    load_before = os.getloadavg()
+    source = str(captures.path("cuda-streams-3x-sequential"))
+    steps = ["zstd pass", *(s for s in args.steps if s != "zstd pass")]
+    results: dict[int, dict[str, list[dict[str, float]]]] = {n: {s: [] for s in steps} for n in args.sizes}
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+        paths = {}
+        for n in args.sizes:
+            os.mkdir(os.path.join(tmp, str(n)))
+            paths[n] = os.path.join(tmp, str(n), "bench.trace")
+            replicate(source, paths[n], n)
+        for r in range(args.rounds):
+            for n in (args.sizes if r % 2 == 0 else args.sizes[::-1]):
+                for step, runs in measure(paths[n], steps if r % 2 == 0 else steps[::-1], 1,
+                                          os.path.join(tmp, str(n))).items():
+                    results[n][step].extend(runs)
+    load_after = os.getloadavg()
+    rows = [("traces", ", ".join(f"{n:,}" for n in args.sizes) + " records, the shipped 3-client capture replicated"),
+            ("rounds", f"{args.rounds}, alternating sizes and steps; medians; load average {load_before[0]:.1f} "
+                       f"before, {load_after[0]:.1f} after"),
+            ("columns", "per size: wall µs/record, CPU µs/record, peak RSS B/record; then the spread of "
+                        "µs/record (largest / smallest), wall and CPU")]
+    for step in steps:
+        figures = {n: medians(results[n][step]) for n in args.sizes}
+        per = [f"{n:,}: {sec / n * 1e6:6.2f} {cpu / n * 1e6:6.2f} {peak / n:6.1f}"
+               for n, (sec, cpu, peak) in figures.items()]
+        wall = [sec / n for n, (sec, _, _) in figures.items()]
+        cpu = [c / n for n, (_, c, _) in figures.items()]
+        rows.append((step, " | ".join(per) + f" | spread {max(wall) / min(wall):.2f}x, {max(cpu) / min(cpu):.2f}x"))
+    print_rows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

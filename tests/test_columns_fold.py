@@ -1,0 +1,61 @@
+"""Which calls the fold over the call table runs Python for, against interpreting every call.
+
+``rmtrace.columns.fold.needs`` sorts the table's rows: ``NONE`` (skipped),
+``ROW`` (its meaning read from the row and the params it names) and
+``RECORDS`` (decoded and interpreted as ever).  Every call of every test trace
+is interpreted here from its records, the slow way (``Interpreter.interpret``):
+a skipped call must have no effect the fold applies, and a call read from its
+row must mean what its records mean, event for event.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rmtrace.decoders import decoders_for
+
+from rmtrace.columns.argspec import Plan
+from rmtrace.columns.fold import Need, _blocks, needs
+from rmtrace.semantics import CallMeaning, Interpreter
+from rmtrace.semantics import events as ev
+from rmtrace.session.fold import EFFECTS, Folder
+from rmtrace.session.model import client_ids
+from rmtrace.session.timeline import Timeline
+from rmtrace.trace import TraceReader
+from tests.scenarios import sequential
+from tests.test_columns import CAPTURES, table_of
+
+CASES = [p.name for p in CAPTURES] + ["wedged.trace"]
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> dict[str, Path]:
+    found = {p.name: p for p in CAPTURES}
+    found["wedged.trace"] = sequential(tmp_path_factory.mktemp("fold") / "wedged.trace", wedge=True)
+    return found
+
+
+def has_effect(meaning: CallMeaning) -> bool:
+    """Whether folding ``meaning`` can change the model (``TableFold._apply``: a GSP session, an effect)."""
+    return meaning.first(ev.GspSessionStarted) is not None or any(type(e) in EFFECTS for e in meaning.effective())
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_rows_the_fold_skips_or_reads_from_the_row(paths, name):
+    path = paths[name]
+    reader = TraceReader(path)
+    decoders = decoders_for(reader)
+    slow = [Interpreter(decoders).interpret(call) for call in decoders.calls(reader.records(), window=1 << 62)]
+    table = table_of(path)
+    assert len(table) == len(slow)  # row i is the i-th call pair_calls yields
+    folder = Folder(decoders, Timeline(), client_ids(reader.meta))
+    need = needs(table, Plan(decoders), folder.interpreter.roles)
+    skipped = np.flatnonzero(need == Need.NONE).tolist()
+    assert skipped and all(not has_effect(slow[row]) for row in skipped), \
+        [slow[row].decoded.name for row in skipped if has_effect(slow[row])][:5]
+    by_row = np.flatnonzero(need == Need.ROW)
+    assert by_row.size
+    for row, _, meaning in _blocks(table, by_row, need, folder, Plan(decoders), reader):
+        assert meaning.events == slow[row].events, (row, meaning.decoded.name)
