@@ -38,7 +38,7 @@ def _packages() -> tuple[list[str], dict[str, str]]:
     for name, folder in TOP.items():
         for root, dirs, files in os.walk(folder):
             dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
-            if "__init__.py" not in files:
+            if not any(f.endswith(".py") for f in files):  # a namespace package (rmtrace/columns) ships too
                 continue
             rel = os.path.relpath(root, folder)
             pkg = name if rel == "." else name + "." + rel.replace(os.sep, ".")

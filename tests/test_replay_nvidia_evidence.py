@@ -77,3 +77,14 @@ def test_nvidia_smi_q_not_supported_answers_came_back_not_supported(repo_root):
     replayed = [t for t in theirs if t is not None]
     assert len(asked) >= 30 and len(replayed) >= len(asked) - 2  # two come from skipped PERF/PMGR controls
     assert all(t.expect.status == not_supported for t in replayed)
+
+
+@pytest.mark.parametrize("name,status", [("cuda-streams.sequential-3.sigint.nvidia", 130),
+                                         ("cuda-streams.sequential-2.client-killed.nvidia", 1)])
+def test_an_interrupted_replay_left_nothing_behind_on_the_gpu(name, status):
+    """Ctrl-C to the replay, SIGKILL to a client process: each sent while a client process held the GPU."""
+    text = (REPLAYS / f"{name}.txt").read_text()
+    assert f"exit status {status}\n" in text and "client process none" not in text
+    assert "after: replaying processes alive: 0; GPU compute processes: 0" in text
+    for t in tables(name):  # a live client's teardown freed its RM client; a killed one's the kernel did
+        assert t["ended"] == "killed by SIGKILL" or [f["status"] for f in t["teardown_freed"]] == [0], t
