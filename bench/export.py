@@ -16,8 +16,13 @@ of that.  Each pass runs in a fresh interpreter, so its peak resident memory
 * each format: ``rmtrace export`` to a file (parquet: a dataset directory).
 
 Rounds alternate (baseline, formats, then the same in reverse) and the best
-time of each counts.  Printed: records/s, the ratio to the baseline (goal
->= 0.5), and peak memory at both lengths (goal: no growth with length).
+time of each counts.  Each pass's time is taken twice: its CPU time (user and
+system, ``time.process_time``) and the wall clock.  The goal is judged on CPU
+time: on a machine shared with other jobs the wall clock of a single-threaded
+pass is mostly how the scheduler shared the cores, while its CPU time is the
+work it did; the wall-clock ratio is printed beside it.  Printed: records/s
+(CPU), the ratio to the baseline in CPU and in wall time (goal >= 0.5), and
+peak memory at both lengths (goal: no growth with length).
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def one_pass(what: str, trace: str, out: str) -> dict:
     from rmtrace.export.source import ExportInput
     from rmtrace.trace import TraceReader
     write = writer(what) if what not in BASELINES and what != "parquet" else None
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if what in BASELINES:
         with TraceReader(trace) as reader:
             decoders = decoders_for(reader)
@@ -70,7 +75,7 @@ def one_pass(what: str, trace: str, out: str) -> dict:
     else:
         with ExportInput(trace, progress=False) as src:
             count = write(src, out)
-    return {"seconds": time.perf_counter() - start, "count": count,
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu, "count": count,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -106,20 +111,24 @@ def main() -> int:
                     out = os.path.join(tmp, f"out-{what.split()[0]}")
                     result = run_child(what, path, out)
                     key = (what, n)
-                    if key not in best or result["seconds"] < best[key]["seconds"]:
+                    if key not in best:
                         best[key] = result
-                    best[key]["maxrss_mb"] = max(best[key]["maxrss_mb"], result["maxrss_mb"])
+                    for measure, keep in (("seconds", min), ("cpu_seconds", min), ("maxrss_mb", max)):
+                        best[key][measure] = keep(best[key][measure], result[measure])
     small, large = args.records // 10, args.records
     rows = [("records", f"{large:,} (and {small:,} for memory), replicated from {os.path.basename(args.trace)}; "
                         f"best of {args.rounds} alternating rounds; load average at the end {os.getloadavg()[0]:.2f}")]
     for what in names:
-        rate = large / best[(what, large)]["seconds"]
-        against = AGAINST.get(what, BASELINE)
-        base = large / best[(against, large)]["seconds"]
-        ratio = "" if what in BASELINES else (f"   {rate / base:.2f}x {'baseline' if against == BASELINE else 'full decode'} "
-                                              f"({'met' if rate / base >= GOAL else 'NOT met'})")
-        mem_small, mem_large = best[(what, small)]["maxrss_mb"], best[(what, large)]["maxrss_mb"]
-        rows.append((what, f"{rate:>9,.0f} records/s{ratio:<32}   peak {mem_small:5.0f} MB at {small:,}, "
+        run = best[(what, large)]
+        rate = large / run["cpu_seconds"]
+        ratio = ""
+        if what not in BASELINES:
+            against = best[(AGAINST.get(what, BASELINE), large)]
+            cpu, wall = against["cpu_seconds"] / run["cpu_seconds"], against["seconds"] / run["seconds"]
+            ratio = (f"   {cpu:.2f}x {'baseline' if AGAINST.get(what, BASELINE) == BASELINE else 'full decode'} "
+                     f"({'met' if cpu >= GOAL else 'NOT met'}; wall {wall:.2f}x)")
+        mem_small, mem_large = best[(what, small)]["maxrss_mb"], run["maxrss_mb"]
+        rows.append((what, f"{rate:>9,.0f} records/s{ratio:<44}   peak {mem_small:5.0f} MB at {small:,}, "
                            f"{mem_large:5.0f} MB at {large:,} ({mem_large / mem_small:.2f}x)"))
     print_rows(rows)
     return 0

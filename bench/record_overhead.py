@@ -10,6 +10,9 @@ under ``strace -f -e trace=ioctl`` where strace is installed (the anchor).
 The ``none`` mode times an ioctl on a pipe: what a non-NVIDIA fd pays for
 passing through the shim (bare vs recorded, across processes).
 
+``--shim NAME=PATH`` adds a way recording with another build of the shim, in
+the same alternating rounds (a change to the shim against the one before it).
+
 End to end: a whole program (``--e2e CMD``; by default rmprog's threaded
 workload) runs alternately bare and recorded; the program's own elapsed time
 (a line ``elapsed_ms X`` in its output) and the wall time of the whole run,
@@ -66,8 +69,15 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     return wall, proc.stdout
 
 
-def wrappers(tmp: Path, rmtrace: list[str]) -> dict[str, list[str]]:
-    ways = {"bare": [], "rmtrace": [*rmtrace, "record", "-o", str(tmp / "bench.trace"), "--"]}
+def wrappers(tmp: Path, rmtrace: list[str], shims: list[str]) -> dict[str, list[str]]:
+    """Each way's command prefix: bare, rmtrace, rmtrace:NAME per ``--shim NAME=PATH``, strace."""
+    record = [*rmtrace, "record", "--force", "-o", str(tmp / "bench.trace"), "--"]
+    ways = {"bare": [], "rmtrace": record}
+    for spec in shims:
+        name, _, path = spec.partition("=")
+        if not path or not Path(path).is_file():
+            raise SystemExit(f"--shim {spec}: want NAME=PATH of a built shim")
+        ways[f"rmtrace:{name}"] = ["env", f"RMTRACE_SHIM={Path(path).resolve()}", *record]
     if shutil.which("strace"):
         ways["strace"] = ["strace", "-f", "-e", "trace=ioctl", "-o", os.devnull]
     return ways
@@ -113,6 +123,9 @@ def main() -> int:
     parser.add_argument("--e2e-rounds", type=int, default=15)
     parser.add_argument("--rmtrace", default=f"{sys.executable} -m rmtrace.cli.main",
                         help="how to run rmtrace (default: this Python's)")
+    parser.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
+                        help="one more way: rmtrace recording with this build of the shim (RMTRACE_SHIM), "
+                             "to compare builds side by side in the same rounds")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
 
@@ -126,7 +139,7 @@ def main() -> int:
         env = fakedrv_environment(progs, make_device_dir(tmp / "dev"), env)
         env["FAKEDRV_TRUSTING"] = "1"
         where = "test device dir + tests/c/fakedrv.c, trusting (an ioctl that costs almost nothing)"
-    ways = wrappers(tmp, shlex.split(args.rmtrace))
+    ways = wrappers(tmp, shlex.split(args.rmtrace), args.shim)
     lines = [f"# rmtrace record overhead ({'real driver' if args.real else 'test device'})", "",
              f"command: `python bench/record_overhead.py {shlex.join(sys.argv[1:])}`",
              f"machine: {platform.node()}, {platform.machine()}, kernel {platform.release()}, "

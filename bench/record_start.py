@@ -7,6 +7,13 @@ nothing; goal <= 0.15 s.  A warm-up round of each comes first, and PYTHONDONTWRI
 is dropped from the environment, so the figures are a user's second run, not a compile
 of every module.
 
+Two ways record: ``rmtrace record`` as the command line runs it, and the record command's
+module alone (``rmtrace.cli.record``'s parser and run, nothing else imported): what the
+recorder itself costs, apart from a command line that imports every command to build its
+parser.  ``--before DIR`` adds that way once more with DIR first on PYTHONPATH (DIR holding
+an older rmtrace/, e.g. ``git archive COMMIT rmtrace | tar -x -C DIR``): the recorder's
+change against it, in the same rounds.
+
   python bench/record_start.py [--rounds 15] [-o bench/results/record_start-local.md]
 """
 
@@ -15,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -23,14 +31,27 @@ import tempfile
 import time
 from pathlib import Path
 
+ALONE = """import argparse, sys
+import rmtrace.cli.record as command
+parser = argparse.ArgumentParser(prog="rmtrace record")
+command.add_arguments(parser)
+sys.exit(command.run(parser.parse_args()))"""
+"""The record command with nothing of the command line's but its own parser."""
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
+
+def timed(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the run's processes): on a loaded machine the CPU time says
+    what the run itself costs, the wall time what it costs together with everything else.  In
+    cwd: ``python -c`` puts the working directory first on sys.path, and a checkout's rmtrace/
+    there would shadow ``--before``'s."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise SystemExit(f"{shlex.join(cmd)} failed ({proc.returncode}): {proc.stderr}")
-    return seconds
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def main() -> int:
@@ -38,31 +59,49 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--rmtrace", default=f"{sys.executable} -m rmtrace.cli.main", help="how to run rmtrace")
     parser.add_argument("--command", default="true", help="the command recorded (default: true)")
+    parser.add_argument("--before", metavar="DIR", help="also time the record command alone with DIR's rmtrace/")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     bare = shlex.split(args.command)
     with tempfile.TemporaryDirectory(prefix="rmtrace-start-") as tmp:
-        def recorded(n: int) -> list[str]:
-            return [*shlex.split(args.rmtrace), "record", "-o", str(Path(tmp) / f"{n}.trace"), "--", *bare]
-        timed(bare, env)
-        timed(recorded(-1), env)
-        times: dict[str, list[float]] = {"bare": [], "recorded": []}
+        ways = {"bare": lambda n: bare,
+                "rmtrace record": lambda n: [*shlex.split(args.rmtrace), "record", "-o",
+                                             str(Path(tmp) / f"cli-{n}.trace"), "--", *bare],
+                "record command alone": lambda n: [sys.executable, "-c", ALONE, "-o",
+                                                   str(Path(tmp) / f"alone-{n}.trace"), "--", *bare]}
+        envs = {name: env for name in ways}
+        if args.before:
+            name = f"record command alone, {args.before}'s rmtrace/"
+            ways[name] = lambda n: [sys.executable, "-c", ALONE, "-o", str(Path(tmp) / f"before-{n}.trace"), "--", *bare]
+            envs[name] = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (args.before, env.get("PYTHONPATH")))))
+        for name, way in ways.items():
+            timed(way(-1), envs[name], tmp)
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        cpu: dict[str, list[float]] = {name: [] for name in ways}
+        load_before = os.getloadavg()
         for n in range(args.rounds):
-            times["bare"].append(timed(bare, env))
-            times["recorded"].append(timed(recorded(n), env))
+            for name, way in ways.items():
+                wall, used = timed(way(n), envs[name], tmp)
+                times[name].append(wall)
+                cpu[name].append(used)
     med = {k: statistics.median(v) for k, v in times.items()}
-    added = med["recorded"] - med["bare"]
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     load = os.getloadavg()
     lines = [f"# rmtrace record start-up and shutdown: `{args.command}` bare and recorded", "",
              f"command: `python bench/record_start.py {shlex.join(sys.argv[1:])}`",
              f"machine: {platform.node()}, {platform.machine()}, kernel {platform.release()}, {os.cpu_count()} CPUs, "
-             f"Python {platform.python_version()}; load average after the run {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+             f"Python {platform.python_version()}; load average {load_before[0]:.2f} before the run, "
+             f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} after it",
              f"medians of {args.rounds} alternating rounds (after one warm-up round of each)", "",
-             "| way | median wall | min | max |", "| --- | --- | --- | --- |"]
+             "| way | median wall | min | max | median CPU (user + system) |", "| --- | --- | --- | --- | --- |"]
     for way, values in times.items():
-        lines.append(f"| {way} | {med[way] * 1e3:.1f} ms | {min(values) * 1e3:.1f} ms | {max(values) * 1e3:.1f} ms |")
-    lines += ["", f"added by recording: {added * 1e3:+.1f} ms (goal: <= 150 ms)"]
+        lines.append(f"| {way} | {med[way] * 1e3:.1f} ms | {min(values) * 1e3:.1f} ms | {max(values) * 1e3:.1f} ms | "
+                     f"{med_cpu[way] * 1e3:.1f} ms |")
+    lines.append("")
+    for way in list(ways)[1:]:
+        lines.append(f"added by {way}: {(med[way] - med['bare']) * 1e3:+.1f} ms wall, "
+                     f"{(med_cpu[way] - med_cpu['bare']) * 1e3:+.1f} ms CPU (goal: <= 150 ms)")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:

@@ -5,23 +5,25 @@ rmtrace.ko's probes record them as UVM calls with numbers no UVM ioctl uses
 rmtrace.capture.kmod): an ARG buffer of the argument registers, NESTED slot 0
 the GPU's UUID where the call takes one, and the return value in the EXIT.
 Only what is not a kernel address is shown: the UUID, the RM handles, the
-NV_STATUS.
+NV_STATUS (``void`` for the calls that return none).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
 
 from rmtrace.decoders.base import Decoded, Level, Op, add_raw_buffers, bind_source
-from rmtrace.decoders.context import context
+from rmtrace.decoders.context import Context, context
 from rmtrace.decoders.ioctl import arg_buffer, split_call
+from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.capture.kmod import KCALL_BASE, KCALLS, KernelCall
 from rmtrace.record import Record, Role, Source, When
 
 UUID_SIZE = 16
+VOID = "void"
+"""The result of a void call that returned (shown ``= void``; ``= ?`` stays for a result the trace does not hold)."""
 
 
 def uuid_text(raw: bytes) -> str:
@@ -31,7 +33,7 @@ def uuid_text(raw: bytes) -> str:
 
 
 class KernelCallOp(Op):
-    def __init__(self, ctx: Any, op: int, call: KernelCall) -> None:
+    def __init__(self, ctx: Context, op: int, call: KernelCall) -> None:
         self.ctx = ctx
         self.op = op
         self.call = call
@@ -53,13 +55,14 @@ class KernelCallOp(Op):
             out.status = exit_.ret & 0xFFFFFFFF
             out.status_name = self.ctx.names.status(out.status)
             out.ok = self.ctx.names.status_ok(out.status)
-        elif exit_ is not None:
+        elif exit_ is not None:  # a void function returned: that it did is its whole result
+            out.status_name = VOID
             out.ok = True
         add_raw_buffers(out, records, level)
         return out
 
 
-def kcall_table(profile: Any) -> dict[int, Op]:
+def kcall_table(profile: DriverProfile) -> dict[int, Op]:
     ctx = context(profile)
     return {KCALL_BASE + int(n): KernelCallOp(ctx, KCALL_BASE + int(n), call) for n, call in KCALLS.items()}
 

@@ -35,15 +35,16 @@ import copy
 import io
 import struct as _struct
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from construct import (
     Adapter,
     Array,
     Bytes,
     Construct,
+    Container,
     Default,
     FormatField,
     ListContainer,
@@ -54,6 +55,7 @@ from construct import (
     len_,
     this,
 )
+from construct.core import CodeGen
 from rmtrace.decoders.profiles.model import DriverProfile
 
 from rmtrace.errors import RmtraceError
@@ -89,24 +91,24 @@ class ScalarArray(Construct):
         self.code = code
         self.codec = _struct.Struct(f"<{count}{code}")
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: BinaryIO, context: Container, path: str) -> ListContainer:
         from construct.core import stream_read
         return ListContainer(self.codec.unpack(stream_read(stream, self.codec.size, path)))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Sequence[Any], stream: BinaryIO, context: Container, path: str) -> Sequence[Any]:
         from construct.core import stream_write
         stream_write(stream, self.codec.pack(*obj), self.codec.size, path)
         return obj
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Container, path: str) -> int:
         return self.codec.size
 
-    def _emitparse(self, code):
+    def _emitparse(self, code: CodeGen) -> str:
         name = f"scalar_array_{self.count}{self.code}"
         code.append(f"{name} = struct.Struct('<{self.count}{self.code}')")
         return f"ListContainer({name}.unpack(io.read({self.codec.size})))"
 
-    def _emitbuild(self, code):
+    def _emitbuild(self, code: CodeGen) -> str:
         name = f"scalar_array_{self.count}{self.code}"
         code.append(f"{name} = struct.Struct('<{self.count}{self.code}')")
         return f"(io.write({name}.pack(*obj)), obj)[1]"
@@ -129,7 +131,7 @@ class StructArray(Construct):
         self.size = subcon.sizeof()
         self._parser: Construct | None = None
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: BinaryIO, context: Container, path: str) -> ListContainer:
         from construct.core import stream_read
         data = stream_read(stream, self.count * self.size, path)
         parser = self._parser
@@ -146,14 +148,14 @@ class StructArray(Construct):
             out.append(value)
         return out
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Sequence[Any], stream: BinaryIO, context: Container, path: str) -> Sequence[Any]:
         if len(obj) != self.count:
             raise RmtraceError(f"{path}: {len(obj)} elements, the array has {self.count}")
         for item in obj:
             self.subcon._build(item, stream, context, path)
         return obj
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Container, path: str) -> int:
         return self.count * self.size
 
 
@@ -171,13 +173,12 @@ class Bitfields(Adapter):
             covered |= ((1 << bits) - 1) << shift
         self.rest_mask = ((1 << (8 * size)) - 1) & ~covered
 
-    def _decode(self, obj, context, path):
-        from construct import Container
+    def _decode(self, obj: int, context: Container, path: str) -> Container:
         out = Container((name, (obj >> shift) & ((1 << bits) - 1)) for name, shift, bits in self.members)
         out["_rest"] = obj & self.rest_mask
         return out
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: Mapping[str, int], context: Container, path: str) -> int:
         value = obj.get("_rest", 0) & self.rest_mask
         for name, shift, bits in self.members:
             value |= (obj[name] & ((1 << bits) - 1)) << shift
@@ -196,7 +197,7 @@ class SizedUnion(Union):
         super().__init__(0, *subcons)
         self.size = size
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Container, path: str) -> int:
         return self.size
 
 

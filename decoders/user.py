@@ -32,7 +32,6 @@ from rmtrace.decoders.parse import handles_of, parse_buffer, status_of
 from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.structs import Definitions
 
-from rmtrace.dwarf import ObjectFacts
 from rmtrace.errors import RmtraceError
 from rmtrace.layout import Field, Layout
 from rmtrace.record import Record, Source, enum_name
@@ -88,6 +87,7 @@ class UserDecoder:
 
 def from_dwarf(obj: str | os.PathLike, structs: Sequence[str], source: int, op: int, name: str | None = None) -> UserDecoder:
     """A decoder for (source, op) from the layouts of ``structs`` in ``obj``'s DWARF."""
+    from rmtrace.dwarf import ObjectFacts  # pyelftools: only here, not in every command that decodes
     path = os.fspath(obj)
     try:
         facts = ObjectFacts(path)

@@ -88,8 +88,9 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 	struct shim_thread *t;
 	uint16_t source = kind_is_uvm(kind) ? RMT_SRC_UVM : RMT_SRC_RM;
 	uint32_t op = ioctl_op(kind, req);
-	uint64_t call_id = 0, done;
-	int saved = errno, ret, err, traced = 0;
+	uint64_t call_id = 0;
+	int *errp = &errno; /* one call of __errno_location, not four */
+	int saved = *errp, ret, err, traced = 0;
 
 	if ((t = shim_enter()) != NULL) {
 		call_id = shim_next_call_id();
@@ -99,22 +100,19 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 		shim_leave(t);
 		traced = 1;
 	}
-	errno = saved;
+	*errp = saved;
 	ret = shim_real.ioctl(fd, req, arg);
-	err = errno;
-	if (traced) {
-		done = shim_now();
-		if ((t = shim_enter()) != NULL) {
-			rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
-			r.ret = ret;
-			r.err = ret < 0 ? err : 0;
-			r.time_ns = done;
-			capture_ioctl_exit(&r, &plan);
-			rec_emit(&r);
-			shim_leave(t);
-		}
+	err = *errp;
+	if (traced && (t = shim_enter()) != NULL) {
+		rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
+		rec_stamp(&r); /* the time the call returned, before its buffers are read again */
+		r.ret = ret;
+		r.err = ret < 0 ? err : 0;
+		capture_ioctl_exit(&r, &plan);
+		rec_emit(&r);
+		shim_leave(t);
 	}
-	errno = err;
+	*errp = err;
 	return ret;
 }
 

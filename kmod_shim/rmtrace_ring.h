@@ -57,9 +57,38 @@
  * written only by the ring's producer (relaxed atomic stores), so the
  * consumer reads whole values.
  *
+ * A tail beyond head is the consumer giving the ring up (it broke the
+ * contract, or is of another version): the producer then drops what it would
+ * write there, counted in lost_stopped, and never waits on it.
+ *
  * The producer builds each record in place at head (nothing is visible
  * before the store-release of head), so the bytes between head and the
  * room it reserved may hold a record half written: never read them.
+ *
+ * Time order across rings (the recorder's merge): a record's time is taken
+ * before it is published, and its thread may be descheduled in between for
+ * any length of time, so no fixed lag makes a merge safe.  The producer
+ * says when it is inside that window, in `writing` (its own cache line,
+ * beside head):
+ *
+ *   producer (shim)                          consumer (recorder), each poll
+ *   -------------------------------------    ------------------------------------
+ *   writing = last     (a lower bound: the   now = clock()
+ *                      thread's last time)   for each ring:
+ *   t = clock()                                w = load(writing)
+ *   writing = t                                h = load_acquire(head); drain
+ *   ...the record, with time t...              floor = w ? w : now - slack
+ *   store_release(head, head + size)         release every record whose time
+ *   writing = 0                              is <= the smallest floor
+ *
+ * A ring seen idle (writing 0) publishes nothing older than the consumer's
+ * now: its next record announces itself before it reads the clock.  x86-64
+ * may hold that store in the store buffer past the clock read; the slack
+ * (1 ms, rmtrace/capture/merge.py) covers that by many orders of magnitude
+ * (a store buffer drains in well under a microsecond, and at once on any
+ * interrupt or context switch).  A ring seen writing has its floor at w
+ * until it publishes; the recorder stops waiting for one that stays there
+ * longer than its stall limit (docs/capture.md).
  */
 #ifndef RMTRACE_RING_H
 #define RMTRACE_RING_H
@@ -69,7 +98,7 @@
 /* ------------------------------------------------------------------ rings */
 
 #define RMT_RING_MAGIC    0x474e5252u /* "RRNG" */
-#define RMT_RING_VERSION  2
+#define RMT_RING_VERSION  3
 #define RMT_RING_CTL_SIZE 4096u       /* the data area starts one page in */
 #define RMT_RING_MIN_SIZE 4096u       /* smallest data area (a power of two) */
 
@@ -90,23 +119,25 @@ struct rmt_ring_ctl {
 	uint32_t flags;         /* reserved, zero                                 */
 	uint32_t state;         /* enum rmt_ring_state                            */
 	uint8_t  reserved0[24]; /* pads the identity to one cache line            */
-	/* Producer's cache line. */
+	/* Producer's cache line: what it writes with every record, and its loss counters. */
 	uint64_t head;          /* bytes ever written (store-release)             */
+	uint64_t writing;       /* a lower bound of the time of the record being
+	                         * written, 0 when none (see time order above)    */
+	uint64_t read_copy;     /* buffers read by the fault-tolerant copy        */
 	uint64_t lost_full;     /* lossy: records dropped on a full ring          */
 	uint64_t lost_nested;   /* calls unrecorded: a signal handler re-entered  */
 	uint64_t lost_stopped;  /* calls unrecorded: the recorder stopped or died */
 	uint64_t trunc_big;     /* records cut to fit data_size / 2               */
-	uint64_t waits;         /* lossless: times the writer slept, ring full    */
-	uint64_t wait_ns;       /* lossless: total time slept                     */
-	uint64_t reserved1;
+	uint64_t read_unreadable; /* buffers not read: a bad pointer (UNREADABLE) */
 	/* Consumer's cache line. */
 	uint64_t tail;          /* bytes ever consumed (store-release)            */
 	uint8_t  reserved2[56];
-	/* How the producer read the program's buffers (its own line: written on
-	 * every read, read by the recorder only when the ring retires). */
-	uint64_t read_copy;       /* by the fault-tolerant copy (no system call)   */
-	uint64_t read_syscall;    /* by process_vm_readv: the thread blocked faults */
-	uint64_t read_unreadable; /* a bad pointer: the buffer is UNREADABLE       */
+	/* The producer's counters of its slow paths (read by the recorder only
+	 * when the ring retires). */
+	uint64_t read_syscall;  /* buffers read by process_vm_readv: the thread
+	                         * blocked SIGSEGV or SIGBUS                      */
+	uint64_t waits;         /* lossless: times the writer slept, ring full    */
+	uint64_t wait_ns;       /* lossless: total time slept                     */
 	uint64_t reserved3[5];
 };
 

@@ -22,7 +22,9 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "rmtrace_record.h"
 #include "rmtrace_ring.h"
@@ -123,10 +125,14 @@ struct shim_process {
 	uint32_t max_buffer;
 	uint32_t rights_size;
 	int lossy;
+	int prefetchw;                    /* the CPU has PREFETCHW (CPUID PRFCHW) */
 	char session_dir[PATH_MAX];
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
 #ifdef RMTRACE_TEST_HOOKS
 	char test_dir[PATH_MAX];          /* RMTRACE_TEST_DEVICE_DIR, or empty   */
+	uint32_t test_stall_op;           /* RMTRACE_TEST_STALL=OP:MS: records of */
+	uint32_t test_stall_ms;           /*   RM escape OP sleep MS ms between  */
+	                                  /*   their time and their publication  */
 #endif
 	char dev_prefix[PATH_MAX];        /* "/dev/", or "<test dir>/" in a test build */
 	size_t dev_prefix_len;
@@ -137,7 +143,12 @@ void shim_init(void);
 /* Whether this process records; also notices a fork (reset) cheaply. */
 int shim_active(void);
 uint64_t shim_next_call_id(void);
-uint64_t shim_now(void);
+static inline uint64_t shim_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ------------------------------------------------------- thread state */
 enum shim_faults { FAULTS_UNKNOWN = 0, FAULTS_DELIVERED = 1, FAULTS_BLOCKED = 2 };
@@ -152,6 +163,8 @@ struct shim_thread {
 	uint64_t ids_next;      /* call ids handed out by this thread:       */
 	uint64_t ids_end;       /*   [ids_next, ids_end) of image ids_gen     */
 	uint64_t ids_gen;
+	uint64_t last_ns;       /* time of this thread's last record: a floor for its next */
+	uint64_t prefetched;    /* ring lines below this position were prefetched for writing */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
 	int broken;             /* no ring could be made under gen           */
@@ -161,23 +174,58 @@ struct shim_thread {
 /* The calling thread's state (its ring may not exist yet). */
 struct shim_thread *shim_self_thread(void);
 
+extern __thread struct shim_thread shim_self __attribute__((tls_model("initial-exec")));
+/* &forkpage->gen (shim_state.c) once this process records; NULL before. */
+extern const uint64_t *shim_forkgen;
+struct shim_thread *shim_enter_slow(void);
+
 /* The calling thread's state with a usable ring, or NULL (inactive, no
- * ring, recording stopped).  Sets t->busy; release with shim_leave. */
-struct shim_thread *shim_enter(void);
-void shim_leave(struct shim_thread *t);
+ * ring, recording stopped).  Sets t->busy; release with shim_leave.  Inline:
+ * the common case (a thread with its ring, recording, no fork since) in one
+ * test; shim_enter_slow does everything else in full. */
+static inline struct shim_thread *shim_enter(void)
+{
+	struct shim_thread *t = &shim_self;
+	const uint64_t *forkgen = __atomic_load_n(&shim_forkgen, __ATOMIC_ACQUIRE);
+
+	if (likely(forkgen && !t->busy && t->ctl && t->gen == shim_proc.gen &&
+		   __atomic_load_n(forkgen, __ATOMIC_RELAXED) == shim_proc.gen &&
+		   __atomic_load_n(&shim_proc.session->state, __ATOMIC_RELAXED) == RMT_SESSION_RECORDING)) {
+		t->busy = 1;
+		return t;
+	}
+	return shim_enter_slow();
+}
+
+static inline void shim_leave(struct shim_thread *t)
+{
+	if (t)
+		t->busy = 0;
+}
 
 /* ------------------------------------------------------- the ring */
 int ring_reserve(struct shim_thread *t, uint32_t size);
-void ring_write(struct shim_thread *t, uint64_t pos, const void *src, size_t n);
 void ring_commit(struct shim_thread *t, uint64_t pos);
 void ring_count(uint64_t *counter);
 
 /* ------------------------------------------------------- program memory */
-enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1 };
+enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1, SHIM_READ_UNREADABLE = 2 };
+
+/* shim_copy(dst, src, n): 0, or -1 when src faulted (dst then holds part of it); shim_mem.c. */
+long shim_copy(void *dst, const void *src, size_t n);
+extern int shim_guard_on; /* the SIGSEGV/SIGBUS handler that makes shim_copy safe is installed */
+int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
 
 /* Copy n bytes from the program's address addr: the path that read them
- * (enum shim_read_path), or -1 when any of it is unreadable (nothing faults). */
-int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
+ * (SHIM_READ_COPY or SHIM_READ_SYSCALL), or -1 when any of it is unreadable
+ * (nothing faults).  Inline: the copy is the common case of every buffer. */
+static inline int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
+{
+	/* A NULL or wrapping address needs no test here: it faults in the copy like any bad one. */
+	if (likely(t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED)))
+		return shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0 ? SHIM_READ_COPY : -1;
+	return shim_read_slow(t, dst, addr, n);
+}
 /* A NUL-terminated string at addr into dst (at most cap bytes, NUL kept);
  * returns its length, or -1 when unreadable. */
 long shim_read_str(struct shim_thread *t, char *dst, uint64_t addr, size_t cap);
@@ -195,6 +243,7 @@ void shim_mask_changed(const sigset_t *now);
 /* A record being built in place: its bytes start at t->head, not yet published. */
 struct shim_rec {
 	struct shim_thread *t;
+	uint8_t *base;          /* where it starts in the ring (t->head)  */
 	uint16_t source;
 	uint8_t phase;
 	uint8_t flags;
@@ -208,11 +257,12 @@ struct shim_rec {
 	uint32_t size;          /* bytes written so far, header included */
 	int cut;                /* trunc_big counted for this one        */
 	int dropped;            /* no room (lossy, stopped): not emitted */
+	uint16_t reads[3];      /* its buffers by enum shim_read_path    */
 };
 
 /* A buffer's captured bytes, where they lie in the ring. */
 struct shim_view {
-	uint64_t pos;
+	const uint8_t *p;
 	uint32_t len;
 };
 
@@ -220,13 +270,70 @@ void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_
 	      int fd, uint64_t call_id);
 /* Add a buffer from our own memory; 0, or -1 when it could not be added. */
 int rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, const void *src, uint64_t n);
+/* The buffer's header (and padding) after its data is in place; the record grows by it. */
+static inline struct shim_view rec_close(struct shim_rec *r, uint16_t role, uint8_t when, uint8_t flags, uint32_t len,
+				  uint64_t addr, uint64_t n, uint32_t slot)
+{
+	struct rmt_buffer *bh = (struct rmt_buffer *)(r->base + r->size);
+	struct shim_view v = { (const uint8_t *)(bh + 1), len };
+
+	if (flags & RMT_BF_TRUNCATED)
+		r->flags |= RMT_RF_TRUNCATED;
+	if (flags & RMT_BF_UNREADABLE)
+		r->flags |= RMT_RF_UNREADABLE;
+	bh->role = role;
+	bh->when = when;
+	bh->flags = flags;
+	bh->len = len;
+	bh->addr = addr;
+	bh->orig_len = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	bh->slot = slot;
+	if (len & 7)
+		memset((uint8_t *)(bh + 1) + len, 0, RMT_ALIGN_UP(len) - len);
+	r->size += (uint32_t)sizeof(*bh) + RMT_ALIGN_UP(len);
+	r->nbufs++;
+	return v;
+}
+
+int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
+		      struct shim_view *view);
+
 /* Add a buffer read from the program: 0 with its captured bytes in *view,
- * or -1 when nothing was captured (unreadable, empty, no room). */
-int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
-		 struct shim_view *view);
+ * or -1 when nothing was captured (unreadable, empty, no room).  Inline: the
+ * common case (a buffer that fits whole, in a ring with room, read by the
+ * copy) in two tests; rec_add_user_slow does everything else. */
+static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
+			       uint64_t n, struct shim_view *view)
+{
+	struct shim_thread *t = r->t;
+
+	if (likely(n - 1 < shim_proc.max_buffer && addr && !r->dropped && r->nbufs < SHIM_MAX_BUFS)) {
+		uint32_t need = r->size + (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP((uint32_t)n);
+		if (likely(need <= shim_proc.max_record && t->head + need - t->tail_seen <= shim_proc.ring_size)) {
+			int how = shim_read(t, r->base + r->size + sizeof(struct rmt_buffer), addr, n);
+			if (likely(how >= 0)) {
+				r->reads[how]++;
+				*view = rec_close(r, role, when, 0, (uint32_t)n, addr, n, slot);
+				return 0;
+			} /* unreadable: the slow way says so */
+		}
+	}
+	return rec_add_user_slow(r, role, when, slot, addr, n, view);
+}
+/* Take the record's time, saying first in the ring that a record is being
+ * written (the recorder's merge waits for it: rmtrace_ring.h, time order).
+ * rec_emit does it for a record whose time was not taken before. */
+void rec_stamp(struct shim_rec *r);
 /* n (<= 8) little-endian bytes at off of a captured buffer; 0 outside it. */
-uint64_t view_load(const struct shim_rec *r, const struct shim_view *v, uint32_t off, unsigned n);
-/* Publish the record: 0, or -1 when dropped (lossy, stopped). */
+static inline uint64_t view_load(const struct shim_view *v, uint32_t off, unsigned n)
+{
+	uint64_t value = 0;
+	if (off > v->len || n > v->len - off || n > sizeof(value))
+		return 0;
+	memcpy(&value, v->p + off, n); /* little-endian host */
+	return value;
+}
+/* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped). */
 int rec_emit(struct shim_rec *r);
 
 /* ------------------------------------------------------- ioctl capture */
@@ -250,5 +357,7 @@ void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind,
 /* The same buffers after the call. */
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
 uint32_t ioctl_op(unsigned kind, unsigned long req);
+/* Index the capture table's rows for the lookups above (once per process image): 0, or -1. */
+int ctab_index(void);
 
 #endif /* RMTRACE_SHIM_H */

@@ -22,6 +22,9 @@
 #define _GNU_SOURCE
 #include <linux/ioctl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -81,42 +84,92 @@ static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t 
 	return rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
 }
 
-/* The row of a capture-table array (sorted by a leading u32 key) whose key is key; NULL if none. */
-static const void *find_row(const void *rows, uint32_t n, size_t size, uint32_t key)
+/* ------------------------------------------------------------ table lookups
+ *
+ * The capture table's arrays are sorted by their leading u32 key (for the
+ * recorder's sake); the shim finds rows through a hash of each, built once
+ * per process image from the mapped table (a multiplicative hash, linear
+ * probing, at most half full): an RM_CONTROL, RM_ALLOC or UVM ioctl costs one
+ * probe, one cache line, and a control without pointers (most of them) finds
+ * an empty slot at once. */
+struct row_index {
+	const uint8_t *rows;
+	uint32_t size;  /* bytes of a row                */
+	uint32_t shift; /* 32 - log2(slots)              */
+	uint32_t mask;  /* slots - 1                     */
+	uint32_t *slot; /* row + 1, 0 for an empty slot  */
+};
+static struct row_index uvm_rows, ctrl_rows, class_rows;
+
+#define ROW_HASH 0x9e3779b1u /* 2^32 / golden ratio */
+
+static uint32_t row_key(const struct row_index *x, uint32_t row)
 {
-	uint32_t lo = 0, hi = n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		uint32_t k;
-		memcpy(&k, (const char *)rows + (size_t)mid * size, sizeof(k));
-		if (k < key)
-			lo = mid + 1;
-		else
-			hi = mid;
+	uint32_t k;
+	memcpy(&k, x->rows + (size_t)row * x->size, sizeof(k));
+	return k;
+}
+
+static int index_rows(struct row_index *x, const void *rows, uint32_t n, size_t size)
+{
+	uint32_t bits = 4, i;
+	long mem;
+
+	while ((1ull << bits) < 2ull * n)
+		bits++;
+	if (bits > 28)
+		return -1;
+	mem = syscall(SYS_mmap, NULL, sizeof(uint32_t) << bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		      -1, 0);
+	if (mem < 0 && mem > -4096)
+		return -1;
+	x->rows = rows;
+	x->size = (uint32_t)size;
+	x->shift = 32 - bits;
+	x->mask = (1u << bits) - 1;
+	x->slot = (uint32_t *)mem;
+	for (i = 0; i < n; i++) {
+		uint32_t at = (row_key(x, i) * ROW_HASH) >> x->shift;
+		while (x->slot[at])
+			at = (at + 1) & x->mask;
+		x->slot[at] = i + 1;
 	}
-	if (lo < n) {
-		uint32_t k;
-		memcpy(&k, (const char *)rows + (size_t)lo * size, sizeof(k));
-		if (k == key)
-			return (const char *)rows + (size_t)lo * size;
-	}
+	return 0;
+}
+
+int ctab_index(void)
+{
+	const struct rmt_ctab_header *h = shim_proc.ctab;
+	return index_rows(&uvm_rows, shim_proc.uvm, h->n_uvm, sizeof(*shim_proc.uvm)) ||
+	       index_rows(&ctrl_rows, shim_proc.ctrl, h->n_ctrl, sizeof(*shim_proc.ctrl)) ||
+	       index_rows(&class_rows, shim_proc.cls, h->n_class, sizeof(*shim_proc.cls)) ? -1 : 0;
+}
+
+/* The row whose key is key; NULL if none. */
+static const void *find_row(const struct row_index *x, uint32_t key)
+{
+	uint32_t at, row;
+
+	for (at = (key * ROW_HASH) >> x->shift; (row = x->slot[at]) != 0; at = (at + 1) & x->mask)
+		if (row_key(x, row - 1) == key)
+			return x->rows + (size_t)(row - 1) * x->size;
 	return NULL;
 }
 
 static const struct rmt_ctab_ctrl *find_ctrl(uint32_t cmd)
 {
-	return find_row(shim_proc.ctrl, shim_proc.ctab->n_ctrl, sizeof(*shim_proc.ctrl), cmd);
+	return find_row(&ctrl_rows, cmd);
 }
 
 static const struct rmt_ctab_uvm *find_uvm(uint32_t nr)
 {
-	return find_row(shim_proc.uvm, shim_proc.ctab->n_uvm, sizeof(*shim_proc.uvm), nr);
+	return find_row(&uvm_rows, nr);
 }
 
 /* Bytes of alloc params RM reads for class cls (it ignores paramsSize); 0 when the table lacks it. */
 static uint32_t class_params_size(uint32_t cls)
 {
-	const struct rmt_ctab_class *c = find_row(shim_proc.cls, shim_proc.ctab->n_class, sizeof(*shim_proc.cls), cls);
+	const struct rmt_ctab_class *c = find_row(&class_rows, cls);
 	return c ? c->size : 0;
 }
 
@@ -135,13 +188,13 @@ static void take_nested(struct shim_rec *r, struct shim_plan *p, const struct sh
 
 		if ((uint64_t)f->offset + 8 > params->len)
 			continue;
-		addr = view_load(r, params, f->offset, 8);
+		addr = view_load(params, f->offset, 8);
 		if (f->fixed_count) {
 			count = f->fixed_count;
 		} else {
 			if (f->count_size == 0 || f->count_size > 8 || (uint64_t)f->count_offset + f->count_size > params->len)
 				continue;
-			count = view_load(r, params, f->count_offset, f->count_size);
+			count = view_load(params, f->count_offset, f->count_size);
 		}
 		if (addr == 0 || count == 0 || f->elem_size == 0)
 			continue;
@@ -163,15 +216,15 @@ static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const 
 
 		if (e->nr != nr || e->arg_size != arg->len)
 			continue;
-		addr = view_load(r, arg, e->ptr_off, 8);
+		addr = view_load(arg, e->ptr_off, 8);
 		if (e->size_off == SIZE_RIGHTS)
 			size = shim_proc.rights_size;
 		else if (e->size_off & SIZE_CLASS) {
-			size = class_params_size((uint32_t)view_load(r, arg, NVOS21_CLASS, 4));
+			size = class_params_size((uint32_t)view_load(arg, NVOS21_CLASS, 4));
 			if (size == 0) /* a class the profile lacks: trust the argument */
-				size = view_load(r, arg, e->size_off & ~SIZE_CLASS, 4);
+				size = view_load(arg, e->size_off & ~SIZE_CLASS, 4);
 		} else
-			size = view_load(r, arg, e->size_off, 4);
+			size = view_load(arg, e->size_off, 4);
 		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied, and
 		 * NULL alloc params, whose size the class implies (RM allows NULL where they are optional).
 		 * NULL with a size the caller gave is a bad pointer the driver will refuse: UNREADABLE. */
@@ -179,13 +232,13 @@ static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const 
 			continue;
 		if (take(r, p, e->role, e->after, 0, addr, size, &got) != 0)
 			continue;
-		if (e->role == RMT_BUF_PARAMS && !(view_load(r, arg, NVOS54_FLAGS, 4) & NVOS54_FLAGS_FINN_SERIALIZED)) {
-			const struct rmt_ctab_ctrl *c = find_ctrl((uint32_t)view_load(r, arg, NVOS54_CMD, 4));
+		if (e->role == RMT_BUF_PARAMS && !(view_load(arg, NVOS54_FLAGS, 4) & NVOS54_FLAGS_FINN_SERIALIZED)) {
+			const struct rmt_ctab_ctrl *c = find_ctrl((uint32_t)view_load(arg, NVOS54_CMD, 4));
 			if (c)
 				take_nested(r, p, &got, c->first_ptr, c->n_ptr);
 		}
 		if (e->role == RMT_BUF_XFER && !inner)
-			take_rm(r, p, (uint32_t)view_load(r, arg, XFER_CMD, 4), &got, 1);
+			take_rm(r, p, (uint32_t)view_load(arg, XFER_CMD, 4), &got, 1);
 	}
 }
 

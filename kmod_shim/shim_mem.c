@@ -6,10 +6,9 @@
  * UNREADABLE buffer, never a SIGSEGV in the program.
  *
  * The fast path is a plain copy that may fault, the way the kernel's
- * copy_from_user does: shim_copy (below, in assembly) is one `rep movsb`,
- * and the shim's SIGSEGV/SIGBUS handler, finding the fault at that very
- * instruction, moves the thread on to shim_copy's failure return instead of
- * delivering the signal.  Every other fault goes to the program's own
+ * copy_from_user does: shim_copy (below, in assembly) is a few moves, and
+ * the shim's SIGSEGV/SIGBUS handler, finding the fault inside it, moves the
+ * thread on to shim_copy's failure return instead of delivering the signal.  Every other fault goes to the program's own
  * handler, or to the default action, exactly as if we were not there: the
  * shim keeps its handler installed and takes the program's sigaction and
  * signal calls for SIGSEGV and SIGBUS as what to chain to (the signal
@@ -40,22 +39,90 @@
 
 #include "shim.h"
 
-/* shim_copy(dst, src, n): 0, or -1 when src faulted (dst then holds a prefix). */
-long shim_copy(void *dst, const void *src, size_t n);
-extern const char shim_copy_insn[], shim_copy_fixup[];
+/* shim_copy(dst, src, n) in rdi, rsi, rdx.  Every instruction between shim_copy and
+ * shim_copy_end may fault on src (dst is the ring or our own memory), and a fault there
+ * resumes at shim_copy_fixup.  Up to 256 bytes (nearly every buffer of an ioctl) the copy
+ * is a few moves, as a libc memcpy does small sizes: two that overlap for 4-16 bytes and
+ * for 17-32 (8- and 16-byte ones), four 16-byte ones for 33-64, 16-byte blocks and an
+ * overlapping last one beyond; no load reaches outside [src, src + n).  Larger buffers
+ * go by `rep movsb`, which costs tens of cycles to start, more than a small copy takes. */
+extern const char shim_copy_end[], shim_copy_fixup[];
 __asm__(".text\n"
 	".p2align 4\n"
 	".globl shim_copy\n"
 	".hidden shim_copy\n"
 	".type shim_copy, @function\n"
 	"shim_copy:\n"
+	"	cmp $16, %rdx\n"
+	"	jbe 6f\n"
+	"	cmp $32, %rdx\n"
+	"	ja 2f\n"
+	"	movdqu (%rsi), %xmm0\n" /* 17..32 */
+	"	movdqu -16(%rsi,%rdx), %xmm1\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	movdqu %xmm1, -16(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"2:	cmp $64, %rdx\n"
+	"	ja 3f\n"
+	"	movdqu (%rsi), %xmm0\n" /* 33..64 */
+	"	movdqu 16(%rsi), %xmm1\n"
+	"	movdqu -32(%rsi,%rdx), %xmm2\n"
+	"	movdqu -16(%rsi,%rdx), %xmm3\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	movdqu %xmm1, 16(%rdi)\n"
+	"	movdqu %xmm2, -32(%rdi,%rdx)\n"
+	"	movdqu %xmm3, -16(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"3:	cmp $256, %rdx\n"
+	"	ja 4f\n"
+	"	movdqu -16(%rsi,%rdx), %xmm1\n" /* 65..256: the last 16 bytes, then blocks */
+	"	lea -16(%rdi,%rdx), %r8\n"
 	"	mov %rdx, %rcx\n"
-	".globl shim_copy_insn\n"
-	".hidden shim_copy_insn\n"
-	"shim_copy_insn:\n"
+	"	shr $4, %rcx\n"
+	"5:	movdqu (%rsi), %xmm0\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	add $16, %rsi\n"
+	"	add $16, %rdi\n"
+	"	dec %rcx\n"
+	"	jnz 5b\n"
+	"	movdqu %xmm1, (%r8)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"4:	mov %rdx, %rcx\n"
 	"	rep movsb\n"
 	"	xor %eax, %eax\n"
 	"	ret\n"
+	"6:	cmp $8, %rdx\n" /* 0..16 */
+	"	jb 7f\n"
+	"	mov (%rsi), %rax\n" /* 8..16 */
+	"	mov -8(%rsi,%rdx), %rcx\n"
+	"	mov %rax, (%rdi)\n"
+	"	mov %rcx, -8(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"7:	cmp $4, %rdx\n"
+	"	jb 8f\n"
+	"	mov (%rsi), %eax\n" /* 4..7 */
+	"	mov -4(%rsi,%rdx), %ecx\n"
+	"	mov %eax, (%rdi)\n"
+	"	mov %ecx, -4(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"8:	test %rdx, %rdx\n" /* 0..3 */
+	"	jz 9f\n"
+	"	movzbl (%rsi), %eax\n"
+	"	mov %al, (%rdi)\n"
+	"	inc %rsi\n"
+	"	inc %rdi\n"
+	"	dec %rdx\n"
+	"	jmp 8b\n"
+	"9:	xor %eax, %eax\n"
+	"	ret\n"
+	".globl shim_copy_end\n"
+	".hidden shim_copy_end\n"
+	"shim_copy_end:\n"
 	".globl shim_copy_fixup\n"
 	".hidden shim_copy_fixup\n"
 	"shim_copy_fixup:\n"
@@ -73,7 +140,7 @@ static const int guarded_sig[N_GUARDED] = { SIGSEGV, SIGBUS };
  * whole struct. */
 static struct sigaction program_act[N_GUARDED][2];
 static int program_slot[N_GUARDED];
-static int guard_on;
+int shim_guard_on;
 
 static int guarded_index(int sig)
 {
@@ -116,9 +183,10 @@ static void chain(int i, int sig, siginfo_t *si, void *ctx)
 static void on_fault(int sig, siginfo_t *si, void *ctx)
 {
 	ucontext_t *uc = ctx;
+	greg_t rip = uc->uc_mcontext.gregs[REG_RIP];
 	int i = guarded_index(sig);
 
-	if (si->si_code > 0 && uc->uc_mcontext.gregs[REG_RIP] == (greg_t)(uintptr_t)shim_copy_insn) {
+	if (si->si_code > 0 && rip >= (greg_t)(uintptr_t)shim_copy && rip < (greg_t)(uintptr_t)shim_copy_end) {
 		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)shim_copy_fixup;
 		return; /* our copy faulted: it returns -1 */
 	}
@@ -139,7 +207,7 @@ void shim_guard_install(void)
 	for (i = 0; i < N_GUARDED; i++)
 		if (shim_real.sigaction(guarded_sig[i], &ours, &program_act[i][0]) != 0)
 			return;
-	__atomic_store_n(&guard_on, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&shim_guard_on, 1, __ATOMIC_RELEASE);
 }
 
 /* The program's sigaction, for SIGSEGV and SIGBUS once the guard is on: kept, not installed. */
@@ -147,7 +215,7 @@ int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int i = guarded_index(sig);
 
-	if (i < 0 || !__atomic_load_n(&guard_on, __ATOMIC_ACQUIRE)) {
+	if (i < 0 || !__atomic_load_n(&shim_guard_on, __ATOMIC_ACQUIRE)) {
 		struct sigaction copy;
 		if (act && (sigismember(&act->sa_mask, SIGSEGV) == 1 || sigismember(&act->sa_mask, SIGBUS) == 1)) {
 			copy = *act; /* a fault in the handler kills the process either way: keep our reads safe there */
@@ -231,7 +299,9 @@ static int read_syscall(void *dst, uint64_t addr, size_t n)
 	return -1;
 }
 
-int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
+/* shim_read's way when its inline test fails: the thread's mask not yet known, or blocking
+ * faults; a bad address; no guard. */
+int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
 {
 	int saved = errno, how;
 
@@ -239,7 +309,7 @@ int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
 		return SHIM_READ_COPY;
 	if (addr == 0 || addr + n < addr)
 		return -1;
-	if (likely(__atomic_load_n(&guard_on, __ATOMIC_RELAXED) && faults_delivered(t)))
+	if (__atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED) && faults_delivered(t))
 		return shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0 ? SHIM_READ_COPY : -1;
 	how = read_syscall(dst, addr, n);
 	errno = saved;

@@ -10,6 +10,12 @@
  * grows, so nothing is copied twice.  A record never exceeds max_record =
  * ring_size / 2; buffers that would are cut (TRUNCATED) and counted in
  * trunc_big.
+ *
+ * The producer maps the ring's data area followed by its first max_record
+ * bytes again (the same pages, shim_state.c), so a record that runs past the
+ * end goes on in that mirror: every record is one contiguous piece of the
+ * producer's memory, written and read back with plain stores and loads (the
+ * recorder sees the wrap and bounce-copies it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +28,7 @@
 #include "shim.h"
 
 #define ALIGN8(n) (((n) + 7u) & ~7u)
+#define SHIM_PREFETCH_AHEAD 2048 /* ring bytes kept prefetched beyond head: about four ioctls' records */
 
 /* ------------------------------------------------------------------ ring */
 
@@ -99,66 +106,10 @@ int ring_reserve(struct shim_thread *t, uint32_t size)
 	return -1;
 }
 
-/* The two pieces of n ring bytes at never-wrapped position pos. */
-static size_t ring_split(const struct shim_thread *t, uint64_t pos, size_t n, uint8_t **first)
-{
-	size_t off = (size_t)(pos & t->mask), room = t->mask + 1 - off;
-	*first = t->data + off;
-	return room < n ? room : n;
-}
-
-void ring_write(struct shim_thread *t, uint64_t pos, const void *src, size_t n)
-{
-	uint8_t *dst;
-	size_t first = ring_split(t, pos, n, &dst);
-	memcpy(dst, src, first);
-	if (n > first)
-		memcpy(t->data, (const uint8_t *)src + first, n - first);
-}
-
-static void ring_read(const struct shim_thread *t, uint64_t pos, void *dst, size_t n)
-{
-	uint8_t *src;
-	size_t first = ring_split(t, pos, n, &src);
-	memcpy(dst, src, first);
-	if (n > first)
-		memcpy((uint8_t *)dst + first, t->data, n - first);
-}
-
-static void ring_zero(struct shim_thread *t, uint64_t pos, size_t n)
-{
-	static const uint8_t zeros[8];
-	ring_write(t, pos, zeros, n);
-}
-
-/* n bytes of the program's memory at addr into the ring at pos: the read path used, or -1. */
-static int ring_read_user(struct shim_thread *t, uint64_t pos, uint64_t addr, size_t n)
-{
-	uint8_t *dst;
-	size_t first = ring_split(t, pos, n, &dst);
-	int how = shim_read(t, dst, addr, first);
-	if (how >= 0 && n > first) {
-		int rest = shim_read(t, t->data, addr + first, n - first);
-		how = rest < 0 ? rest : how > rest ? how : rest;
-	}
-	return how;
-}
-
 void ring_commit(struct shim_thread *t, uint64_t pos)
 {
 	t->head = pos;
 	__atomic_store_n(&t->ctl->head, pos, __ATOMIC_RELEASE);
-}
-
-/* ------------------------------------------------------------------ views */
-
-uint64_t view_load(const struct shim_rec *r, const struct shim_view *v, uint32_t off, unsigned n)
-{
-	uint64_t value = 0;
-	if (off > v->len || n > v->len - off || n > sizeof(value))
-		return 0;
-	ring_read(r->t, v->pos + off, &value, n); /* little-endian host */
-	return value;
 }
 
 /* ------------------------------------------------------------------ records */
@@ -167,6 +118,7 @@ void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_
 	      uint64_t call_id)
 {
 	r->t = t;
+	r->base = t->data + (t->head & t->mask);
 	r->source = source;
 	r->phase = phase;
 	r->flags = 0;
@@ -180,33 +132,38 @@ void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_
 	r->size = sizeof(struct rmt_record);
 	r->cut = 0;
 	r->dropped = 0;
+	r->reads[0] = r->reads[1] = r->reads[2] = 0;
 }
 
 /* Ring room for the record so far plus extra bytes; 0, or -1 (the record is dropped). */
-static int rec_room(struct shim_rec *r, uint32_t extra)
+static inline int rec_room(struct shim_rec *r, uint32_t extra)
 {
-	if (!r->dropped && ring_reserve(r->t, r->size + extra) != 0)
+	struct shim_thread *t = r->t;
+
+	if (likely(!r->dropped && t->head + r->size + extra - t->tail_seen <= shim_proc.ring_size))
+		return 0; /* the tail seen last time says there is room: no need to look at the consumer's line */
+	if (!r->dropped && ring_reserve(t, r->size + extra) != 0)
 		r->dropped = 1;
 	return r->dropped ? -1 : 0;
 }
 
-/* A new buffer for n bytes: how many it takes (*take, cut to the limits); 0, or -1 when it cannot be
- * added at all (too many buffers, the record at its limit, no room in the ring). */
-static int rec_open(struct shim_rec *r, uint64_t n, uint32_t *take)
+/* A new buffer for n bytes: where its data goes, and how many bytes it takes (*take, cut to the
+ * limits); NULL when it cannot be added at all (too many buffers, the record at its limit, no room). */
+static uint8_t *rec_open(struct shim_rec *r, uint64_t n, uint32_t *take)
 {
 	uint64_t room, want = n;
 
 	*take = 0;
 	if (r->dropped)
-		return -1;
+		return NULL;
 	if (r->nbufs >= SHIM_MAX_BUFS || r->size + sizeof(struct rmt_buffer) > shim_proc.max_record) {
 		r->flags |= RMT_RF_TRUNCATED;
-		return -1;
+		return NULL;
 	}
 	room = (shim_proc.max_record - r->size - sizeof(struct rmt_buffer)) & ~7ull;
 	if (want > shim_proc.max_buffer)
 		want = shim_proc.max_buffer;
-	if (want > room) {
+	if (unlikely(want > room)) {
 		want = room;
 		if (!r->cut) {
 			r->cut = 1;
@@ -214,99 +171,143 @@ static int rec_open(struct shim_rec *r, uint64_t n, uint32_t *take)
 		}
 	}
 	*take = (uint32_t)want;
-	return rec_room(r, (uint32_t)sizeof(struct rmt_buffer) + ALIGN8(*take));
-}
-
-/* Where the data of the buffer being added goes. */
-static uint64_t rec_data_pos(const struct shim_rec *r)
-{
-	return r->t->head + r->size + sizeof(struct rmt_buffer);
-}
-
-/* The buffer's header (and padding) after its data is in place; the record grows by it. */
-static struct shim_view rec_close(struct shim_rec *r, uint16_t role, uint8_t when, uint8_t flags, uint32_t len,
-				  uint64_t addr, uint64_t n, uint32_t slot)
-{
-	uint64_t at = r->t->head + r->size;
-	struct rmt_buffer bh = { role, when, flags, len, addr, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, slot };
-	struct shim_view v = { at + sizeof(bh), len };
-
-	if (flags & RMT_BF_TRUNCATED)
-		r->flags |= RMT_RF_TRUNCATED;
-	if (flags & RMT_BF_UNREADABLE)
-		r->flags |= RMT_RF_UNREADABLE;
-	ring_write(r->t, at, &bh, sizeof(bh));
-	if (ALIGN8(len) > len)
-		ring_zero(r->t, v.pos + len, ALIGN8(len) - len);
-	r->size += (uint32_t)sizeof(bh) + ALIGN8(len);
-	r->nbufs++;
-	return v;
+	if (rec_room(r, (uint32_t)sizeof(struct rmt_buffer) + ALIGN8(*take)) != 0)
+		return NULL;
+	return r->base + r->size + sizeof(struct rmt_buffer);
 }
 
 int rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, const void *src, uint64_t n)
 {
 	uint32_t take;
+	uint8_t *dst = rec_open(r, n, &take);
 
-	if (rec_open(r, n, &take) != 0)
+	if (!dst)
 		return -1;
-	ring_write(r->t, rec_data_pos(r), src, take);
+	memcpy(dst, src, take);
 	rec_close(r, role, when, take < n ? RMT_BF_TRUNCATED : 0, take, 0, n, slot);
 	return 0;
 }
 
-int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
-		 struct shim_view *view)
+int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
+		      struct shim_view *view)
 {
 	struct shim_thread *t = r->t;
-	uint8_t flags;
+	uint8_t flags, *dst;
 	uint32_t take;
 	int how;
 
+	dst = rec_open(r, n, &take);
 	view->len = 0;
-	if (rec_open(r, n, &take) != 0)
+	if (!dst)
 		return -1;
 	flags = take < n ? RMT_BF_TRUNCATED : 0;
 	if (n == 0) {
 		*view = rec_close(r, role, when, flags, 0, addr, n, slot); /* an empty buffer, as the program gave it */
 		return -1;
 	}
-	how = addr == 0 ? -1 : take ? ring_read_user(t, rec_data_pos(r), addr, take) : SHIM_READ_COPY;
+	how = addr == 0 ? -1 : take ? shim_read(t, dst, addr, take) : SHIM_READ_COPY;
 	if (how < 0) {
-		ring_count(&t->ctl->read_unreadable);
+		r->reads[SHIM_READ_UNREADABLE]++;
 		*view = rec_close(r, role, when, flags | RMT_BF_UNREADABLE, 0, addr, n, slot);
 		return -1;
 	}
 	if (take)
-		ring_count(how == SHIM_READ_COPY ? &t->ctl->read_copy : &t->ctl->read_syscall);
+		r->reads[how]++;
 	*view = rec_close(r, role, when, flags, take, addr, n, slot);
 	return take ? 0 : -1;
+}
+
+void rec_stamp(struct shim_rec *r)
+{
+	struct shim_thread *t = r->t;
+
+	/* The floor first, then the clock: a recorder that finds the ring idle may take its own
+	 * time as this ring's floor, so this store must come before the time is read. */
+	__atomic_store_n(&t->ctl->writing, t->last_ns ? t->last_ns : 1, __ATOMIC_RELAXED);
+	r->time_ns = shim_now();
+	__atomic_store_n(&t->ctl->writing, r->time_ns, __ATOMIC_RELAXED);
+}
+
+#ifdef RMTRACE_TEST_HOOKS
+/* A thread descheduled between its timestamp and its publication, on demand. */
+static void test_stall(const struct shim_rec *r)
+{
+	if (shim_proc.test_stall_ms && r->source == RMT_SRC_RM && r->op == shim_proc.test_stall_op) {
+		struct timespec ts = { shim_proc.test_stall_ms / 1000, (long)(shim_proc.test_stall_ms % 1000) * 1000000L };
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+}
+#endif
+
+/* Ask for the ring lines the next records will take, SHIM_PREFETCH_AHEAD bytes beyond head and
+ * each line once, owned for writing: last written a ring ago (and read by the recorder since),
+ * they would otherwise cost a miss each (about 7 lines an ioctl) in the middle of a record.
+ * Requested a few calls early, they come while the program or the driver works.  Lines the
+ * recorder has not read yet are left alone (tail_seen: a safe under-estimate). */
+static void prefetch_ahead(struct shim_thread *t)
+{
+	uint64_t end = t->head + SHIM_PREFETCH_AHEAD, pos = t->prefetched > t->head ? t->prefetched : t->head;
+
+	if (end > t->tail_seen + shim_proc.ring_size)
+		end = t->tail_seen + shim_proc.ring_size;
+	for (pos &= ~(uint64_t)63; pos < end; pos += 64) {
+		const uint8_t *line = t->data + (pos & t->mask);
+		if (shim_proc.prefetchw)
+			__asm__ volatile("prefetchw %0" : : "m"(*line));
+		else
+			__builtin_prefetch(line, 1, 3);
+	}
+	if (end > t->prefetched)
+		t->prefetched = end;
+}
+
+/* The record's reads into the ring's counters: once a record, not once a buffer. */
+static void count_reads(const struct shim_rec *r)
+{
+	struct rmt_ring_ctl *ctl = r->t->ctl;
+	ring_add(&ctl->read_copy, r->reads[SHIM_READ_COPY]); /* head's line: written with the record anyway */
+	if (unlikely(r->reads[SHIM_READ_SYSCALL] | r->reads[SHIM_READ_UNREADABLE])) {
+		ring_add(&ctl->read_syscall, r->reads[SHIM_READ_SYSCALL]);
+		ring_add(&ctl->read_unreadable, r->reads[SHIM_READ_UNREADABLE]);
+	}
 }
 
 int rec_emit(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
-	struct rmt_record h;
+	struct rmt_record *h = (struct rmt_record *)r->base;
 
-	if (rec_room(r, 0) != 0)
+	count_reads(r);
+	if (rec_room(r, 0) != 0) { /* (lossy) dropped: what rec_stamp announced ends here */
+		__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED);
 		return -1;
-	memset(&h, 0, sizeof(h));
-	h.magic = RMT_RECORD_MAGIC;
-	h.version = RMT_RECORD_VERSION;
-	h.header_size = sizeof(h);
-	h.total_len = r->size;
-	h.source = r->source;
-	h.phase = r->phase;
-	h.flags = r->flags;
-	h.time_ns = r->time_ns ? r->time_ns : shim_now();
-	h.pid = (uint32_t)shim_proc.pid;
-	h.tid = t->tid;
-	h.call_id = r->call_id;
-	h.op = r->op;
-	h.fd = r->fd;
-	h.ret = r->ret;
-	h.err = r->err;
-	h.nbufs = r->nbufs;
-	ring_write(t, t->head, &h, sizeof(h));
+	}
+	if (!r->time_ns)
+		rec_stamp(r);
+	h->magic = RMT_RECORD_MAGIC;
+	h->version = RMT_RECORD_VERSION;
+	h->header_size = sizeof(*h);
+	h->total_len = r->size;
+	h->source = r->source;
+	h->phase = r->phase;
+	h->flags = r->flags;
+	h->seq = 0;
+	h->time_ns = r->time_ns;
+	h->pid = (uint32_t)shim_proc.pid;
+	h->tid = t->tid;
+	h->call_id = r->call_id;
+	h->op = r->op;
+	h->fd = r->fd;
+	h->ret = r->ret;
+	h->err = r->err;
+	h->nbufs = r->nbufs;
+	h->reserved = 0;
+#ifdef RMTRACE_TEST_HOOKS
+	test_stall(r);
+#endif
 	ring_commit(t, t->head + r->size);
+	t->last_ns = r->time_ns;
+	__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
+	prefetch_ahead(t);
 	return 0;
 }

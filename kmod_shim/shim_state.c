@@ -11,6 +11,7 @@
  * child never writes its parent's rings.
  */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,7 +33,8 @@ uint8_t shim_fd_kinds[SHIM_FD_MAX];
 struct shim_real shim_real;
 struct shim_process shim_proc;
 
-static __thread struct shim_thread shim_self __attribute__((tls_model("initial-exec")));
+__thread struct shim_thread shim_self __attribute__((tls_model("initial-exec")));
+const uint64_t *shim_forkgen;
 
 struct shim_forkpage {
 	uint64_t gen; /* shim_proc.gen in the process that owns the page; 0 in a fork child */
@@ -204,7 +206,7 @@ static int load_ctab(const struct rmt_ctab_header *h, size_t size)
 	shim_proc.max_buffer = h->max_buffer;
 	shim_proc.rights_size = h->rights_size;
 	shim_proc.lossy = (h->flags & RMT_CTAB_LOSSY) != 0;
-	return 0;
+	return ctab_index();
 }
 
 static void new_image(void)
@@ -240,6 +242,13 @@ static void copy_env(char *dst, size_t cap, const char *name)
 		strcpy(dst, v);
 }
 
+/* CPUID.80000001H:ECX.PRFCHW[bit 8]: PREFETCHW exists (shim_record.c's prefetch_ahead). */
+static int has_prefetchw(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8));
+}
+
 static void init_once_body(void)
 {
 	struct rmt_session_ctl *session;
@@ -253,6 +262,9 @@ static void init_once_body(void)
 	copy_env(shim_proc.test_dir, sizeof(shim_proc.test_dir), "RMTRACE_TEST_DEVICE_DIR");
 	snprintf(shim_proc.dev_prefix, sizeof(shim_proc.dev_prefix), "%s/",
 		 shim_proc.test_dir[0] ? shim_proc.test_dir : "/dev");
+	if (getenv("RMTRACE_TEST_STALL") &&
+	    sscanf(getenv("RMTRACE_TEST_STALL"), "%i:%u", (int *)&shim_proc.test_stall_op, &shim_proc.test_stall_ms) != 2)
+		shim_proc.test_stall_ms = 0;
 #else
 	strcpy(shim_proc.dev_prefix, "/dev/");
 #endif
@@ -279,7 +291,9 @@ static void init_once_body(void)
 	seed_fd_table();
 	new_image();
 	shim_guard_install();
+	shim_proc.prefetchw = has_prefetchw();
 	shim_proc.active = 1;
+	__atomic_store_n(&shim_forkgen, &forkpage->gen, __ATOMIC_RELEASE);
 }
 
 void shim_init(void)
@@ -322,28 +336,37 @@ struct shim_thread *shim_self_thread(void)
 	return &shim_self;
 }
 
-uint64_t shim_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ thread rings */
+
+/* Bytes of the data area mapped a second time after it: room for the longest record
+ * (max_record = ring_size / 2), in whole pages. */
+static size_t ring_mirror(uint64_t ring_size)
+{
+	return ring_size / 2 > 4096 ? ring_size / 2 : 4096;
+}
 
 static void ring_drop(struct shim_thread *t)
 {
 	if (t->ctl)
-		syscall(SYS_munmap, t->ctl, RMT_RING_CTL_SIZE + t->mask + 1);
+		syscall(SYS_munmap, t->ctl, RMT_RING_CTL_SIZE + t->mask + 1 + ring_mirror(t->mask + 1));
 	t->ctl = NULL;
 	t->data = NULL;
+}
+
+/* mmap by system call (the program's own mmap is hooked): the address, or NULL. */
+static void *map(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	long mem = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+	return mem < 0 && mem > -4096 ? NULL : (void *)mem;
 }
 
 static int ring_create(struct shim_thread *t)
 {
 	char path[PATH_MAX];
-	size_t total = RMT_RING_CTL_SIZE + shim_proc.ring_size;
+	size_t total = RMT_RING_CTL_SIZE + shim_proc.ring_size, mirror = ring_mirror(shim_proc.ring_size);
 	struct rmt_ring_ctl *ctl;
+	uint8_t *base;
 	int fd;
 
 	t->tid = (uint32_t)syscall(SYS_gettid);
@@ -362,10 +385,19 @@ static int ring_create(struct shim_thread *t)
 		syscall(SYS_unlinkat, AT_FDCWD, path, 0);
 		return -1;
 	}
-	ctl = (void *)syscall(SYS_mmap, NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-	syscall(SYS_close, fd);
-	if ((long)ctl < 0 && (long)ctl > -4096)
+	/* The control page and the data area, then the data area's first pages again right after
+	 * it (shim_record.c: a record running past the end stays one piece), in one reservation. */
+	base = map(NULL, total + mirror, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (!base || !map(base, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0) ||
+	    !map(base + total, mirror, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd,
+		 RMT_RING_CTL_SIZE)) {
+		if (base)
+			syscall(SYS_munmap, base, total + mirror);
+		syscall(SYS_close, fd);
 		return -1;
+	}
+	syscall(SYS_close, fd);
+	ctl = (struct rmt_ring_ctl *)base;
 	ctl->version = RMT_RING_VERSION;
 	ctl->ctl_size = RMT_RING_CTL_SIZE;
 	ctl->data_size = shim_proc.ring_size;
@@ -379,11 +411,12 @@ static int ring_create(struct shim_thread *t)
 	t->mask = shim_proc.ring_size - 1;
 	t->head = 0;
 	t->tail_seen = 0;
+	t->prefetched = 0;
 	pthread_setspecific(thread_key, t);
 	return 0;
 }
 
-struct shim_thread *shim_enter(void)
+struct shim_thread *shim_enter_slow(void)
 {
 	struct shim_thread *t = &shim_self;
 
@@ -414,10 +447,4 @@ struct shim_thread *shim_enter(void)
 		return NULL;
 	}
 	return t;
-}
-
-void shim_leave(struct shim_thread *t)
-{
-	if (t)
-		t->busy = 0;
 }

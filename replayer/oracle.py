@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.decoders.parse import STATUS_FIELDS
 from rmtrace.decoders.profiles.safety import ReplayTables, replay_tables
@@ -33,7 +33,11 @@ from rmtrace.replayer.targets.base import RunInfo, Target
 from rmtrace.replayer.targets.nvidia.fields import Leaf, Walker, call_keys, show_value
 
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Source, When, decode_record
+from rmtrace.record import Record, Source, When, decode_record
+
+if TYPE_CHECKING:  # the plan module imports the runner's neighbours, this one among them
+    from rmtrace.replayer.plan import Plan
+    from rmtrace.replayer.semantics import Semantics
 
 FIELD_DIFFERENCES_SHOWN = 6
 """Differing fields named per answer; the rest are counted."""
@@ -43,7 +47,7 @@ ORACLE_TIMEOUT_NS = 10_000_000_000
 class Judge:
     """One answer against an expected one (see the module docstring)."""
 
-    def __init__(self, semantics: Any, tables: ReplayTables | None) -> None:
+    def __init__(self, semantics: Semantics, tables: ReplayTables | None) -> None:
         self.semantics = semantics
         self.walker = Walker(semantics.profile)
         self.tables = tables
@@ -95,7 +99,7 @@ class Judge:
             out.append(Difference(f"{more} more fields", "as recorded", "differ"))
         return out
 
-    def _masks(self, request: Any) -> tuple[str, ...]:
+    def _masks(self, request: Record) -> tuple[str, ...]:
         if self.tables is None:
             return ()
         paths: list[str] = []
@@ -110,7 +114,7 @@ def _masked(leaf: Leaf, masks: tuple[str, ...]) -> bool:
     return any(leaf.pattern == m or leaf.pattern.startswith((m + ".", m + "[")) for m in masks)
 
 
-def _tables(semantics: Any) -> ReplayTables | None:
+def _tables(semantics: Semantics) -> ReplayTables | None:
     try:
         return replay_tables(semantics.profile)
     except RmtraceError:
@@ -141,7 +145,7 @@ class RecordingOracle(Oracle):
 
     name = "the recording"
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: Plan) -> None:
         self.judge = Judge(plan.semantics, _tables(plan.semantics))
 
     def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]:
@@ -159,7 +163,7 @@ class TraceOracle(Oracle):
     return value and errno alone (its handles, fds and addresses are that
     recording's own, so a system call's return value is not compared)."""
 
-    def __init__(self, path: str, plan: Any) -> None:
+    def __init__(self, path: str, plan: Plan) -> None:
         from rmtrace.replayer.plan import build_plan  # the plan module imports the runner's neighbours
 
         if not os.path.exists(path):
@@ -194,7 +198,7 @@ class TraceOracle(Oracle):
 class TargetOracle(Oracle):
     """A live target answers every message too; its answer is what the one under test is checked against."""
 
-    def __init__(self, target: Target, plan: Any, timeout_ns: int = ORACLE_TIMEOUT_NS) -> None:
+    def __init__(self, target: Target, plan: Plan, timeout_ns: int = ORACLE_TIMEOUT_NS) -> None:
         self.target = target
         self.name = target.name
         self.timeout_ns = timeout_ns
@@ -247,7 +251,7 @@ class TargetOracle(Oracle):
         self.target.close()
 
 
-def make_oracle(spec: str, plan: Any, *, timeout_ns: int = ORACLE_TIMEOUT_NS) -> Oracle:
+def make_oracle(spec: str, plan: Plan, *, timeout_ns: int = ORACLE_TIMEOUT_NS) -> Oracle:
     """``--oracle``: ``nvidia`` (the real driver, live) or a trace's path."""
     kind, _, arg = spec.partition(":")
     if kind == "nvidia":
@@ -257,7 +261,7 @@ def make_oracle(spec: str, plan: Any, *, timeout_ns: int = ORACLE_TIMEOUT_NS) ->
     return TraceOracle(spec, plan)
 
 
-def default_oracle(target: Target, plan: Any) -> Oracle | None:
+def default_oracle(target: Target, plan: Plan) -> Oracle | None:
     """A target that answers output fields is judged field by field against the recording."""
     return RecordingOracle(plan) if "fields" in target.answers else None
 

@@ -23,7 +23,7 @@ from typing import Any
 from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.replayer.messages import Kind, Message
 from rmtrace.replayer.model.host import RANK_SHIFT
-from rmtrace.replayer.semantics import Semantics
+from rmtrace.replayer.semantics import Member, Semantics
 
 from rmtrace.calls import Call
 from rmtrace.errors import RmtraceError
@@ -267,12 +267,12 @@ def lane_shift(lane: int) -> int:
 def _clone(msg: Message, lane: int, mapping: dict[int, int], semantics: Semantics) -> Message:
     shift = lane_shift(lane)
 
-    def change(name: str, value: Any) -> Any:
-        if isinstance(value, int) and value in mapping and name.startswith("h"):
+    def change(member: Member, value: Any) -> Any:
+        if member.handle and isinstance(value, int) and value in mapping:
             return mapping[value]
-        if name == "gpFifoOffset" and value:
+        if member.name == "gpFifoOffset" and value:
             return value + shift
-        if name == "userdOffset" and isinstance(value, list):
+        if member.name == "userdOffset" and isinstance(value, list):
             return [v + shift if v else v for v in value]
         return value
 

@@ -18,7 +18,7 @@ recording are well-formed records in the output trace.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rmtrace.decoders import Decoded, DecoderSet, Level
@@ -131,8 +131,8 @@ class Semantics:
 
     # -- writing records back
 
-    def rewrite(self, record: Record, change: Callable[[str, Any], Any]) -> Record:
-        """``record`` with every decoded member passed through ``change(name, value) -> value``.
+    def rewrite(self, record: Record, change: Callable[[Member, Any], Any]) -> Record:
+        """``record`` with every decoded member passed through ``change(member, value) -> value``.
 
         Only buffers a layout decodes are rewritten (with the same definitions);
         others are kept byte for byte.
@@ -156,7 +156,7 @@ class Semantics:
 
     def with_status(self, record: Record, status: int) -> Record:
         """A reply record whose NV_STATUS says ``status``."""
-        return self.rewrite(record, lambda name, value: status if name in STATUS_FIELDS else value)
+        return self.rewrite(record, lambda member, value: status if member.name in STATUS_FIELDS else value)
 
     def answer(self, data: bytes, status: int | None = None) -> bytes:
         """A reply record: ``data`` is the recorded reply (or, when the recording has none, the
@@ -181,7 +181,17 @@ class Semantics:
         return decoded.status, exit_.ret, exit_.err, fields
 
 
-def _change_members(layout: Any, value: Any, change: Callable[[str, Any], Any], layouts: Mapping[str, Any]) -> bool:
+@dataclass(frozen=True)
+class Member:
+    """A struct member as ``Semantics.rewrite`` hands it over: its name, and whether it is an RM handle."""
+
+    name: str
+    """The member's name; a handle's under the name rmtrace shows (hRoot is hClient, ...)."""
+    handle: bool
+    """Its C type is NvHandle (the layout's fact, not a guess from the name)."""
+
+
+def _change_members(layout: Any, value: Any, change: Callable[[Member, Any], Any], layouts: Mapping[str, Any]) -> bool:
     """Apply ``change`` to the top-level members of a parsed struct (walking into nested structs)."""
     changed = False
     for f in layout.fields:
@@ -191,8 +201,8 @@ def _change_members(layout: Any, value: Any, change: Callable[[str, Any], Any], 
         if inner is not None and hasattr(value[f.name], "items"):
             changed |= _change_members(inner, value[f.name], change, layouts)
             continue
-        name = HANDLE_ALIASES.get(f.name, f.name) if f.type in HANDLE_TYPES else f.name
-        new = change(name, value[f.name])
+        handle = f.type in HANDLE_TYPES
+        new = change(Member(HANDLE_ALIASES.get(f.name, f.name) if handle else f.name, handle), value[f.name])
         if new != value[f.name]:
             value[f.name] = new
             changed = True

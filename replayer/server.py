@@ -5,8 +5,17 @@ One listening Unix socket; each connection is one replay with a fresh model
 names the recorded driver, so requests are decoded with the same profile the
 client cut them with; every request gets exactly one answer when the model
 completes it (never, for a wedge), and the model's sema records go to the
-client as they happen.  The model runs on the real clock here: a drain
-bound is real milliseconds, and the client's watchdog is real seconds.
+client as they happen.
+
+Each session runs on the clock its hello asks for.  ``virtual`` (what
+``--against unix:`` asks by default): the session's model has its own
+virtual clock, started at the recording's start as ``--against model``'s is,
+moved only by the client's ``advance`` records; every request and advance is
+acknowledged, after the answers and records it caused, with the clock's
+time.  Timers (drain bounds) then fire at exact virtual times and a replay
+gives the in-process model's outcome whatever the machine's load.  ``real``
+(or a hello that names no clock): the model runs on CLOCK_MONOTONIC, a
+drain bound is real milliseconds and the client's watchdog real seconds.
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ class _Session:
     counts: dict[int, int] = field(default_factory=dict)
     oracles: dict[tuple, Record] = field(default_factory=dict)
     requests: dict[tuple, Record] = field(default_factory=dict)
+    virtual: bool = False
+    """The session's model runs on its own virtual clock, moved by the client's advances."""
 
 
 class ModelServer:
@@ -96,7 +107,7 @@ class ModelServer:
                     elif isinstance(key.fileobj, socket.socket):
                         self._readable(key.fileobj)
                 for session in list(self._sessions.values()):
-                    if session.target is not None:
+                    if session.target is not None and not session.virtual:
                         self._answer(session, session.target.wait(self.clock.now))
         finally:
             for sock in list(self._sessions):
@@ -107,9 +118,10 @@ class ModelServer:
                 os.unlink(self.path)
 
     def _timeout(self) -> float:
-        """Sleep until the next model timer (drain bounds), at most a quarter second."""
+        """Sleep until the next real-clock model timer (drain bounds), at most a quarter second."""
         now = self.clock.now
-        timers = [s.target.model.next_timer() for s in self._sessions.values() if s.target is not None]
+        timers = [s.target.model.next_timer() for s in self._sessions.values()
+                  if s.target is not None and not s.virtual]
         dues = [d for d in timers if d is not None]
         return max(0.0, min([0.25] + [(d - now) / 1e9 for d in dues]))
 
@@ -149,6 +161,9 @@ class ModelServer:
                 key = tuple(body["why"])
                 session.stream.send(control(MarkOp.NOTE, {"why": list(key), "chain": session.target.explain(key)}))
                 return True
+            if "advance" in body and session.target is not None:
+                self._advance(session, session.target, int(body["advance"]), bool(body.get("until_answer")))
+                return True
             if session.target is not None:
                 session.target.close()
             return False
@@ -166,12 +181,16 @@ class ModelServer:
         decoders = self._decoders.get(version)
         if decoders is None:
             decoders = self._decoders[version] = decoders_for(meta)
-        target = ModelTarget(self.policy, Semantics(decoders), clock=self.clock)
+        session.virtual = body.get("clock") == "virtual"
+        # a virtual session's target makes its own clock at the recording's start (ModelTarget.open)
+        target = ModelTarget(self.policy, Semantics(decoders), clock=None if session.virtual else self.clock)
         session.peers = {int(pid): _Peer(int(pid), label) for _cid, pid, label in body.get("clients", [])}
         target.open(RunInfo(meta, str(body.get("schedule", "")), None), session.stream.send)
         session.target = target
         session.stream.send(control(MarkOp.NOTE, {"hello": True, "service": target.name,
-                                                  "answers": sorted(target.answers)}))
+                                                  "answers": sorted(target.answers),
+                                                  "clock": "virtual" if session.virtual else "real",
+                                                  "now_ns": target.now()}))
 
     def _request(self, session: _Session, target: ModelTarget, record: Record) -> None:
         key = request_key(record)
@@ -188,14 +207,32 @@ class ModelServer:
         outcome = target.submit(key, peer, msg)
         if outcome is not None:
             self._answer(session, [(key, outcome)])
+        if session.virtual:
+            self._answer(session, target.idle(0))  # what the request completed for others, before the ack
+            self._ack(session, target)
+
+    def _advance(self, session: _Session, target: ModelTarget, to_ns: int, until_answer: bool) -> None:
+        """A virtual session's client lets time pass: up to ``to_ns``, or to the first answers before it."""
+        if until_answer:
+            self._answer(session, target.wait(to_ns))
+        else:
+            self._answer(session, target.idle(to_ns - target.now()))
+        self._ack(session, target)
+
+    @staticmethod
+    def _ack(session: _Session, target: ModelTarget) -> None:
+        session.stream.send(control(MarkOp.NOTE, {"ack": True, "now_ns": target.now()}))
 
     def _answer(self, session: _Session, replies: list) -> None:
+        if not replies or session.target is None:
+            return
+        now = session.target.now()
         for key, outcome in replies:
             request = session.requests.pop(key)
             if outcome.record is not None:
-                data = with_call_id(stamp(outcome.record, self.clock.now, request.pid, request.tid), request.call_id)
+                data = with_call_id(stamp(outcome.record, now, request.pid, request.tid), request.call_id)
             else:
-                data = Record(request.source, ANSWER_PHASES[request.phase], op=request.op, time_ns=self.clock.now,
+                data = Record(request.source, ANSWER_PHASES[request.phase], op=request.op, time_ns=now,
                               pid=request.pid, tid=request.tid, call_id=request.call_id,
                               flags=RecordFlag.REPLAY).encode()
             session.stream.send(data)

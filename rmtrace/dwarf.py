@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from rmtrace.errors import RmtraceError
 from rmtrace.layout import Field, Layout
@@ -112,7 +113,7 @@ class ObjectFacts:
 
     def _read_symbols(self, elf: ELFFile) -> None:
         symtab = elf.get_section_by_name(".symtab")
-        if symtab is None:
+        if not isinstance(symtab, SymbolTableSection):  # none (a stripped object), or not a symbol table
             return
         data_cache: dict[int, bytes] = {}
         for sym in symtab.iter_symbols():
@@ -232,7 +233,8 @@ class ObjectFacts:
         if die.tag in _AGGREGATE_KIND:
             return _AGGREGATE_KIND[die.tag]
         if die.tag == "DW_TAG_base_type":
-            kind = _ENCODING_KIND.get(die.attrs.get("encoding"), "uint")
+            encoding = die.attrs.get("encoding")
+            kind = _ENCODING_KIND.get(encoding, "uint") if isinstance(encoding, int) else "uint"
             return "int" if kind == "char" and die.attrs.get("name") == "signed char" else kind
         return {"DW_TAG_pointer_type": "ptr", "DW_TAG_enumeration_type": "enum",
                 "DW_TAG_array_type": "array", "DW_TAG_subroutine_type": "ptr"}.get(die.tag, "uint")
@@ -338,7 +340,8 @@ def read_layouts(obj_path: str | os.PathLike, names: Iterable[str] | None = None
     facts = ObjectFacts(obj_path)
     wanted = list(names) if names is not None else facts.aggregate_names()
     built = facts.layouts(wanted)
-    return {name: built[facts.layout_name(name)] for name in wanted if facts.layout_name(name) in built}
+    filed = {name: facts.layout_name(name) for name in wanted}
+    return {name: built[key] for name, key in filed.items() if key is not None and key in built}
 
 
 def read_enums(obj_path: str | os.PathLike, names: Iterable[str] | None = None) -> dict[str, dict[str, int]]:

@@ -101,6 +101,11 @@ class Scalar:
         return self.offset + self.codec.size
 
 
+def _namedtuple(name: str, names: tuple[str, ...]) -> Any:
+    """A namedtuple type of fields known only at run time (built from a definition)."""
+    return namedtuple(name, names)
+
+
 class FlatStruct:
     """A flat construct ``Struct`` with its derived codec, field positions and offsets."""
 
@@ -110,7 +115,7 @@ class FlatStruct:
         self.codec = struct_codec(definition)
         self.size = self.codec.size
         self.names: tuple[str, ...] = tuple(sub.name for sub in definition.subcons)
-        self.Fields: Any = namedtuple(name, self.names)  # type: ignore[misc]  # built from the definition
+        self.Fields: Any = _namedtuple(name, self.names)
         self.index = self.Fields._make(range(len(self.names)))
         """Each field's position in the codec's tuples: ``index.source``."""
         self.scalars: dict[str, Scalar] = {}
@@ -171,7 +176,7 @@ class FlatStruct:
         if len(positions) == 1:
             (only,) = positions
             return lambda values: (values[only],)
-        return itemgetter(*positions)  # type: ignore[return-value]
+        return itemgetter(*positions)
 
     def prefix(self, last: str) -> struct.Struct:
         """A codec for the fields from the first one up to and including ``last``."""

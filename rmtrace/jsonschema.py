@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the builders only read these objects' attributes; importing
     from rmtrace.analysis.wedges import Wedge
     from rmtrace.calls import Call
     from rmtrace.decoders.base import Decoded
+    from rmtrace.replayer.reduce import Reduction
     from rmtrace.replayer.runner import ClientResult, ReplayResult
     from rmtrace.trace import TraceReader
 
@@ -35,6 +36,9 @@ SCHEMA_VERSION = 1
 """Bumped when a field changes meaning or goes away (new fields do not bump it)."""
 
 JsonObject = dict[str, Any]
+
+DERIVED_BACKENDS = ("replay", "reduce")
+"""The backends of traces rmtrace made from another trace (replayer/output.py, replayer/reduce.py)."""
 
 
 def dumps(obj: Mapping[str, Any]) -> str:
@@ -102,12 +106,15 @@ def made(meta: Mapping[str, Any]) -> JsonObject | None:
     """For a trace rmtrace made from another (a replay, a reduction): by what, on which host, when,
     from which file, against what target in what schedule; None for a recording."""
     made_meta = meta.get("made")
-    if not made_meta:
+    backend = meta.get("backend")
+    if not made_meta and backend not in DERIVED_BACKENDS:
         return None
+    made_meta = made_meta or {"by": f"rmtrace {backend}"}  # written before replays said where and when
     how = meta.get("replay") or meta.get("reduce") or {}
-    return {"by": made_meta.get("by"), "rmtrace_version": made_meta.get("rmtrace_version"),
+    return {"by": made_meta.get("by"), "rmtrace_version": made_meta.get("rmtrace_version", meta.get("rmtrace_version")),
             "host": made_meta.get("host"), "kernel": made_meta.get("kernel"), "time": made_meta.get("time"),
-            "from": made_meta.get("from"), "target": how.get("target"), "schedule": how.get("schedule")}
+            "from": made_meta.get("from") or how.get("source") or meta.get("reduced_from"),
+            "target": how.get("target"), "schedule": how.get("schedule")}
 
 
 def record(rec: Record, start_ns: int) -> JsonObject:
@@ -186,7 +193,7 @@ def verdict(client: ClientResult, run: ReplayResult) -> JsonObject:
         "differences": [{"what": d.what, "expected": str(d.expected), "got": str(d.got)} for d in client.differences],
         "diverged_messages": client.diverged, "chain": list(client.chain), "wedge_chain": list(client.wedge_chain),
         "sent": client.sent, "answered": client.answered, "messages": len(client.client.messages),
-        "target": run.target, "schedule": str(run.schedule), "seed": run.schedule.seed,
+        "skipped": len(client.skipped), "target": run.target, "schedule": str(run.schedule), "seed": run.schedule.seed,
     }
 
 
@@ -195,6 +202,26 @@ def replay(run: ReplayResult, source: str) -> JsonObject:
     return {"type": "replay", "source": source, "target": run.target, "schedule": str(run.schedule),
             "seed": run.schedule.seed, "clients": len(run.clients), "messages": run.messages,
             "exit_status": int(run.exit_status), "output": run.output, "counters": dict(run.counters)}
+
+
+def reduction(red: Reduction, source: str, output: str, target: str, schedule: str, same: bool) -> JsonObject:
+    """What ``reduce`` kept of a wedging replay, where it wrote it, and whether it wedges the same way alone."""
+    return {"type": "reduction", "source": source, "output": output, "target": target, "schedule": schedule,
+            "clients_before": red.before_clients, "messages_before": red.before_messages,
+            "clients": len(red.plan.clients), "messages": red.messages, "replays": red.tests,
+            "signature": [{"name": name, "kind": kind} for name, kind in red.signature],
+            "kept": [{"client": c.id, "label": c.label, "messages": [m.name for m in c.messages]}
+                     for c in red.plan.clients],
+            "same": same, "exit_status": 0 if same else 1}
+
+
+# -- datasets ------------------------------------------------------------------------------
+
+
+def row(columns: Iterable[str], values: Iterable[Any]) -> JsonObject:
+    """One row of an SQL answer (``rmtrace query``): its columns by name under ``values``, where a column
+    called ``type`` cannot take the place of the object's own."""
+    return {"type": "row", "values": dict(zip(columns, values))}
 
 
 # -- driver profiles -----------------------------------------------------------------------

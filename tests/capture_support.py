@@ -5,7 +5,7 @@ The test programs (tests/c/) are built with gcc into a temporary directory:
 talks to it as libcuda would, and the shim's test build (RMTRACE_TEST_HOOKS:
 it takes the files of RMTRACE_TEST_DEVICE_DIR for the device nodes) is what
 the recorder preloads (RMTRACE_SHIM).  ``python tests/capture_support.py -o FILE
-[--lossy] [--ring-size N] [--duration S] -- CMD...`` records CMD with the
+[--lossy] [--ring-size N] [--duration S] [--stall S] -- CMD...`` records CMD with the
 real profile TEST_PROFILE, in a process of its own (the recorder becomes a
 child subreaper and reaps every child, which must not happen inside pytest).
 """
@@ -85,12 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ring-size", type=int, default=4 << 20)
     parser.add_argument("--duration", type=float)
     parser.add_argument("--grace", type=float, default=2.0)
+    parser.add_argument("--stall", type=float, default=1.0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     result = record_command(RecordOptions(command=command, output=args.output, lossy=args.lossy,
                                           ring_size=check_ring_size(args.ring_size), duration_s=args.duration,
-                                          grace_s=args.grace, progress=False),
+                                          grace_s=args.grace, stall_s=args.stall, progress=False),
                             profile=recording_profile())
     for warning in result.warnings:
         print(f"rmtrace record: {warning}", file=sys.stderr)

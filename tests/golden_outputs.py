@@ -1,5 +1,6 @@
 """What the session fold, ``wedges``, ``stats``, ``diff`` and the replayer say about every committed
-capture and the validation plan's replays, as JSON-ready data: the goldens of tests/golden/.
+capture, every committed replay trace (captures/replays/) and the validation plan's replays, as
+JSON-ready data: the goldens of tests/golden/.
 
 Everything goes through the library API (``find_wedges(...)`` and ``Wedge.to_dict``, ``session_stats``,
 ``first_divergence``, the replay report's ``table``), never the CLI's JSON, whose schema is its own.
@@ -43,6 +44,8 @@ CAPTURES = ("cuda-streams", "cuda-streams-2-together", "cuda-streams-3x-sequenti
             "torch-one-kernel")
 PLANNED = ("cuda-streams", "nvidia-smi-q", "torch-one-kernel")
 """Captures whose replay plans are kept message by message (the others repeat the same program)."""
+REPLAYS = Path(captures.__file__).resolve().parent / "replays"
+"""The committed replay traces (the H200's and the model's judged by it): each is a case of its own."""
 
 
 def plain(value: Any) -> Any:
@@ -233,6 +236,8 @@ def cases() -> dict[str, Callable[[str], dict[str, Any]]]:
     })
     for name in CAPTURES:
         out[f"self-replay-{name}"] = _replay_case(name, "recorded", "recorded", fold=False)
+    for trace in sorted(REPLAYS.glob("*.trace")):
+        out[f"replay-trace-{trace.stem}"] = lambda workdir, trace=trace: analysis(load_session(str(trace)))
     return out
 
 

@@ -6,6 +6,7 @@ and every ENTER has its EXIT unless a MARK IN_FLIGHT names it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -175,6 +176,38 @@ def test_many_threads(programs, devdir, tmp_path):
     times = [r.time_ns for r in records if r.source != Source.MARK]
     assert times == sorted(times)
     assert len({e.call_id for e, _ in controls}) == 2000
+
+
+def behind(records) -> int:
+    """Records older than one before them."""
+    times = [r.time_ns for r in records if r.source != Source.MARK]
+    return sum(t < latest for t, latest in zip(times[1:], itertools.accumulate(times, max)))
+
+
+def test_a_thread_descheduled_between_its_time_and_its_publication_stays_in_order(programs, devdir, tmp_path):
+    """One thread's RM_FREE waits 300 ms between its time and its publication (the test hook), ten
+    times the recorder's poll, while another thread makes controls the whole time: the merge waits
+    for the writing ring, and the trace is in time order."""
+    rc, stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "race",
+                                     RMTRACE_TEST_STALL=f"{RM_FREE:#x}:300")
+    assert rc == 0 and "race ok" in stdout, stderr
+    records = checked(out)
+    (free, freed), = calls(records, Source.RM, RM_FREE)
+    during = [e for e, _ in calls(records, Source.RM, RM_CONTROL) if free.time_ns < e.time_ns < freed.time_ns]
+    assert freed.time_ns - free.time_ns >= 300_000_000 and during, "nothing ran beside the held record"
+    stop = text(marks(records, MarkOp.STOP)[0])
+    assert behind(records) == 0 and stop["late_records"] == 0 and stop["ring_stalls"] == 0
+
+
+def test_a_ring_stalled_past_the_limit_is_no_longer_waited_for(programs, devdir, tmp_path):
+    """The same with a stall limit below the hold: the merge writes the other thread's records
+    without waiting, and the two held records come late, each counted."""
+    rc, stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "race",
+                                     options=("--stall", "0.1"), RMTRACE_TEST_STALL=f"{RM_FREE:#x}:300")
+    assert rc == 0 and "race ok" in stdout, stderr
+    records = checked(out)
+    stop = text(marks(records, MarkOp.STOP)[0])
+    assert behind(records) == stop["late_records"] and stop["ring_stalls"] >= stop["late_records"] >= 2
 
 
 def test_fork_exec_vfork_and_spawn_children(programs, devdir, tmp_path):

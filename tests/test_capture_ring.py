@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rmtrace.capture.merge import CallTracker, TimeMerger
-from rmtrace.capture.ring import Ring, RingNotReady, well_formed
+from rmtrace.capture.merge import CallTracker, TimeMerger, Watermark
+from rmtrace.capture.ring import GIVE_UP_TAIL, Ring, RingNotReady, well_formed
 from rmtrace.capture.session import Session
 from rmtrace.capture.shm import RING, RING_CTL_SIZE, RING_MAGIC, RING_VERSION, RingControl, RingState
 from rmtrace.record import BUFFER_LEN, HEADER, Buffer, Phase, Record, Role, Source, When
@@ -16,12 +16,12 @@ from rmtrace.record import BUFFER_LEN, HEADER, Buffer, Phase, Record, Role, Sour
 DATA = 4096
 
 
-def make_ring(path, head=0, tail=0, magic=RING_MAGIC, data_size=DATA, state=RingState.LIVE):
+def make_ring(path, head=0, tail=0, magic=RING_MAGIC, data_size=DATA, state=RingState.LIVE, writing=0):
     ctl = RingControl.build(dict(magic=magic, version=RING_VERSION, ctl_size=RING_CTL_SIZE, data_size=data_size,
                                  pid=11, tid=12, image_id=3, flags=0, state=state, reserved0=bytes(24), head=head,
-                                 lost_full=1, lost_nested=2, lost_stopped=3, trunc_big=4, waits=5, wait_ns=6,
-                                 reserved1=0, tail=tail, reserved2=bytes(56), read_copy=7, read_syscall=8,
-                                 read_unreadable=9, reserved3=[0] * 5))
+                                 writing=writing, read_copy=7, lost_full=1, lost_nested=2, lost_stopped=3,
+                                 trunc_big=4, read_unreadable=9, tail=tail, reserved2=bytes(56), read_syscall=8,
+                                 waits=5, wait_ns=6, reserved3=[0] * 5))
     path.write_bytes(ctl + bytes(RING_CTL_SIZE - len(ctl) + data_size))
     return path
 
@@ -85,6 +85,7 @@ def test_a_ring_breaking_its_contract_is_retired_not_trusted(tmp_path, head, tai
     ring = Ring(str(path))
     assert len(ring.drain()) == kept and reason in ring.broken
     assert ring.drain() == []
+    assert RING["tail"].get(path.read_bytes()) == GIVE_UP_TAIL  # the producer is told: it drops, never waits
 
 
 def test_well_formed_checks_the_buffers():
@@ -122,6 +123,18 @@ def test_merger_holds_records_for_the_lag_and_counts_late_ones():
     assert merger.release(now_ns=135) == [10, 30]
     merger.push(20, 20)  # older than what was already released
     assert merger.release() == [20, 50] and merger.late == 1
+
+
+def test_watermark_waits_for_a_writing_ring_until_its_stall_limit(tmp_path):
+    ring = Ring(str(make_ring(tmp_path / "ring-11-12-3.rb", writing=4500)))
+    mark = Watermark(stall_ns=1000, slack_ns=10)
+    assert mark.floor("a", 0, now_ns=5000) == 4990  # idle: nothing older than the recorder's now, less the slack
+    assert mark.floor("a", ring.writing, now_ns=5000) == 4500  # inside a record taken at 4500
+    assert mark.floor("a", 4500, now_ns=5500) == 4500
+    assert mark.floor("a", 4500, now_ns=5501) is None and mark.stalls == 1  # past the limit: no longer waited for
+    assert mark.floor("a", 4500, now_ns=9000) is None and mark.stalls == 1  # the same stall, counted once
+    assert mark.floor("a", 0, now_ns=9000) == 8990
+    ring.close()
 
 
 def test_call_tracker_pairs_by_pid_and_call_id():

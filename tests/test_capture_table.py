@@ -4,6 +4,7 @@ import pytest
 from rmtrace.decoders.profiles.model import PointerField
 
 from rmtrace.capture import ctab
+from rmtrace.capture.shm import CtabHeader
 from rmtrace.errors import RmtraceError
 from tests.capture_support import CTRL_GET_CLASSLIST, recording_profile
 
@@ -71,6 +72,11 @@ def test_decode_refuses_garbage():
     data = bytearray(ctab.encode(ctab.table_from_profile(small_profile())))
     with pytest.raises(RmtraceError):
         ctab.decode(bytes(data[:-4]))
+    header = CtabHeader.parse(data)
+    for field, value in (("n_ptr", header.n_ptr + 1000), ("ctrl_off", len(data))):  # rows past the end
+        bad = CtabHeader.build({**header, field: value}) + bytes(data[CtabHeader.sizeof():])
+        with pytest.raises(RmtraceError, match="run past"):
+            ctab.decode(bad)
 
 
 def test_the_recorder_takes_its_table_from_the_cache_the_second_time(tmp_path, monkeypatch):

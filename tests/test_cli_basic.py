@@ -106,9 +106,38 @@ def test_shipped_capture_is_the_default_and_named_by_name(tmp_path):
     listed = rmtrace("info", "--shipped").stdout
     assert "cuda-streams-3x-sequential" in listed and "nvidia-smi-q" in listed
     proc = rmtrace("info")
-    assert "using the shipped capture cuda-streams-3x-sequential.trace" in proc.stderr
+    assert "this is the shipped capture cuda-streams-3x-sequential.trace" in proc.stderr
     assert "580.159.04" in proc.stdout and "NVIDIA H200" in proc.stdout
     by_name = rmtrace("info", "--json", "nvidia-smi-q")
     assert json.loads(by_name.stdout)["meta"]["command"][0] == "nvidia-smi"
     proc = rmtrace("info", str(tmp_path / "nvidia-smi-q"), check=False)  # a path is a path, never a shipped name
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+def test_os_events_show_their_nv_status_by_name():
+    """ALLOC_OS_EVENT and FREE_OS_EVENT return an NV_STATUS in their Status member: NV_OK, not 0 (issue 14)."""
+    lines = rmtrace("show", "cuda-streams", "--name", "ALLOC_OS_EVENT,FREE_OS_EVENT").stdout.splitlines()
+    names = {line.split(" ", 2)[2].split("(", 1)[0] for line in lines}
+    assert names == {"ALLOC_OS_EVENT", "FREE_OS_EVENT"} and len(lines) > 4
+    assert all(" = NV_OK <" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("damage", ["bit flip", "no footer"])
+def test_info_on_a_damaged_recording_prints_its_metadata_and_what_was_lost(tmp_path, damage):
+    """One flipped bit, or a recorder killed before its footer: info reads on, and says what the recording was
+    and what is gone (issue 14: one flipped bit used to refuse the whole file)."""
+    from rmtrace import captures
+    data = bytearray(captures.path("cuda-streams-3x-sequential").read_bytes())
+    if damage == "bit flip":
+        data[len(data) // 2] ^= 0x10
+    else:
+        del data[len(data) - 4096:]
+    path = tmp_path / "damaged.trace"
+    path.write_bytes(bytes(data))
+    rows = dict(line.split(None, 1) for line in rmtrace("info", path).stdout.splitlines() if line[:1] != " ")
+    assert rows["recorded"].startswith("2026-11-29T16:30:33") and rows["driver"] == "580.159.04"
+    assert rows["command"].startswith("sh -c ") and rows["gpus"] == "NVIDIA H200"
+    assert "records lost" in rows["state"] and f"{path}" in rows["file"]
+    info = json.loads(rmtrace("info", path, "--json").stdout)
+    assert not info["complete"] or damage == "bit flip"
+    assert 0 < info["records"] < 5031 and "lost" in info["recovery"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rmtrace import captures
-from rmtrace.cli.main import main
+from rmtrace.cli.main import build_parser, main
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "json-schema.md"
 JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict, "array": list,
@@ -62,33 +63,60 @@ def legacy_replay(tmp_path_factory) -> Path:
 
 def test_the_document_lists_every_type_it_uses():
     assert {"info", "record", "call", "wedge", "divergence", "traffic", "process", "client", "stats", "coverage",
-            "replay", "verdict", "profile", "profile_entry", "profile_diff"} == set(SCHEMA)
+            "replay", "verdict", "reduction", "row", "profile", "profile_entry", "profile_diff"} == set(SCHEMA)
     assert all(fields["type"] == ({"string"}, False) for fields in SCHEMA.values())
 
 
+PRINTED = {
+    ("info", "{replay}", "--json"): ["info"],
+    ("info", "--shipped", "--json"): ["info"],
+    ("show", "nvidia-smi-q", "--json"): ["call"],
+    ("show", "nvidia-smi-q", "--raw", "--json"): ["record"],
+    ("export", "nvidia-smi-q", "--format", "jsonl", "-o", "-"): ["call"],
+    ("wedges", "{replay}", "--json"): ["wedge"],
+    ("diff", captures.path("cuda-streams"), captures.path("nvidia-smi-q"), "--json"): ["divergence", "traffic"],
+    ("stats", "cuda-streams", "--json"): ["process", "client", "stats"],
+    ("stats", "nvidia-smi-q", "--decode", "--json"): ["coverage"],
+    ("replay", "nvidia-smi-q", "-o", "{tmp}/r.trace", "--json"): ["replay", "verdict"],
+    ("query", "SELECT op, count(*) AS n, max(t_ns) FROM calls GROUP BY op", "{dataset}", "--json"): ["row"],
+    ("profiles", "list", "--json"): ["profile"],
+    ("profiles", "show", "580.142", "--json"): ["profile"],
+    ("profiles", "show", "580.142", "--control", "NV2080_CTRL_CMD_GPU_GET_INFO", "--json"): ["profile_entry"],
+    ("profiles", "diff", "575.64.05", "580.142", "--json"): ["profile_diff"],
+}
+"""Each command line that prints JSON, and the types it prints in order (docs/json-schema.md's first table)."""
+
+
+def json_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Every (sub)command of rmtrace's parser that takes --json."""
+    found = {path} if any("--json" in a.option_strings for a in parser._actions) else set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found |= json_commands(sub, (*path, name))
+    return found
+
+
+def test_every_json_option_is_checked():
+    checked = {tuple(argv[:2]) if argv[0] in ("profiles", "model") else argv[:1] for argv in PRINTED}
+    elsewhere = {("reduce",)}  # test_a_reduction_says_what_made_it_and_from_what (a reduction takes its time)
+    assert json_commands(build_parser()) == checked - {("export",)} | elsewhere
+
+
 def test_every_command_prints_documented_objects(capsys, legacy_replay, tmp_path):
-    printed = {
-        ("info", legacy_replay): ["info"],
-        ("show", "nvidia-smi-q", "--json"): ["call"],
-        ("show", "nvidia-smi-q", "--raw", "--json"): ["record"],
-        ("wedges", legacy_replay): ["wedge"],
-        ("diff", captures.path("cuda-streams"), captures.path("nvidia-smi-q")): ["divergence", "traffic"],
-        ("stats", "cuda-streams"): ["process", "client", "stats"],
-        ("stats", "nvidia-smi-q", "--decode"): ["coverage"],
-        ("replay", "nvidia-smi-q", "-o", tmp_path / "r.trace"): ["replay", "verdict"],
-        ("profiles", "list"): ["profile"],
-        ("profiles", "show", "580.142"): ["profile"],
-        ("profiles", "show", "580.142", "--control", "NV2080_CTRL_CMD_GPU_GET_INFO"): ["profile_entry"],
-        ("profiles", "diff", "575.64.05", "580.142"): ["profile_diff"],
-    }
-    for argv, types in printed.items():
-        got = objects(capsys, *argv, *(() if "--json" in argv else ("--json",)))
+    dataset = tmp_path / "dataset"
+    assert main(["export", "nvidia-smi-q", "--format", "parquet", "-o", str(dataset)]) == 0
+    for argv, types in PRINTED.items():
+        argv = tuple(str(a).format(replay=legacy_replay, tmp=tmp_path, dataset=dataset) for a in argv)
+        got = objects(capsys, *argv)
         assert got and list(dict.fromkeys(o["type"] for o in got)) == types, argv
         for obj in got:
             check(obj)
     for obj in objects(capsys, "show", "nvidia-smi-q", "--json", "--limit", "20"):
         for rec in obj["records"]:
             check(rec)
+    rows = objects(capsys, "query", "SELECT 'x' AS type, 7 AS n", dataset, "--json")
+    assert rows == [{"type": "row", "values": {"type": "x", "n": 7}}]  # a column called type stays a column
 
 
 def test_one_clock_everywhere(capsys, legacy_replay):
@@ -122,3 +150,27 @@ def test_a_replay_says_what_made_it_and_from_what(capsys, legacy_replay):
     assert re.search(r"^recording +2026-11-29T16:30:33.* on vm \(kernel 6.18.44-fc-v657-gpu\) backend preload$",
                      text, re.M)
     assert "recorded " not in text
+
+
+def test_a_reduction_says_what_made_it_and_from_what(capsys, legacy_replay, tmp_path):
+    """A reduced trace made from a replay: made by reduce from that replay file, the recording still the one
+    the replay was made from."""
+    small = tmp_path / "small.trace"
+    reduction, = objects(capsys, "reduce", legacy_replay, "--schedule", "sequential", "--against", "model:legacy",
+                         "-o", small, "--json")
+    check(reduction)
+    assert reduction["type"] == "reduction" and reduction["same"] and reduction["exit_status"] == 0
+    assert (reduction["clients_before"], reduction["clients"]) == (3, 2) and reduction["output"] == str(small)
+    assert reduction["signature"] == [{"name": "UVM_REGISTER_GPU", "kind": "registration exchange"}]
+    assert reduction["kept"][1]["messages"][-1] == "UVM_REGISTER_GPU"
+    info, = objects(capsys, "info", small, "--json")
+    source, = objects(capsys, "info", "cuda-streams-3x-sequential", "--json")
+    made = info["made"]
+    assert (made["by"], made["from"], made["target"], made["schedule"]) == \
+        ("rmtrace reduce", str(legacy_replay), "model:legacy", "sequential")
+    assert info["recorded"] == source["recorded"]
+    main(["info", str(small)])
+    text = capsys.readouterr().out
+    assert re.search(r"^made by +rmtrace reduce .* against model:legacy, schedule sequential$", text, re.M)
+    assert re.search(rf"^made from +{re.escape(str(legacy_replay))}$", text, re.M)
+    assert re.search(r"^recording +2026-11-29T16:30:33.* on vm \(kernel 6.18.44-fc-v657-gpu\)", text, re.M)

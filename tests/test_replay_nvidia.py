@@ -154,6 +154,26 @@ def test_every_skip_has_its_reason_and_dependents_name_the_skipped_message(world
     assert table["skipped"] == 4 and table["teardown_freed"] == [{"client": "0xcaf00000", "ret": 0, "status": 0}]
 
 
+def test_what_uses_an_object_whose_call_diverged_is_skipped_naming_it(world, monkeypatch, tmp_path):
+    """At run time too a status that differs stays the only one: the recording says an allocation failed,
+    the driver made it; every message that uses its handle is skipped, naming it, and nothing else differs."""
+    for key, value in env(world, REPLAY_BOARD, tmp_path / "replay.ledger").items():
+        monkeypatch.setenv(key, value)
+    plan = build_plan(world["full"], driver=PROFILE)
+    messages = plan.clients[0].messages
+    alloc = next(m for m in messages if m.name == "RM_ALLOC(NV01_MEMORY_SYSTEM)")
+    alloc.expect = replace(alloc.expect, status=plan.semantics.status_code("NV_ERR_NO_MEMORY"))
+    users = [m.index + 1 for m in messages if any(ref in alloc.defines for ref in m.uses)]
+    target = make_target("nvidia", plan)
+    result = replay(plan, Schedule.parse("recorded"), target, timeout_ns=TIMEOUT_NS, oracle=RecordingOracle(plan))
+    client = result.clients[0]
+    assert client.verdict is Verdict.DIVERGED and client.at is alloc and client.diverged == 1, client.summary()
+    assert [str(d) for d in client.differences] == ["status NV_OK, expected NV_ERR_NO_MEMORY"]
+    skips = {n: why for n, _name, why, _rm in target.client_tables()[0].skipped}
+    assert users and all(skips[n] == f"depends on message {alloc.index + 1} ({alloc.name}), which diverged"
+                         for n in users)
+
+
 def test_allow_unsafe_sends_what_the_table_does_not_know(world, monkeypatch, tmp_path):
     _result, target, lines, _out = replayed(world, monkeypatch, tmp_path, world["full"], spec="nvidia:allow-unsafe")
     pid = str(target.client_tables()[0].pid)

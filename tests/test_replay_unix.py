@@ -63,6 +63,17 @@ def test_unix_gives_the_same_outcome_as_the_in_process_model(plan, served, name,
     remote = replay(shaped, Schedule.parse(schedule), remote_target, timeout_ns=TIMEOUT_NS)
     assert outcome(remote) == outcome(local)
     assert remote.target.startswith("unix:") and f"model:{name}" in remote.target
+    assert remote_target.clock == "virtual"  # the drain bound fired at its virtual time, whatever the load
+
+
+def test_on_the_real_clock_an_untimed_policy_gives_the_same_outcome(plan, served):
+    """clock=real: the server's model on CLOCK_MONOTONIC; legacy has no timers, so the outcome is still exact."""
+    shaped = plan.repeat(3)
+    local = replay(shaped, Schedule.parse("sequential"), make_target("model:legacy", shaped), timeout_ns=TIMEOUT_NS)
+    remote_target = make_target(f"unix:{served('legacy')},clock=real", shaped)
+    remote = replay(shaped, Schedule.parse("sequential"), remote_target, timeout_ns=TIMEOUT_NS)
+    assert remote_target.clock == "real"
+    assert outcome(remote) == outcome(local)
 
 
 def test_a_unix_replay_keeps_the_services_records(plan, served, tmp_path):
@@ -81,6 +92,8 @@ def test_nobody_listening_is_a_clear_error(plan, tmp_path):
         replay(plan, Schedule.parse("sequential"), make_target(f"unix:{tmp_path}/none.sock", plan))
     with pytest.raises(RmtraceError, match="needs the socket's path"):
         make_target("unix:", plan)
+    with pytest.raises(RmtraceError, match="unknown option 'clock=wall'"):
+        make_target(f"unix:{tmp_path}/none.sock,clock=wall", plan)
 
 
 def test_the_server_will_not_replace_a_file_that_is_not_a_socket(tmp_path):

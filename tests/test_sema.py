@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +9,7 @@ from rmtrace.decoders import DecoderSet, render
 from rmtrace.decoders.profiles import load_profile
 from rmtrace.decoders.sema import (
     HEADER_SIZE,
+    NO_RANK,
     SEMA_KINDS,
     SEMA_MAGIC,
     SEMA_VERSION,
@@ -25,12 +24,11 @@ from rmtrace.decoders.sema import (
 )
 from rmtrace.kmod_shim import sema_header_path
 
-from rmtrace.abi_check import compare
-from rmtrace.dwarf import compile_probe, compile_probe_enums
+from rmtrace.abi_check import compare, compare_constants
+from rmtrace.dwarf import compile_probe, compile_probe_constants, compile_probe_enums
 from rmtrace.record import Phase, Source
 from tests.declarative import common
-
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to read the header's DWARF")
+from tests.toolchain import needs_gcc
 
 PROBE = '#include "rmtrace_sema.h"\n' + "".join(f"struct {name} probe_{name};\n" for name in STRUCTS) + \
     "enum rmt_sema_op e1; enum rmt_sema_reset_reason e2; enum rmt_sema_drain_reason e3; enum rmt_sema_counter e4;\n"
@@ -56,8 +54,9 @@ def test_enums_and_constants_match_header():
     enums = compile_probe_enums(PROBE, [e[0] for e in ENUMS], include_dirs=[sema_header_path().parent])
     for c_name, prefix, py_enum in ENUMS:
         assert {k[len(prefix):]: v for k, v in enums[c_name].items()} == {m.name: int(m) for m in py_enum}, c_name
-    text = sema_header_path().read_text()
-    assert f"#define RMT_SEMA_MAGIC   {SEMA_MAGIC:#010x}u" in text and f"#define RMT_SEMA_VERSION {SEMA_VERSION}" in text
+    mirror = {"RMT_SEMA_MAGIC": SEMA_MAGIC, "RMT_SEMA_VERSION": SEMA_VERSION, "RMT_SEMA_NO_RANK": NO_RANK}
+    header = compile_probe_constants("rmtrace_sema.h", mirror, [sema_header_path().parent])
+    assert compare_constants(header, mirror) == []
     assert set(SEMA_KINDS) == set(SemaOp)
 
 

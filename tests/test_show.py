@@ -125,3 +125,66 @@ def test_tree_collapses_repeats():
     assert "      classList[0..199] 0 (×200)" in lines  # before the call
     assert "      classList[0:] 51311, 52160, 51381" in lines and "      classList[3..199] 0 (×197)" in lines
     assert lines.count("      *") >= 2  # hex dump of the zero runs
+
+
+def shown_in_process(capsys, *argv) -> tuple[int, list[str], str]:
+    from rmtrace.cli.main import main
+    status = main(["show", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return status, out.splitlines(), err
+
+
+def test_a_phase_filter_is_not_the_exit_never_happening(trace, capsys):
+    """--phase enter shows the calls that have an enter, each with how it returned; only the one call that
+    never returned is in flight (issue 14: filtering out the exit is not the exit never happening)."""
+    _, entered, _ = shown_in_process(capsys, trace, "--phase", "enter")
+    in_flight = [line for line in entered if "= ? <in flight since" in line]
+    assert len(in_flight) == 1 and "[1002/1002]" in in_flight[0] and "UVM_REGISTER_GPU(" in in_flight[0]
+    _, every_call, _ = shown_in_process(capsys, trace, "--json")
+    with_an_enter = [c["seq"] for c in map(json.loads, every_call) if any(r["phase"] == "ENTER" for r in c["records"])]
+    _, entered_json, _ = shown_in_process(capsys, trace, "--phase", "enter", "--json")
+    assert [c["seq"] for c in map(json.loads, entered_json)] == with_an_enter and len(entered) == len(with_an_enter)
+    _, exited, _ = shown_in_process(capsys, trace, "--phase", "exit")
+    assert set(exited) == set(entered) - set(in_flight)
+    _, sent, _ = shown_in_process(capsys, trace, "--phase", "send", "--source", "gsp")
+    assert len(sent) == 1 and "GSP_RM_CONTROL(" in sent[0] and sent[0].endswith("= NV_OK <900ns>")
+
+
+def test_a_window_shows_how_its_calls_ended(trace, capsys):
+    """--to picks calls that start by then; one that returns after it still shows its result."""
+    _, everything, _ = shown_in_process(capsys, trace)
+    alloc = next(line for line in everything if "HOPPER_CHANNEL_GPFIFO_A" in line and line.startswith("[1001/"))
+    start_ms = float(alloc.split("+", 1)[1].split("ms", 1)[0])
+    _, window, _ = shown_in_process(capsys, trace, "--from", f"{start_ms}ms", "--to", f"{start_ms + 0.1}ms")
+    assert window[0] == alloc and alloc.endswith("= NV_OK <240µs>")  # it returned 240µs later, after --to
+    status, _, err = shown_in_process(capsys, trace, "--from", "5ms", "--to", "1ms")
+    assert status == 2 and "--from is after --to" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--status", "NV_ERR_BOGUS"), "--status: nothing is called 'NV_ERR_BOGUS'"),
+    (("--status", "NV_ERR_NOT_SUPORTED"), "(did you mean NV_ERR_NOT_SUPPORTED"),
+    (("--name", "UVM_REGISTER_GPUS"), "--name: nothing is called 'UVM_REGISTER_GPUS' (did you mean UVM_REGISTER_GPU"),
+    (("--name", "NV2080_CTRL_CMD_NOPE_*"), "--name: nothing is called 'NV2080_CTRL_CMD_NOPE_*'"),
+])
+def test_names_that_match_nothing_are_refused(trace, capsys, argv, message):
+    status, lines, err = shown_in_process(capsys, trace, *argv)
+    assert status == 2 and message in err and not lines
+
+
+def test_every_name_and_status_of_the_real_captures_is_accepted(capsys):
+    """The checks refuse only what no call can be called: every name and status the shipped captures show passes."""
+    from rmtrace.decoders import Level, decoders_for
+
+    from rmtrace import captures
+    from rmtrace.cli.show import operation_names, status_names
+    from rmtrace.trace import TraceReader
+    for name in captures.shipped():
+        with TraceReader(captures.path(name)) as reader:
+            decoders = decoders_for(reader)
+            names, statuses = operation_names(decoders), status_names(decoders)
+            for call in decoders.calls(reader.records()):
+                d = decoders.decode(call, Level.CALL)
+                assert d.name in names and (d.detail is None or d.detail in names or "0x" in d.detail), (name, d.name)
+                if d.status_name and d.status_name.startswith("NV_"):
+                    assert d.status_name in statuses

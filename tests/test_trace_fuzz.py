@@ -45,7 +45,7 @@ COMMANDS = [
     ("info", "{f}"), ("info", "--json", "{f}"), ("show", "{f}", "--limit", "50"), ("show", "{f}", "--json", "-V"),
     ("stats", "{f}"), ("wedges", "{f}"), ("wedges", "{f}", "--json"), ("diff", "{o}", "{f}"),
     ("export", "--format", "pcapng", "-o", "{out}.pcapng", "{f}"), ("export", "--format", "perfetto", "-o", "{out}.pftrace", "{f}"),
-    ("replay", "{f}", "--against", "model:legacy"),
+    ("replay", "{f}", "--against", "model:legacy", "-o", "{out}.replay.trace"),
 ]
 TABLE = {int(code) for code in ExitCode}
 

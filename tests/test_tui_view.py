@@ -80,9 +80,9 @@ def test_call_index_finds_both_ends(folded):
     calls = folded.model.calls
     index = CallIndex.build(calls)
     for call in calls[:20]:
-        assert index.call_at(call.enter_seq) is call
+        assert index.call_at(call.enter_seq) == call
         if call.exit_seq is not None:
-            assert index.call_at(call.exit_seq) is call
+            assert index.call_at(call.exit_seq) == call
     assert index.call_at(folded.record_count) is None
 
 

@@ -51,6 +51,7 @@ from rmtrace.trace import TraceReader
 
 if TYPE_CHECKING:
     from rmtrace.analysis.diff import Divergence as AnalysisDivergence
+    from rmtrace.session import SessionModel
 
 FOLLOW_POLL_S = 0.5
 """A recorder flushes a chunk at least this often."""
@@ -140,9 +141,10 @@ class RmtraceApp(App):
         run = self.workspace.runs[index]
         try:
             decoders = run.decoders
-            if decoders is None and run.services.decoders_for is not None:
-                decoders = run.build_decoders()
-                self.post_message(DecodersReady(index, decoders))
+            if decoders is None:
+                decoders = run.build_decoders()  # None: the services build none, the model brings its own
+                if decoders is not None:
+                    self.post_message(DecodersReady(index, decoders))
             folded = run.build_model(decoders)
         except RmtraceError as exc:
             self.post_message(ModelFailed(index, str(exc)))
@@ -167,8 +169,10 @@ class RmtraceApp(App):
         self.main.query_one(Timeline).adopt_indexes(message.lane_indexes)
         if run.record_count > self._folded_upto[message.run]:
             self._refold_soon(message.run)  # it grew while this fold ran
-        if self.workspace.is_diff and all(r.loaded for r in self.workspace.runs):
-            self._diverge()
+        if self.workspace.is_diff:
+            a, b = (r.model for r in self.workspace.runs)
+            if a is not None and b is not None:
+                self._diverge(a, b)
         self.redraw()
 
     @on(ModelFailed)
@@ -177,9 +181,8 @@ class RmtraceApp(App):
         self.notify(f"session model: {message.error}", severity="error", timeout=10, markup=False)
 
     @work(thread=True, group="diff", exclusive=True)
-    def _diverge(self) -> None:
-        a, b = self.workspace.runs
-        div = a.services.first_divergence(a.model, b.model)
+    def _diverge(self, a: SessionModel, b: SessionModel) -> None:
+        div = self.workspace.run.services.first_divergence(a, b)
         self.call_from_thread(self._show_divergence, div)
 
     def _show_divergence(self, div: AnalysisDivergence | None) -> None:

@@ -30,7 +30,10 @@ replay() {  # NAME ARGS...: rmtrace replay ARGS -o OUT/NAME.trace, its output in
     echo "== $name: exit status $status after $(awk "BEGIN{print $EPOCHREALTIME - $t0}") s"
     sed -i "s|$OUT/|captures/replays/|g" "$OUT/$name.txt"
     cat "$OUT/$name.txt"
-    python3 - "$OUT/$name.trace" "$OUT/$name.clients.json" <<'PY'
+    client_tables "$name"
+}
+client_tables() {  # NAME: OUT/NAME.clients.json from the replay's trace
+    python3 - "$OUT/$1.trace" "$OUT/$1.clients.json" <<'PY'
 import json, sys
 from rmtrace.record import MarkOp, Role, Source
 from rmtrace.trace import TraceReader
@@ -61,6 +64,46 @@ replay cuda-streams.concurrent-2.model-fixed.oracle-nvidia captures/cuda-streams
     --oracle nvidia --repeat 2 --schedule concurrent
 replay cuda-streams.simultaneous-4.model-fixed.oracle-nvidia captures/cuda-streams.trace --against model:fixed \
     --oracle nvidia --schedule simultaneous --streams 4
+# Cleanup on Ctrl-C and on a killed client, against the real driver: the client processes run in
+# sessions of their own, so what is left of them is looked for by the executor's path.
+compute_pids() { nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr -d ' '; }
+first_client() {  # REPLAY_PID: its first client process that the GPU lists (within 15 s), or nothing
+    local deadline=$((SECONDS + 15)) pid
+    while [ $SECONDS -lt $deadline ]; do
+        for pid in $(compute_pids); do
+            [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$1" ] && { echo "$pid"; return; }
+        done
+        sleep 0.1
+    done
+}
+leftovers() {  # replaying processes alive, GPU compute processes listed
+    echo "replaying processes alive: $(ps -eo args= | grep -c '[t]argets/nvidia/executor.py');" \
+         "GPU compute processes: $(compute_pids | wc -l)"
+}
+interrupt() {  # NAME SIGNAL WHOM ARGS...: rmtrace replay ARGS; once a client holds the GPU, SIGNAL to WHOM
+    local name=$1 sig=$2 whom=$3; shift 3
+    echo "\$ rmtrace replay $* -o captures/replays/$name.trace   # then SIG$sig to the $whom" > "$OUT/$name.txt"
+    set -m  # job control: a background job ignores SIGINT without it, as a terminal's never does
+    "${RMTRACE[@]}" replay "$@" -o "$OUT/$name.trace" >> "$OUT/$name.txt" 2>&1 &
+    local replay_pid=$! client target before
+    before=$(leftovers)
+    client=$(first_client "$replay_pid")
+    sleep 0.2
+    target=$([ "$whom" = replay ] && echo "$replay_pid" || echo "$client")
+    [ -n "$target" ] && kill -"$sig" "$target"
+    wait "$replay_pid"
+    local status=$?
+    set +m
+    { echo "(SIG$sig sent to the $whom, pid ${target:-none}, while its client process ${client:-none} held the GPU)"
+      echo "exit status $status"; echo "before: $before"; sleep 1; echo "after: $(leftovers)"; } >> "$OUT/$name.txt"
+    sed -i "s|$OUT/|captures/replays/|g" "$OUT/$name.txt"
+    echo "== $name"; cat "$OUT/$name.txt"
+    client_tables "$name"
+}
+interrupt cuda-streams.sequential-3.sigint.nvidia INT replay captures/cuda-streams.trace --against nvidia --repeat 3 \
+    --schedule sequential
+interrupt cuda-streams.sequential-2.client-killed.nvidia KILL client captures/cuda-streams.trace --against nvidia \
+    --repeat 2 --schedule sequential
 echo "== bench"
 python3 bench/replay_nvidia.py --program "cuda-streams=$BIN/cuda_streams" \
     --program "torch-one-kernel=python3 -c '$TORCH'" --rounds "$ROUNDS" -o "$OUT/replay_nvidia-h200.md"

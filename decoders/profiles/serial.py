@@ -10,6 +10,7 @@ the old form could misread the new one.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from math import prod
 from types import MappingProxyType
@@ -70,12 +71,35 @@ def profile_to_dict(p: DriverProfile) -> dict:
     }
 
 
-def _layouts(rows: dict, aliases: dict) -> dict[str, Layout]:
-    layouts = {name: Layout(name, size, tuple(_field(f) for f in fields), kind)
-               for name, (size, kind, fields) in rows.items()}
-    for alias, name in aliases.items():
-        layouts[alias] = replace(layouts[name], name=alias)
-    return dict(sorted(layouts.items()))
+class _Layouts(Mapping[str, Layout]):
+    """A profile's layouts by name, in name order, each built from its row when first looked up: a
+    profile holds some 2,000 and a trace uses a few dozen, and building them all was half the start of
+    every command that decodes (bench/cli_startup.py)."""
+
+    def __init__(self, rows: dict, aliases: dict) -> None:
+        self._rows, self._aliases = rows, aliases
+        self._names = sorted({*rows, *aliases})
+        self._built: dict[str, Layout] = {}
+
+    def __getitem__(self, name: str) -> Layout:
+        layout = self._built.get(name)
+        if layout is None:
+            if name in self._aliases:
+                layout = replace(self[self._aliases[name]], name=name)
+            else:
+                size, kind, fields = self._rows[name]
+                layout = Layout(name, size, tuple(_field(f) for f in fields), kind)
+            self._built[name] = layout
+        return layout
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._rows or name in self._aliases
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _frozen(mapping: dict) -> MappingProxyType:
@@ -96,7 +120,7 @@ def profile_from_dict(d: dict) -> DriverProfile:
         gsp_functions=_frozen({n: name for n, name in d["gsp_functions"]}),
         gsp_events=_frozen({n: name for n, name in d["gsp_events"]}),
         gsp_payloads=_frozen({n: name for n, name in d["gsp_payloads"]}),
-        layouts=_frozen(_layouts(d["layouts"], d.get("layout_aliases", {}))),
+        layouts=MappingProxyType(_Layouts(d["layouts"], d.get("layout_aliases", {}))),
         constants=_frozen(dict(d["constants"])),
         # Tables added after FORMAT 1 was first written: a profile built before them has none.
         engine_types=_frozen({n: name for n, name in d.get("engine_types", [])}),

@@ -11,9 +11,13 @@
  *                              records per CPU from a kthread and IRQ more from an
  *                              hrtimer; checks every record arrived or was counted
  *                              as dropped, exactly.  late: read only afterwards.
+ *   rmt_check sources N        RMT_IOC_SET_SOURCES: a mask with unknown bits refused,
+ *                              MARK off (emitload's N records per CPU neither
+ *                              recorded nor dropped), then all on (every one read).
  *   rmt_check fuzz N SEED      N random and malformed writes to /dev/rmtrace-replay,
  *                              before and after a HELLO: each refused with EINVAL
- *                              or taken; the session still answers afterwards.
+ *                              (and nothing to read after it) or taken; the session
+ *                              still answers afterwards.
  *   rmt_check addprobe FILE    RMT_IOC_ADD_PROBE with each struct rmt_probe_spec of FILE.
  *   rmt_check readers N [hold] N processes read /dev/rmtrace to its end (blocking,
  *                              poll-driven, non-blocking), each writing what it saw
@@ -72,7 +76,8 @@ static int standin(void)
 {
 	uint8_t params[16];
 	struct nvos54 ctl = { .hClient = 0xc1d00001, .hObject = 0x5c000002, .cmd = 0x20800102, .paramsSize = 16 };
-	struct uvm_register_gpu reg = { .rmCtrlFd = 3, .hClient = 0xc1d00001 };
+	/* rmStatus: what the caller leaves there, so that the record before the call differs from the one after */
+	struct uvm_register_gpu reg = { .rmCtrlFd = 3, .hClient = 0xc1d00001, .rmStatus = 0xdeadbeef };
 	uint64_t init[2] = { 0, 0 };
 	int ctl_fd, uvm_fd, i, status;
 	pid_t child;
@@ -223,6 +228,63 @@ static int emit(uint32_t n, uint32_t irq_n, int late)
 	return 0;
 }
 
+/* ------------------------------------------------------------ sources */
+
+/* rmtrace_emitload's N records per CPU (task context), then the ones of them that fd reads. */
+static uint64_t emitload_read(int fd, uint32_t n)
+{
+	char cmd[128];
+	uint64_t dups = 0, got;
+
+	snprintf(cmd, sizeof(cmd), "insmod /lib/rmtrace/rmtrace_emitload.ko count=%u irq_count=0 && rmmod rmtrace_emitload", n);
+	if (system(cmd))
+		fail("SOURCES", "%s failed", cmd);
+	got = drain(fd, n, 0, &dups); /* insmod returns once every record is written */
+	if (dups)
+		fail("SOURCES", "%llu records arrived twice", (unsigned long long)dups);
+	return got;
+}
+
+/*
+ * RMT_IOC_SET_SOURCES: a mask with unknown bits is refused and changes
+ * nothing; with MARK off, the emitters' MARK records are neither recorded
+ * nor counted as drops; with every source on again, all of them arrive.
+ */
+static int sources(uint32_t n)
+{
+	struct rmt_kmod_stats before, after;
+	uint32_t unknown = 1u << 31, no_mark = RMT_SOURCES_ALL & ~(1u << RMT_SRC_MARK), all = RMT_SOURCES_ALL;
+	uint64_t dups = 0, off, on;
+	int fd = open("/dev/rmtrace", O_RDONLY | O_NONBLOCK), cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (fd < 0)
+		fail("SOURCES", "open /dev/rmtrace: %s", strerror(errno));
+	drain(fd, n, 0, &dups); /* what was there before */
+	if (ioctl(fd, RMT_IOC_SET_SOURCES, &unknown) == 0 || errno != EINVAL)
+		fail("SOURCES", "a mask with unknown bits: %s, not EINVAL", strerror(errno));
+	stats(fd, &before);
+	if (before.sources != RMT_SOURCES_ALL)
+		fail("SOURCES", "the refused mask left sources %#x", before.sources);
+	if (ioctl(fd, RMT_IOC_SET_SOURCES, &no_mark))
+		fail("SOURCES", "RMT_IOC_SET_SOURCES: %s", strerror(errno));
+	off = emitload_read(fd, n);
+	stats(fd, &after);
+	if (off || after.sources != no_mark || after.records != before.records || drops(&after) != drops(&before))
+		fail("SOURCES", "MARK off: %llu arrived, sources %#x, %llu more records, %llu more drops",
+		     (unsigned long long)off, after.sources, (unsigned long long)(after.records - before.records),
+		     (unsigned long long)(drops(&after) - drops(&before)));
+	if (ioctl(fd, RMT_IOC_SET_SOURCES, &all))
+		fail("SOURCES", "RMT_IOC_SET_SOURCES: %s", strerror(errno));
+	on = emitload_read(fd, n);
+	if (on != (uint64_t)cpus * n)
+		fail("SOURCES", "every source on: %llu of %llu arrived", (unsigned long long)on,
+		     (unsigned long long)cpus * n);
+	printf("SOURCES off=%#x received_off=%llu received_on=%llu PASS\n", no_mark, (unsigned long long)off,
+	       (unsigned long long)on);
+	close(fd);
+	return 0;
+}
+
 /* ------------------------------------------------------------ fuzz */
 
 static uint64_t rng;
@@ -368,6 +430,7 @@ static void read_all_out(int fd)
 static int fuzz(long n, uint64_t seed)
 {
 	static struct builder b;
+	static uint8_t left[1 << 16];
 	long refused = 0, taken = 0, other = 0, i;
 	int fd = open("/dev/rmtrace-replay", O_RDWR | O_NONBLOCK), last_other = 0;
 	pid_t child;
@@ -384,14 +447,16 @@ static int fuzz(long n, uint64_t seed)
 				fail("FUZZ", "a valid HELLO was refused: %s (is a target loaded?)", strerror(errno));
 		}
 		junk(&b, (int)(next() % 6));
-		if (write(fd, b.buf, b.len) == (ssize_t)b.len)
+		read_all_out(fd); /* what the writes before made: a refused write adds nothing to it */
+		if (write(fd, b.buf, b.len) == (ssize_t)b.len) {
 			taken++;
-		else if (errno == EINVAL)
+		} else if (errno == EINVAL) {
 			refused++;
-		else
+			if (read(fd, left, sizeof(left)) != -1 || errno != EAGAIN)
+				fail("FUZZ", "refused write %ld (junk of %zu bytes) left something to read", i, b.len);
+		} else {
 			other++, last_other = errno;
-		if (!(i % 64))
-			read_all_out(fd);
+		}
 	}
 	if (write(fd, b.buf, 0) != -1 || errno != EINVAL)
 		fail("FUZZ", "an empty write was not refused with EINVAL");
@@ -544,12 +609,14 @@ int main(int argc, char **argv)
 		return standin();
 	if (argc >= 4 && !strcmp(argv[1], "emit"))
 		return emit((uint32_t)atoi(argv[2]), (uint32_t)atoi(argv[3]), argc > 4);
+	if (argc >= 3 && !strcmp(argv[1], "sources"))
+		return sources((uint32_t)atoi(argv[2]));
 	if (argc >= 4 && !strcmp(argv[1], "fuzz"))
 		return fuzz(atol(argv[2]), strtoull(argv[3], NULL, 0));
 	if (argc >= 3 && !strcmp(argv[1], "addprobe"))
 		return addprobe(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "readers"))
 		return readers(atoi(argv[2]), argc > 3 && !strcmp(argv[3], "hold"));
-	fprintf(stderr, "usage: rmt_check standin | emit N IRQ [late] | fuzz N SEED | addprobe FILE | readers N [hold]\n");
+	fprintf(stderr, "usage: rmt_check standin | emit N IRQ [late] | sources N | fuzz N SEED | addprobe FILE | readers N [hold]\n");
 	return 2;
 }

@@ -87,7 +87,10 @@ struct rmt_target_ops {
 	void (*fire)(void *state, u64 now);
 	/* Why the request (source, pid, call_id) waits: lines ending in \n; the length written. */
 	size_t (*explain)(void *state, const struct rmt_replay_why *why, char *buf, size_t size);
-	/* RMT_REPLAY_TARGET records: configuration only this target understands. */
+	/* RMT_REPLAY_TARGET records: configuration only this target understands.  check() says
+	 * whether configure() would take it, changing nothing (-EINVAL refuses the whole write
+	 * before any of it runs); configure() then fails only for want of resources. */
+	int (*check)(void *state, const void *body, u32 len, const struct rmt_record *rec);
 	int (*configure)(void *state, const void *body, u32 len, const struct rmt_record *rec);
 	void (*bye)(void *state);
 };

@@ -498,6 +498,13 @@ static int parse(struct rmt_session *s, const u8 *buf, u32 count, struct unit *u
 			}
 			if (ctl->op == RMT_REPLAY_BYE)
 				bye = true;
+			if (ctl->op == RMT_REPLAY_TARGET) {
+				/* the target's own check, so that its refusal too changes nothing */
+				if (!s->ops)
+					REFUSE("a TARGET record in the write of the session's HELLO");
+				if (!s->ops->configure || (s->ops->check && s->ops->check(s->state, body, body_len, recs[0])))
+					REFUSE("the target refused its TARGET record");
+			}
 			u->kind = U_CTL;
 			u->op = ctl->op;
 			u->ctl = recs[0];
@@ -653,8 +660,8 @@ static int run_unit(struct rmt_session *s, struct unit *u)
 			s->ops->bye(s->state);
 		s->bye = true;
 		return 0;
-	case RMT_REPLAY_TARGET:
-		return s->ops->configure ? s->ops->configure(s->state, u->body, u->body_len, u->ctl) : -EOPNOTSUPP;
+	case RMT_REPLAY_TARGET: /* parse() made sure there is a configure() and its check() took the body */
+		return s->ops->configure(s->state, u->body, u->body_len, u->ctl);
 	}
 	return -EINVAL;
 }

@@ -1487,34 +1487,51 @@ static size_t sample_explain(void *state, const struct rmt_replay_why *w, char *
 }
 
 /* TARGET records: a GSP message template for the exchanges' RPCs (from the trace's profile). */
-static int sample_configure(void *state, const void *body, u32 len, const struct rmt_record *rec)
+/*
+ * The GSP template's message (the TARGET record's second buffer, after the ARG that
+ * holds the body), or NULL when the record is not a template this target takes.
+ */
+static const struct rmt_buffer *template_message(const void *body, u32 len, const struct rmt_record *rec)
 {
 	const struct rmt_sample_gsp_template *t = body;
-	const struct rmt_buffer *b;
-	struct state *st = state;
 	const u8 *data = (const u8 *)rec + sizeof(*rec);
+	const struct rmt_buffer *b;
 	u32 i;
 
 	if (len != sizeof(*t) || t->kind != RMT_SAMPLE_GSP_TEMPLATE || t->index > UVM_OBJECTS || rec->nbufs < 2)
-		return -EINVAL;
-	/* the message is the second buffer, after the ARG that holds this body */
+		return NULL;
 	b = (const struct rmt_buffer *)data;
 	data += sizeof(*b) + RMT_ALIGN_UP(b->len);
 	b = (const struct rmt_buffer *)data;
-	data += sizeof(*b);
 	if (b->role != RMT_BUF_PAYLOAD || b->len > 65536)
-		return -EINVAL;
+		return NULL;
 	for (i = 0; i < 3; i++) {
 		u32 off = (&t->seq_off)[i];
 
 		if (off > b->len || b->len - off < 4)
-			return -EINVAL;
+			return NULL;
 	}
+	return b;
+}
+
+static int sample_check(void *state, const void *body, u32 len, const struct rmt_record *rec)
+{
+	return template_message(body, len, rec) ? 0 : -EINVAL;
+}
+
+static int sample_configure(void *state, const void *body, u32 len, const struct rmt_record *rec)
+{
+	const struct rmt_sample_gsp_template *t = body;
+	const struct rmt_buffer *b = template_message(body, len, rec);
+	struct state *st = state;
+
+	if (!b)
+		return -EINVAL;
 	kfree(st->gsp[t->index].message);
 	st->gsp[t->index] = (struct gsp_template){ .function = t->function, .seq_off = t->seq_off,
 						    .result_off = t->result_off,
 						    .result_private_off = t->result_private_off, .len = b->len };
-	st->gsp[t->index].message = kmemdup(data, b->len, GFP_KERNEL);
+	st->gsp[t->index].message = kmemdup(b + 1, b->len, GFP_KERNEL);
 	return st->gsp[t->index].message ? 0 : -ENOMEM;
 }
 
@@ -1533,6 +1550,7 @@ static const struct rmt_target_ops sample_ops = {
 	.next_timer = sample_next_timer,
 	.fire = sample_fire,
 	.explain = sample_explain,
+	.check = sample_check,
 	.configure = sample_configure,
 	.bye = sample_bye,
 };

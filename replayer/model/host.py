@@ -30,12 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmtrace.decoders.sema import DrainReason, ResetReason, SemaOp
+from rmtrace.decoders.sema import NO_RANK, DrainReason, ResetReason, SemaOp
 from rmtrace.replayer.model.policy import Policy
 
 EINVAL = 22
 EEXIST = 17
-NO_RANK = 0xFFFFFFFF
 RANK_SHIFT = 16
 """The host derives a rank from bits 16 and up of the ring address (see rank_of)."""
 

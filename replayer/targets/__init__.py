@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from rmtrace.replayer.model.policy import PRESETS, policy
 from rmtrace.replayer.plan import Plan
-from rmtrace.replayer.targets.base import RunInfo, Target
+from rmtrace.replayer.targets.base import RunInfo, Target, clock_spec
 from rmtrace.replayer.targets.kmod import KmodTarget
 from rmtrace.replayer.targets.model import ModelTarget
 from rmtrace.replayer.targets.nvidia import NvidiaTarget
@@ -24,15 +24,17 @@ from rmtrace.errors import RmtraceError
 
 
 def _unix(arg: str, plan: Plan) -> Target:
-    if not arg:
+    path, clock = clock_spec(arg, "unix")
+    if not path:
         raise RmtraceError("--against unix:PATH needs the socket's path")
-    return UnixTarget(arg, plan.semantics)
+    return UnixTarget(path, plan.semantics, clock)
 
 
 TARGETS: dict[str, tuple[Callable[[str, Plan], Target], str]] = {
     "model": (lambda arg, plan: ModelTarget(policy(arg or None), plan.semantics),
               f"the embedded host-service model; model:{'|'.join(PRESETS)} (default fixed)"),
-    "unix": (_unix, "a host service behind a Unix socket speaking docs/replay-protocol.md"),
+    "unix": (_unix, "a host service behind a Unix socket speaking docs/replay-protocol.md; ,clock=real for "
+                     "its own time"),
     "recorded": (lambda arg, plan: RecordedTarget(plan.source, plan.semantics),
                  "the recording answers itself (a self-check: green, zero divergences)"),
     "kmod": (lambda arg, plan: KmodTarget(arg, plan.semantics),

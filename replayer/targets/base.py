@@ -36,9 +36,27 @@ from typing import Any
 
 from rmtrace.replayer.messages import Message, Outcome
 
+from rmtrace.errors import RmtraceError
+
 Ticket = Hashable
 Sink = Callable[[bytes], None]
 Reply = tuple[Ticket, Outcome]
+
+CLOCK_NAMES = ("virtual", "real")
+"""A service's clocks: ``virtual`` moves only when the runner lets time pass (deterministic, equal
+message by message to ``--against model``); ``real`` is CLOCK_MONOTONIC with the service's own timers."""
+
+
+def clock_spec(arg: str, kind: str) -> tuple[str, str]:
+    """``PATH[,clock=virtual|real]`` -> (path, clock); virtual unless asked otherwise."""
+    path, *options = arg.split(",")
+    clock = CLOCK_NAMES[0]
+    for option in options:
+        key, _, value = option.partition("=")
+        if key != "clock" or value not in CLOCK_NAMES:
+            raise RmtraceError(f"--against {kind}: unknown option {option!r} (clock=virtual or clock=real)")
+        clock = value
+    return path, clock
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import socket
 import stat
 import struct
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, Struct
@@ -40,7 +40,7 @@ from rmtrace.replayer.model.records import GspRecords
 from rmtrace.replayer.output import stamp
 from rmtrace.replayer.protocol import EVENT_CALL_ID, answer_key, request_key, with_call_id
 from rmtrace.replayer.semantics import Semantics
-from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
+from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target, clock_spec
 
 from rmtrace.capture.kmod import IOC_READ, ioc
 from rmtrace.errors import RecordError, RmtraceError
@@ -215,13 +215,7 @@ class _Relay:
 
 def parse_spec(arg: str) -> tuple[str, str]:
     """``PATH[,clock=real|virtual]`` -> (path, clock)."""
-    path, *options = arg.split(",")
-    clock = "virtual"
-    for option in options:
-        key, _, value = option.partition("=")
-        if key != "clock" or value not in CLOCKS:
-            raise RmtraceError(f"--against kmod: unknown option {option!r} (clock=virtual or clock=real)")
-        clock = value
+    path, clock = clock_spec(arg, "kmod")
     return path or DEVICE, clock
 
 
@@ -264,7 +258,8 @@ class KmodTarget(Target):
                                    "target": bytes(TARGET_NAME_MAX)})
         sent = time.monotonic_ns()
         self._io.send(control("HELLO", hello))
-        reply = self._until(lambda: self._hello is not None, HELLO_TIMEOUT_S, "the replay hello")
+        self._until(lambda: self._hello is not None, HELLO_TIMEOUT_S, "the replay hello")
+        reply = self._hello
         if self.clock == "real":
             self._offset = reply.now_ns - (sent + time.monotonic_ns()) // 2
         self._now = reply.now_ns
@@ -401,14 +396,13 @@ class KmodTarget(Target):
         self._io.send(data)
         self._until(lambda: self._acks >= want, ACK_TIMEOUT_S, "a write's acknowledgement")
 
-    def _until(self, done: Any, timeout_s: float, what: str) -> Any:
+    def _until(self, done: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not done():
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RmtraceError(f"{self.name}: no answer to {what} within {timeout_s:g}s")
             self._take(self._read(left))
-        return self._hello
 
     def _read(self, timeout: float) -> Iterator[Record]:
         if self._io is not None and self._sel.select(max(timeout, 0.0)):

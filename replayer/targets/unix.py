@@ -1,4 +1,13 @@
-"""Any host service behind a Unix socket (``--against unix:PATH``), speaking docs/replay-protocol.md."""
+"""Any host service behind a Unix socket (``--against unix:PATH[,clock=real]``), speaking docs/replay-protocol.md.
+
+Clocks (docs/replay-protocol.md, "Time"): the client asks for a ``virtual``
+clock by default.  A service that grants it moves its clock only when the
+runner lets time pass (an ``advance``) and acknowledges each request and
+advance after whatever it caused, with its clock; the replay is then
+deterministic and equal, message by message, to ``--against model``.  A
+service that does not grant it runs on CLOCK_MONOTONIC (``real``), as does
+one asked for ``clock=real``; the watchdog is then real time.
+"""
 
 from __future__ import annotations
 
@@ -28,14 +37,18 @@ from rmtrace.record import MarkOp, Phase, RecordFlag, Source, decode_record
 
 HELLO_TIMEOUT_S = 10.0
 WHY_TIMEOUT_S = 2.0
+ACK_TIMEOUT_S = 10.0
+"""How long a virtual-clock service may take, in real time, to acknowledge one request or advance."""
 
 
 class UnixTarget(Target):
-    """The client end of the replay protocol; real time, real timeouts."""
+    """The client end of the replay protocol; see the module docstring for its clocks."""
 
-    def __init__(self, path: str, semantics: Semantics) -> None:
+    def __init__(self, path: str, semantics: Semantics, clock: str = "virtual") -> None:
         self.path = path
         self.semantics = semantics
+        self.clock = clock
+        """The clock asked for; after open, the one the service runs."""
         self.name = f"unix:{path}"
         self.answers = frozenset({"status"})
         self._stream: Stream | None = None
@@ -45,6 +58,8 @@ class UnixTarget(Target):
         self._ready: list[Reply] = []
         self._why: dict[tuple, list[str]] = {}
         self._counters: dict[str, int] = {}
+        self._acks = 0
+        self._now = 0
 
     def open(self, info: RunInfo, sink: Sink | None) -> None:
         self._sink = sink
@@ -59,10 +74,12 @@ class UnixTarget(Target):
         self._stream = Stream(sock)
         self._sel.register(sock, selectors.EVENT_READ)
         self._stream.send(control(MarkOp.NOTE, {"hello": True, "meta": info.meta, "schedule": info.schedule,
-                                                "clients": [list(c) for c in info.clients]}))
+                                                "clients": [list(c) for c in info.clients], "clock": self.clock}))
         body = self._hello_reply(time.monotonic() + HELLO_TIMEOUT_S)
         self.name = f"unix:{self.path} ({body.get('service', '?')})"
         self.answers = frozenset(body.get("answers", ["status"]))
+        self.clock = "virtual" if self.clock == "virtual" and body.get("clock") == "virtual" else "real"
+        self._now = int(body.get("now_ns") or 0)
 
     def _hello_reply(self, until: float) -> dict[str, Any]:
         while time.monotonic() < until:
@@ -74,8 +91,12 @@ class UnixTarget(Target):
                     self._sink(record.encode())
         raise RmtraceError(f"the service at {self.path} did not answer the replay hello")
 
+    @property
+    def virtual(self) -> bool:
+        return self.clock == "virtual"
+
     def now(self) -> int:
-        return time.monotonic_ns()
+        return self._now if self.virtual else time.monotonic_ns()
 
     def submit(self, ticket: Hashable, client: Any, msg: Message) -> Outcome | None:
         request = stamp(msg.request, self.now(), client.pid, client.tid(msg))
@@ -89,10 +110,18 @@ class UnixTarget(Target):
             oracle = stamp(msg.reply, self.now(), client.pid, client.tid(msg), RecordFlag.REPLAY | RecordFlag.SYNTHETIC)
             parts.insert(0, with_call_id(oracle, record.call_id))
         self._pending[request_key(record)] = (ticket, msg, request)
-        self.stream.send(*parts)
+        self._send(*parts)
+        for i, (t, outcome) in enumerate(self._ready):
+            if t == ticket:  # answered at once (a virtual-clock service's answers precede its ack)
+                del self._ready[i]
+                return outcome
         return None
 
     def wait(self, deadline_ns: int) -> list[Reply]:
+        if self.virtual:
+            if not self._ready:
+                self._send(control(MarkOp.NOTE, {"advance": deadline_ns, "until_answer": True}))
+            return self._flush()
         while not self._ready:
             left = (deadline_ns - self.now()) / 1e9
             if left <= 0:
@@ -103,7 +132,10 @@ class UnixTarget(Target):
         return self._flush()
 
     def idle(self, ns: int) -> list[Reply]:
-        self._take(self._drain(0))
+        if not self.virtual:
+            self._take(self._drain(0))
+        elif ns > 0:  # with no time passing, a virtual clock's service has sent all it will before its last ack
+            self._send(control(MarkOp.NOTE, {"advance": self._now + ns, "until_answer": False}))
         return self._flush()
 
     def explain(self, ticket: Hashable) -> list[str]:
@@ -142,6 +174,20 @@ class UnixTarget(Target):
             raise RmtraceError(f"the {self.name} target is not open")
         return self._stream
 
+    def _send(self, *parts: bytes) -> None:
+        """Send; on a virtual clock, read what the send caused, up to the service's ack of it."""
+        want = self._acks + 1
+        self.stream.send(*parts)
+        if not self.virtual:
+            return
+        until = time.monotonic() + ACK_TIMEOUT_S
+        while self._acks < want:
+            if self.stream.closed:
+                raise RmtraceError(f"the service at {self.path} closed the connection")
+            if time.monotonic() >= until:
+                raise RmtraceError(f"the service at {self.path} did not acknowledge within {ACK_TIMEOUT_S:g}s")
+            self._take(self._drain(until - time.monotonic()))
+
     def _drain(self, timeout: float):
         if self.stream.closed:
             return []
@@ -155,7 +201,10 @@ class UnixTarget(Target):
             pending = self._pending.pop(key, None) if key is not None else None
             if pending is None:
                 body = control_body(record)
-                if body is not None and "why" in body:
+                if body is not None and body.get("ack"):
+                    self._acks += 1
+                    self._now = max(self._now, int(body.get("now_ns") or 0))
+                elif body is not None and "why" in body:
                     self._why[tuple(body["why"])] = list(body.get("chain", []))
                 elif body is None:
                     self._note_counters(record)

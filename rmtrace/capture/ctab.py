@@ -13,11 +13,12 @@ pointer's index).  The byte layout is ``struct rmt_ctab_*`` in
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.capture.shm import (
     CTAB_MAGIC,
@@ -31,6 +32,10 @@ from rmtrace.capture.shm import (
     CtabUvm,
 )
 from rmtrace.errors import RmtraceError
+from rmtrace.flat import FlatStruct
+
+if TYPE_CHECKING:  # importing the decoders costs a recorder most of its start-up: types only
+    from rmtrace.decoders.profiles.model import DriverProfile, PointerField
 
 DEFAULT_RING_SIZE = 4 << 20
 """Data bytes per thread ring (only the pages a thread fills use memory)."""
@@ -81,7 +86,7 @@ def check_ring_size(size: int) -> int:
     return size
 
 
-def _pointer(field: Any) -> TablePointer | None:
+def _pointer(field: PointerField) -> TablePointer | None:
     """A profile PointerField as a table entry; None when its count cannot be found."""
     if field.fixed_count:
         return TablePointer(field.offset, 0, 0, field.elem_size, field.fixed_count)
@@ -90,22 +95,18 @@ def _pointer(field: Any) -> TablePointer | None:
     return TablePointer(field.offset, field.count_offset, field.count_size, field.elem_size, 0)
 
 
-def _pointers(fields: Sequence[Any]) -> tuple[TablePointer, ...]:
+def _pointers(fields: Sequence[PointerField]) -> tuple[TablePointer, ...]:
     """Keep each pointer's index (its slot) stable: an unusable one stays as a zero-size entry."""
     out = [_pointer(f) for f in fields]
     return tuple(p if p is not None else TablePointer(0, 0, 0, 0, 0) for p in out) if any(out) else ()
 
 
-def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, lossy: bool = False,
+def table_from_profile(profile: DriverProfile, *, ring_size: int = DEFAULT_RING_SIZE, lossy: bool = False,
                        max_buffer: int = DEFAULT_MAX_BUFFER,
-                       uvm_pointers: Mapping[int, Sequence[Any]] | None = None) -> CaptureTable:
-    """The capture table for a driver profile.
-
-    ``profile`` needs ``uvm`` (nr -> UvmCommand with ``size``), ``controls``
-    (cmd -> Control), ``embedded_pointers(cmd)`` and ``layouts``, as
-    ``rmtrace.decoders.profiles.DriverProfile`` has.  ``uvm_pointers`` adds
-    pointers inside UVM params (PointerField-like, by request number).
-    """
+                       uvm_pointers: Mapping[int, Sequence[PointerField]] | None = None) -> CaptureTable:
+    """The capture table for a driver profile: its UVM params sizes, the pointers inside its
+    controls' params, and its classes' alloc params sizes.  ``uvm_pointers`` adds pointers
+    inside UVM params, by request number."""
     uvm_pointers = uvm_pointers or {}
     uvm = {nr: (cmd.size, _pointers(uvm_pointers.get(nr, ()))) for nr, cmd in profile.uvm.items() if cmd.size}
     controls = {}
@@ -113,7 +114,7 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
         pointers = _pointers(profile.embedded_pointers(cmd))
         if pointers:
             controls[cmd] = pointers
-    layouts = getattr(profile, "layouts", {})
+    layouts = profile.layouts
     rights = layouts.get("RS_ACCESS_MASK")
     classes = {}
     for cls, info in profile.classes.items():
@@ -126,21 +127,35 @@ def table_from_profile(profile: Any, *, ring_size: int = DEFAULT_RING_SIZE, loss
                         rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
 
+_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = (FlatStruct(mirror, mirror_name) for mirror, mirror_name in (
+    (CtabUvm, "CtabUvm"), (CtabCtrl, "CtabCtrl"), (CtabPtr, "CtabPtr"), (CtabClass, "CtabClass")))
+"""The row arrays' codecs (rmtrace.flat): a table has hundreds of rows, and construct builds or parses
+each in tens of microseconds, which was most of a recorder's start-up."""
+
+
+def _rows(rows: FlatStruct, data: bytes, offset: int, count: int) -> list[Any]:
+    """count rows of one array at offset, as named tuples; RmtraceError when they run past the data."""
+    end = offset + count * rows.size
+    if offset < 0 or end > len(data):
+        raise RmtraceError(f"capture table: {rows.name} rows at byte {offset} run past its {len(data)} bytes")
+    return [rows.Fields._make(values) for values in rows.codec.iter_unpack(data[offset:end])]
+
+
 def encode(table: CaptureTable) -> bytes:
     """capture.tab's bytes."""
     pointers: list[TablePointer] = []
     uvm_rows, ctrl_rows = [], []
     for nr in sorted(table.uvm):
         size, ptrs = table.uvm[nr]
-        uvm_rows.append(CtabUvm.build(dict(nr=nr, size=size, first_ptr=len(pointers), n_ptr=len(ptrs))))
+        uvm_rows.append(dict(nr=nr, size=size, first_ptr=len(pointers), n_ptr=len(ptrs)))
         pointers.extend(ptrs)
     for cmd in sorted(table.controls):
         ptrs = table.controls[cmd]
-        ctrl_rows.append(CtabCtrl.build(dict(cmd=cmd, first_ptr=len(pointers), n_ptr=len(ptrs), reserved=0)))
+        ctrl_rows.append(dict(cmd=cmd, first_ptr=len(pointers), n_ptr=len(ptrs), reserved=0))
         pointers.extend(ptrs)
-    ptr_rows = [CtabPtr.build(dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
-                                   fixed_count=p.fixed_count, count_size=p.count_size, reserved=0)) for p in pointers]
-    class_rows = [CtabClass.build(dict(cls=cls, size=size)) for cls, size in sorted(table.classes.items())]
+    ptr_rows = [dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
+                     fixed_count=p.fixed_count, count_size=p.count_size, reserved=0) for p in pointers]
+    class_rows = [dict(cls=cls, size=size) for cls, size in sorted(table.classes.items())]
     uvm_off = CtabHeader.sizeof()
     ctrl_off = uvm_off + CtabUvm.sizeof() * len(uvm_rows)
     ptr_off = ctrl_off + CtabCtrl.sizeof() * len(ctrl_rows)
@@ -151,31 +166,26 @@ def encode(table: CaptureTable) -> bytes:
         flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
         ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
-    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows, *class_rows])
+    return b"".join([header, *(codec.pack(**row) for codec, rows in ((_UVM_ROWS, uvm_rows), (_CTRL_ROWS, ctrl_rows),
+                                                                     (_PTR_ROWS, ptr_rows), (_CLASS_ROWS, class_rows))
+                               for row in rows)])
 
 
 def decode(data: bytes) -> CaptureTable:
-    """Read capture.tab's bytes back (tests, and checking what a session used)."""
+    """Read capture.tab's bytes back (the user's cache, tests, and checking what a session used)."""
     try:
         h = CtabHeader.parse(data)
     except Exception as exc:  # construct raises its own error types
         raise RmtraceError(f"not a capture table: {exc}") from None
     if h.version != CTAB_VERSION or h.total_size != len(data):
         raise RmtraceError(f"capture table version {h.version}, {h.total_size} bytes claimed, {len(data)} present")
-    ptrs = [CtabPtr.parse(data[h.ptr_off + i * CtabPtr.sizeof():])
-            for i in range(h.n_ptr)]
-    table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count) for p in ptrs]
-    uvm, controls = {}, {}
-    for i in range(h.n_uvm):
-        row = CtabUvm.parse(data[h.uvm_off + i * CtabUvm.sizeof():])
-        uvm[row.nr] = (row.size, tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr]))
-    for i in range(h.n_ctrl):
-        row = CtabCtrl.parse(data[h.ctrl_off + i * CtabCtrl.sizeof():])
-        controls[row.cmd] = tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
-    classes = {}
-    for i in range(h.n_class):
-        row = CtabClass.parse(data[h.class_off + i * CtabClass.sizeof():])
-        classes[row.cls] = row.size
+    table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count)
+                  for p in _rows(_PTR_ROWS, data, h.ptr_off, h.n_ptr)]
+    uvm = {row.nr: (row.size, tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr]))
+           for row in _rows(_UVM_ROWS, data, h.uvm_off, h.n_uvm)}
+    controls = {row.cmd: tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
+                for row in _rows(_CTRL_ROWS, data, h.ctrl_off, h.n_ctrl)}
+    classes = {row.cls: row.size for row in _rows(_CLASS_ROWS, data, h.class_off, h.n_class)}
     return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
                         classes)
 
@@ -191,11 +201,20 @@ def _cache_dir() -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rmtrace")
 
 
+def _profile_files() -> list[os.DirEntry[str]]:
+    """The shipped profiles' files (rmtrace.decoders.profiles' data/), found without importing the
+    decoders: their import is most of a cold recorder's start-up, and a cache hit needs none of them."""
+    spec = importlib.util.find_spec("rmtrace.decoders")
+    if spec is None or not spec.submodule_search_locations:
+        raise RmtraceError("rmtrace.decoders is not installed: no driver profiles")
+    with os.scandir(os.path.join(list(spec.submodule_search_locations)[0], "profiles", "data")) as entries:
+        return list(entries)
+
+
 def cache_key(driver_version: str | None) -> str:
     """What a cached table depends on: the driver, this rmtrace, and the shipped profiles as files."""
     from rmtrace import __version__
-    from rmtrace.decoders.profiles import loader
-    stamp = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in loader._data().iterdir())
+    stamp = sorted((e.name, st.st_size, st.st_mtime_ns) for e in _profile_files() for st in [e.stat()])
     text = json.dumps([driver_version, __version__, CTAB_VERSION, stamp])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import re
-import socket
 
 DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
 GPU_INFO_GLOB = "/proc/driver/nvidia/gpus/*/information"
@@ -53,10 +51,11 @@ def gpus() -> list[dict[str, str]]:
 def host_metadata() -> dict:
     """host, kernel, driver_version (+ its full text) and gpus, for the trace header."""
     text = read_text(DRIVER_VERSION_FILE)
+    uname = os.uname()  # what socket.gethostname() and platform give, without their imports at start-up
     return {
-        "host": socket.gethostname(),
-        "kernel": platform.release(),
-        "machine": platform.machine(),
+        "host": uname.nodename,
+        "kernel": uname.release,
+        "machine": uname.machine,
         "driver_version": parse_driver_version(text),
         "driver_version_text": text.strip() if text else None,
         "gpus": gpus(),

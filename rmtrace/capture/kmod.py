@@ -38,7 +38,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from construct import Array, Bytes, Int8ul, Int16ul, Int32sl, Int32ul, Int64ul, Struct
 
@@ -59,6 +59,9 @@ from rmtrace.record import (
     When,
     decode_record,
 )
+
+if TYPE_CHECKING:  # for the types only: the decoders import this module (decoders/kcall.py), so a run-time import is a cycle
+    from rmtrace.decoders.profiles.model import DriverProfile
 
 DEVICE = "/dev/rmtrace"
 KMOD_VERSION = 1
@@ -211,7 +214,7 @@ def _spec(symbol: str, source: Source, caps: list[dict[str, Any]], *, op: dict[s
     })
 
 
-def uvm_probe(profile: Any) -> bytes:
+def uvm_probe(profile: DriverProfile) -> bytes:
     """uvm_ioctl's spec with the profile's params sizes (UVM requests are raw numbers, not _IOC-encoded)."""
     table = [{"key": nr, "value": cmd.size} for nr, cmd in sorted(profile.uvm.items()) if cmd.size][:PROBE_MAX_TABLE]
     caps = [_capture(Role.ARG, CaptureWhen.BEFORE | CaptureWhen.AFTER, Space.USER, _value(ValueKind.ARG, arg=2),
@@ -219,7 +222,7 @@ def uvm_probe(profile: Any) -> bytes:
     return _spec("uvm_ioctl", Source.UVM, caps, op=_value(ValueKind.ARG, arg=1, mask=0xFFFFFFFF), table=table)
 
 
-def gsp_probes(profile: Any) -> list[bytes]:
+def gsp_probes(profile: DriverProfile) -> list[bytes]:
     """The GSP message queue's send and receive: the queue element at the branch's offset in
     MESSAGE_QUEUE_INFO, its prefix (ARG) and RPC (PAYLOAD, rpc.length bytes, op rpc.function)
     at the profile's offsets."""
@@ -242,7 +245,7 @@ def gsp_probes(profile: Any) -> list[bytes]:
             for name, kind in (("GspMsgQueueSendCommand", ProbeKind.SEND), ("GspMsgQueueReceiveStatus", ProbeKind.RECV))]
 
 
-def default_probes(profile: Any) -> list[bytes]:
+def default_probes(profile: DriverProfile) -> list[bytes]:
     """The probes whose facts come from the profile (the module's own defaults cover the rest)."""
     return [uvm_probe(profile), *gsp_probes(profile)]
 
@@ -386,7 +389,7 @@ def _mark(op: MarkOp, body: dict[str, Any], time_ns: int, pid: int = 0, tid: int
                   flags=RecordFlag.SYNTHETIC, buffers=(Buffer(Role.TEXT, When.ONCE, json.dumps(body).encode()),)).encode()
 
 
-def _open(path: str, profile: Any) -> tuple[KmodSource, list[str]]:
+def _open(path: str, profile: DriverProfile | None) -> tuple[KmodSource, list[str]]:
     """The source, with the profile's probes set on a local device; warnings about probes that did not attach."""
     source = KmodSource(path)
     warnings: list[str] = []
@@ -417,7 +420,7 @@ class KmodFeed:
 
     name = "kmod"
 
-    def __init__(self, path: str = DEVICE, profile: Any = None) -> None:
+    def __init__(self, path: str = DEVICE, profile: DriverProfile | None = None) -> None:
         self.source, self.warnings = _open(path, profile)
         self.skipped = 0
 
@@ -450,7 +453,8 @@ class KmodFeed:
 
 
 def drain_to_trace(path: str, output: str, meta: dict[str, Any], *, duration_s: float | None = None,
-                   stop: Callable[[], bool] | None = None, lag_s: float = 0.25, profile: Any = None) -> tuple[int, str]:
+                   stop: Callable[[], bool] | None = None, lag_s: float = 0.25,
+                   profile: DriverProfile | None = None) -> tuple[int, str]:
     """Record what /dev/rmtrace (or a guest's drained port) gives until ``duration_s``, ``stop()`` or the
     stream's end (the module detached); records in time order, calls still open marked IN_FLIGHT, drops
     in a LOST mark.  Returns the number of records written and why it stopped."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import time
 from dataclasses import dataclass, field
@@ -64,6 +65,22 @@ class Tree:
     root_status: int | None = None
     reaped: list[Reaped] = field(default_factory=list)
     no_children: bool = False
+    _root_fd: int | None = field(default=None, repr=False)
+    """A pidfd of the root (Linux 5.3+) while it runs: readable once it exits (``wait``)."""
+
+    def __post_init__(self) -> None:
+        try:
+            self._root_fd = os.pidfd_open(self.root)
+        except OSError:  # an older kernel, or the root already reaped: wait() sleeps its whole time
+            self._root_fd = None
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds, woken at once when the root exits: a short command's
+        recording ends when it does, not at the recorder's next poll."""
+        if self._root_fd is None:
+            time.sleep(timeout)
+        else:
+            select.select([self._root_fd], [], [], timeout)
 
     def reap(self) -> list[Reaped]:
         """Reap every exited child (the root, and orphans re-parented to us)."""
@@ -81,6 +98,9 @@ class Tree:
             new.append(r)
             if pid == self.root:
                 self.root_status = status
+                if self._root_fd is not None:
+                    os.close(self._root_fd)  # it stays readable: wait() sleeps from now on
+                    self._root_fd = None
         self.reaped.extend(new)
         return new
 

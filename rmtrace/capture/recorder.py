@@ -1,9 +1,10 @@
 """The recorder: run a command tree under the capture shim and write its trace.
 
 One loop: reap exited children, read every ring (new rings are found as
-their threads start), release records older than the lag window in time
-order into the ``TraceWriter`` (which numbers them), flush now and then so a
-live reader sees them.  It stops when the tree has exited, on Ctrl-C (after
+their threads start), release in time order the records no ring can still
+publish an older one than (the watermark, rmtrace.capture.merge) into the
+``TraceWriter`` (which numbers them), flush now and then so a live reader
+sees them.  It stops when the tree has exited, on Ctrl-C (after
 giving the tree a moment to exit on its own) or after ``--duration``.  Then
 it reads everything that is left, marks each call still in flight
 (MARK IN_FLIGHT, with the enter's pid, tid and call id), reports losses
@@ -19,15 +20,16 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rmtrace import __version__
 from rmtrace.capture import ctab
 from rmtrace.capture.host import DRIVER_VERSION_FILE, host_metadata
-from rmtrace.capture.merge import CallTracker, TimeMerger
+from rmtrace.capture.merge import CallTracker, TimeMerger, Watermark
 from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
 from rmtrace.capture.progress import Progress
 from rmtrace.capture.ring import Ring, check_machine, well_formed
@@ -51,12 +53,34 @@ from rmtrace.record import (
 )
 from rmtrace.trace import TraceWriter
 
+if TYPE_CHECKING:  # importing the decoders costs a recorder most of its start-up: types only
+    from rmtrace.decoders.profiles.model import DriverProfile
+
 SHIM_ENV = ("LD_PRELOAD", "RMTRACE_SESSION_DIR", "RMTRACE_EXEC_CALL")
 NVIDIA_SYS_OPS = frozenset((SysOp.OPEN, SysOp.CLOSE, SysOp.DUP, SysOp.MMAP, SysOp.MUNMAP))
 POLL_S = 0.01
 """How often an idle recorder looks at the rings (a busy one looks every 2 ms)."""
 LOSS_COUNTERS = ("lost_full", "lost_nested", "lost_noring", "trunc_big", "malformed")
 """Counters that mean the trace misses something (lost_stopped counts calls after the stop)."""
+
+
+class Feed(Protocol):
+    """A record stream merged with the rings' in time order (the kernel shim's
+    ``rmtrace.capture.kmod.KmodFeed``): read like a ring, named in the metadata and the STOP mark."""
+
+    name: str
+
+    def drain(self) -> Iterable[bytes]:
+        """The records that arrived since the last call, each the record format's bytes."""
+
+    def meta(self) -> dict[str, Any]:
+        """What the trace's metadata says of the stream, under its name."""
+
+    def closing_marks(self, time_ns: int) -> list[bytes]:
+        """Records to write before the STOP mark (its losses)."""
+
+    def summary(self) -> dict[str, Any]:
+        """What the STOP mark says of the stream, under its name."""
 
 
 @dataclass
@@ -67,19 +91,23 @@ class RecordOptions:
     lossy: bool = False
     ring_size: int = ctab.DEFAULT_RING_SIZE
     lag_s: float = 0.03
-    """How long records wait to be merged in time order (ring records are drained every 10 ms)."""
+    """How long records of a feed wait to be merged in time order: a feed keeps no ``writing`` stamp
+    (rings do: their records are merged by each ring's floor, rmtrace.capture.merge)."""
+    stall_s: float = 1.0
+    """How long the merge waits for a ring inside one record (its thread descheduled between the
+    record's time and its publication) before it writes the others (docs/capture.md)."""
     flush_after_s: float = 0.03
     """The longest a record waits in the writer before its chunk is finished and on the disk.
 
-    With ``lag_s`` and the 10 ms poll this bounds what a recorder killed at any moment (SIGKILL,
-    OOM, a VM reset) loses: the records of its last ~85 ms (docs/capture.md, *Crashes*)."""
+    With the 10 ms poll this bounds what a recorder killed at any moment (SIGKILL, OOM, a VM
+    reset) loses: the records of its last ~55 ms (docs/capture.md, *When the recorder dies*)."""
     grace_s: float = 2.0
     """Between SIGTERM and SIGKILL when ending a tree still running at the stop."""
     interrupt_grace_s: float = 1.0
     """After Ctrl-C, how long the tree may take to exit on its own before recording stops."""
     progress: bool | None = None
     """Show the live progress line: None means when stderr is a terminal."""
-    feeds: Sequence[Any] = ()
+    feeds: Sequence[Feed] = ()
     """More record streams merged in time order, each read like a ring (``drain()``) and named in the
     metadata and the STOP mark: the kernel shim's ``rmtrace.capture.kmod.KmodFeed``."""
 
@@ -98,7 +126,7 @@ class RecordResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def select_capture_profile(driver_version: str | None) -> tuple[Any, str | None]:
+def select_capture_profile(driver_version: str | None) -> tuple[DriverProfile, str | None]:
     """The driver profile whose tables the shim uses: the running driver's (or its nearest);
     with no NVIDIA driver loaded, the newest shipped profile."""
     from rmtrace.decoders.profiles import available_profiles, load_profile, select_profile
@@ -144,7 +172,8 @@ def _mark(op: int, text: dict, *, time_ns: int | None = None, pid: int | None = 
 
 
 class Recorder:
-    def __init__(self, options: RecordOptions, profile: Any = None, profile_warning: str | None = None) -> None:
+    def __init__(self, options: RecordOptions, profile: DriverProfile | None = None,
+                 profile_warning: str | None = None) -> None:
         if not options.command:
             raise RmtraceError("no command to record (give it after --)")
         self.opt = options
@@ -153,7 +182,8 @@ class Recorder:
         self._rings: list[Ring] = []
         self._retired: dict[str, int] = {name: 0 for name in RING_COUNTERS + READ_COUNTERS}
         self._broken: list[dict] = []
-        self._merger = TimeMerger(int(options.lag_s * 1e9))
+        self._merger = TimeMerger()
+        self._watermark = Watermark(int(options.stall_s * 1e9))
         self._calls = CallTracker()
         self._pids: set[int] = set()
         self._signal: str | None = None
@@ -174,7 +204,8 @@ class Recorder:
             "profile": profile,
             "profile_warning": self._profile_warning,
             "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
-                        "lag_ms": int(self.opt.lag_s * 1000), "flush_ms": int(self.opt.flush_after_s * 1000),
+                        "merge": "watermark", "stall_ms": int(self.opt.stall_s * 1000),
+                        "flush_ms": int(self.opt.flush_after_s * 1000),
                         "shim": shim},
             "recorder": {"pid": os.getpid(), "rmtrace": __version__},
         })
@@ -182,12 +213,12 @@ class Recorder:
             meta["test_device_dir"] = os.environ["RMTRACE_TEST_DEVICE_DIR"]
         return meta
 
-    def _on_signal(self, signum: int, _frame: Any) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._signal = signal.Signals(signum).name
 
     # ------------------------------------------------------------ reading rings
 
-    def _drain(self, ring: Ring) -> int:
+    def _drain(self, ring: Ring | Feed) -> int:
         got = 0
         for raw in ring.drain():
             header = well_formed(raw)
@@ -198,9 +229,25 @@ class Recorder:
             got += 1
         return got
 
-    def _read_rings(self, session: Session) -> int:
+    def _read_rings(self, session: Session, now_ns: int) -> tuple[int, int]:
+        """Drain every ring (now_ns read before): the records read, and the watermark, the time at or
+        below which every ring has published all it ever will (rmtrace.capture.merge)."""
         self._rings.extend(session.new_rings())
-        return sum(self._drain(ring) for ring in [*self._rings, *self.opt.feeds])
+        low = self._watermark.idle_floor(now_ns)
+        got = 0
+        for ring in self._rings:
+            writing = ring.writing  # before the drain, so the drain has what was published by then
+            got += self._drain(ring)
+            if writing and not alive(ring.pid):
+                got += self._drain(ring)  # killed in a record: what it published before it died, and no more
+                continue
+            floor = self._watermark.floor(ring.path, writing, now_ns)
+            if floor is not None:
+                low = min(low, floor)
+        for feed in self.opt.feeds:
+            got += self._drain(feed)
+            low = min(low, now_ns - int(self.opt.lag_s * 1e9))
+        return got, low
 
     def _retire_rings(self, session: Session, everything: bool = False) -> None:
         """Forget rings that can get nothing new: thread exited, process gone, or broken."""
@@ -214,6 +261,7 @@ class Recorder:
                 self._retired[name] += value
             if ring.broken:
                 self._broken.append({"pid": ring.pid, "tid": ring.tid, "reason": ring.broken})
+            self._watermark.forget(ring.path)
             session.remove_ring(ring)
         self._rings = keep
 
@@ -284,9 +332,10 @@ class Recorder:
         interrupt_deadline = None
         next_retire = start
         while True:
+            now_ns = time.monotonic_ns()  # first: whatever is reaped or drained after it is not older
             self._synthetic_exits(tree.reap())
-            got = self._read_rings(session)
-            self._write(writer, self._merger.release(time.monotonic_ns()))
+            got, watermark = self._read_rings(session, now_ns)
+            self._write(writer, self._merger.release(watermark))
             now = time.monotonic()
             if tree.exited:
                 reason = "exited"
@@ -305,7 +354,7 @@ class Recorder:
                 self._retire_rings(session)
                 next_retire = now + 1.0
             progress.update(self.result.records, self.result.bytes, len(self._pids), now - start)
-            time.sleep(0.002 if got else POLL_S)
+            tree.wait(0.002 if got else POLL_S)
         progress.update(self.result.records, self.result.bytes, len(self._pids), time.monotonic() - start, force=True)
         progress.finish()
         self._finish(session, writer, tree, reason, start)
@@ -314,11 +363,11 @@ class Recorder:
         res = self.result
         res.stop_reason = reason
         running = reason != "exited"
-        self._read_rings(session)
+        self._read_rings(session, time.monotonic_ns())
         if running:
             session.stop()  # shims stop writing; nothing waits on a full ring any more
         self._synthetic_exits(tree.reap())
-        self._read_rings(session)
+        self._read_rings(session, time.monotonic_ns())
         self._retire_rings(session, everything=True)
         self._write(writer, self._merger.release())
         live = set(descendants(os.getpid())) if running else set()
@@ -350,7 +399,7 @@ class Recorder:
         res.in_flight = len(in_flight)
         res.losses = {name: self._retired[name] for name in RING_COUNTERS}
         res.losses.update(lost_noring=session.lost_noring, malformed=self._malformed, late_records=self._merger.late,
-                          unmatched_exits=self._calls.unmatched_exits)
+                          ring_stalls=self._watermark.stalls, unmatched_exits=self._calls.unmatched_exits)
         if self.opt.lossy or any(res.losses[k] for k in LOSS_COUNTERS):
             marks.append(_mark(MarkOp.LOST, dict(res.losses, lossy=self.opt.lossy)))
         marks += [mark for feed in self.opt.feeds for mark in feed.closing_marks(time.monotonic_ns())]
@@ -362,6 +411,7 @@ class Recorder:
             "terminating": sorted(live), "broken_rings": self._broken,
             "ring_waits": self._retired["waits"], "ring_wait_ns": self._retired["wait_ns"],
             "buffer_reads": {name.removeprefix("read_"): self._retired[name] for name in READ_COUNTERS},
+            "late_records": self._merger.late, "ring_stalls": self._watermark.stalls,
             **{feed.name: feed.summary() for feed in self.opt.feeds},
         }))
         return marks
@@ -376,6 +426,7 @@ def nothing_captured(processes: int) -> str:
             "program ignores LD_PRELOAD)")
 
 
-def record_command(options: RecordOptions, profile: Any = None, profile_warning: str | None = None) -> RecordResult:
+def record_command(options: RecordOptions, profile: DriverProfile | None = None,
+                   profile_warning: str | None = None) -> RecordResult:
     """Record ``options.command`` into ``options.output``; see ``Recorder``."""
     return Recorder(options, profile, profile_warning).run()

@@ -29,7 +29,9 @@ from rmtrace.record import BUFFER_HEADER_SIZE, BUFFER_LEN, HEADER, HEADER_SIZE, 
 
 _RECORD_START = RECORD.prefix("total_len")  # enough of a header to frame the record
 _MAGIC, _HEADER_SIZE, _TOTAL = H.magic, H.header_size, H.total_len
-_HEAD, _TAIL, _STATE = RING["head"], RING["tail"], RING["state"]
+_HEAD, _TAIL, _STATE, _WRITING = RING["head"], RING["tail"], RING["state"], RING["writing"]
+GIVE_UP_TAIL = 1 << 63
+"""The tail the recorder stores in a ring it retired (kmod_shim/rmtrace_ring.h)."""
 ORDERED_MACHINES = ("x86_64", "AMD64", "amd64")
 
 
@@ -83,7 +85,7 @@ class Ring:
         self.broken: str | None = None
         if version != RING_VERSION or ctl_size != RING_CTL_SIZE or data_size & (data_size - 1) \
                 or data_size != size - RING_CTL_SIZE:
-            self.broken = f"bad ring header (version {version}, control {ctl_size}, data {data_size}, file {size})"
+            self._give_up(f"bad ring header (version {version}, control {ctl_size}, data {data_size}, file {size})")
         self.size = data_size
         self._mask = data_size - 1
         self._tail = ctl.tail
@@ -104,7 +106,7 @@ class Ring:
         head = _HEAD.get(self._mm)  # load-acquire on x86-64
         pos = self._tail
         if head < pos or head - pos > self.size:
-            self.broken = f"head {head} impossible for tail {pos} and size {self.size}"
+            self._give_up(f"head {head} impossible for tail {pos} and size {self.size}")
             return []
         out = []
         while head - pos >= HEADER_SIZE:
@@ -119,8 +121,23 @@ class Ring:
         if pos != head and not self.broken:
             self.broken = f"{head - pos} stray bytes at ring position {pos}"
         self._tail = pos
-        _TAIL.put(self._mm, pos)  # store-release on x86-64
+        if self.broken:
+            self._give_up(self.broken)
+        else:
+            _TAIL.put(self._mm, pos)  # store-release on x86-64
         return out
+
+    def _give_up(self, reason: str) -> None:
+        """Retire the ring, and tell its producer: a tail beyond its head makes the shim drop what
+        it would write there (counted in lost_stopped) rather than wait for room that never comes."""
+        self.broken = reason
+        _TAIL.put(self._mm, GIVE_UP_TAIL)
+
+    @property
+    def writing(self) -> int:
+        """The producer's ``writing`` stamp: a floor of the time of the record it is writing, 0 when none
+        (read it before ``drain``: kmod_shim/rmtrace_ring.h, *time order*)."""
+        return 0 if self.broken else _WRITING.get(self._mm)
 
     @property
     def closed(self) -> bool:

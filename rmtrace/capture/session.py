@@ -48,7 +48,7 @@ def sweep_stale_sessions(base: str | None = None) -> list[str]:
     rings hold memory in /dev/shm.  A traced program still running keeps its mappings; it only
     cannot make new rings (counted as lost_noring in a session nobody reads any more)."""
     base = base or _base_dir()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(base)
     except OSError:
@@ -99,7 +99,7 @@ class Session:
         """Rings that appeared since the last call and are ready to read."""
         with os.scandir(self.dir) as entries:
             names = [e.name for e in entries if e.name not in self._seen and RING_NAME.match(e.name)]
-        for name in sorted(names, key=lambda n: tuple(int(x) for x in RING_NAME.match(n).groups())):
+        for name in sorted(names, key=lambda n: tuple(map(int, RING_NAME.findall(n)[0]))):
             try:
                 ring = Ring(os.path.join(self.dir, name))
             except (RingNotReady, FileNotFoundError):

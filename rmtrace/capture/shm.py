@@ -16,7 +16,7 @@ from construct import Array, Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
 from rmtrace.flat import FlatStruct
 
 RING_MAGIC = 0x474E5252
-RING_VERSION = 2
+RING_VERSION = 3
 RING_CTL_SIZE = 4096
 RING_MIN_SIZE = 4096
 
@@ -59,18 +59,18 @@ RingControl = Struct(
     "state" / Int32ul,
     "reserved0" / Bytes(24),
     "head" / Int64ul,
+    "writing" / Int64ul,
+    "read_copy" / Int64ul,
     "lost_full" / Int64ul,
     "lost_nested" / Int64ul,
     "lost_stopped" / Int64ul,
     "trunc_big" / Int64ul,
-    "waits" / Int64ul,
-    "wait_ns" / Int64ul,
-    "reserved1" / Int64ul,
+    "read_unreadable" / Int64ul,
     "tail" / Int64ul,
     "reserved2" / Bytes(56),
-    "read_copy" / Int64ul,
     "read_syscall" / Int64ul,
-    "read_unreadable" / Int64ul,
+    "waits" / Int64ul,
+    "wait_ns" / Int64ul,
     "reserved3" / Array(5, Int64ul),
 )
 """struct rmt_ring_ctl, 256 bytes at the start of each ring file."""

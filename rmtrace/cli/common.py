@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rmtrace.errors import RmtraceError
 
@@ -45,8 +47,9 @@ def stdin_trace() -> str:
 
     fd = sys.stdin.fileno()
     mode = os.fstat(fd).st_mode
-    if stat.S_ISREG(mode):
-        return f"/dev/fd/{fd}"
+    if stat.S_ISREG(mode):  # `< FILE`: that file, by its name where it still has one (outputs are named after it)
+        named = os.path.realpath(f"/proc/self/fd/{fd}")
+        return named if os.path.isfile(named) and os.path.samestat(os.stat(named), os.fstat(fd)) else f"/dev/fd/{fd}"
     if os.isatty(fd):
         raise RmtraceError("FILE '-' reads the trace from stdin, which is a terminal: pipe or redirect a trace to it")
     folder = tempfile.mkdtemp(prefix="rmtrace-")
@@ -57,37 +60,42 @@ def stdin_trace() -> str:
     return spool
 
 
+def trace_input(path: str) -> str:
+    """A trace argument as a path a reader opens: '-' is stdin (stdin_trace)."""
+    return stdin_trace() if path == STDIN else path
+
+
 def trace_stem(path: str) -> str:
     """A trace's name without its folder and .trace: what outputs made from it are named after."""
     return os.path.basename(path).removesuffix(".trace")
 
 
 def trace_or_default(args: argparse.Namespace) -> str:
-    """The FILE argument ('-' for stdin), or the shipped default capture (saying so on stderr)."""
-    if args.trace == STDIN:
-        return stdin_trace()
+    """The FILE argument ('-' for stdin), or the shipped default capture, saying which: on the first line
+    of the output when that is a terminal (a person reading it must not take it for their own trace),
+    else on stderr (a pipe or --json gets only the output it asked for)."""
     if args.trace is not None:
-        return args.trace
+        return trace_input(args.trace)
     from rmtrace.captures import path
     chosen = path()
-    print(f"rmtrace: no FILE given; using the shipped capture {chosen.name} "
-          f"(list them with 'rmtrace info --shipped')", file=sys.stderr)
+    note = f"no FILE given: this is the shipped capture {chosen.name} (list them with 'rmtrace info --shipped')"
+    if sys.stdout.isatty() and not getattr(args, "json", False):
+        print(f"# {note}", flush=True)
+    else:
+        print(f"rmtrace: {note}", file=sys.stderr)
     return str(chosen)
 
 
-def _names_to_values(text: str, enum_type: Any, what: str) -> frozenset[int]:
+def _names_to_values(text: str, enum_type: type[enum.IntEnum], what: str) -> frozenset[int]:
     values = set()
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
-        if part.isdigit():
-            values.add(int(part))
-            continue
         try:
-            values.add(int(enum_type[part.upper()]))
-        except KeyError:
-            names = ", ".join(m.name.lower() for m in enum_type)
+            values.add(int(enum_type(int(part)) if part.isdigit() else enum_type[part.upper()]))
+        except (KeyError, ValueError):
+            names = ", ".join(f"{m.name.lower()} ({int(m)})" for m in enum_type)
             raise RmtraceError(f"unknown {what} {part!r} (one of: {names})") from None
     return frozenset(values)
 
@@ -103,11 +111,63 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("filters")
     group.add_argument("--pid", metavar="PIDS", help="only these process ids (comma separated)")
     group.add_argument("--source", metavar="SOURCES", help="only these sources: rm, uvm, gsp, sema, sys, mark")
-    group.add_argument("--phase", metavar="PHASES", help="only these phases: enter, exit, send, recv, event")
+    group.add_argument("--phase", metavar="PHASES", help="only calls with a record of these phases: enter, exit, "
+                                                        "send, recv, event (each call shown whole)")
     group.add_argument("--op", metavar="OPS", help="only these operation numbers (0x2a,37,...)")
-    group.add_argument("--from", dest="t_from", metavar="TIME", help="from this time after the trace start (e.g. 1.5s)")
-    group.add_argument("--to", dest="t_to", metavar="TIME", help="up to this time after the trace start")
-    group.add_argument("--limit", type=int, metavar="N", help="stop after N lines")
+    group.add_argument("--from", dest="t_from", metavar="TIME", type=duration,
+                       help="from this time after the trace start (e.g. 1.5s)")
+    group.add_argument("--to", dest="t_to", metavar="TIME", type=duration,
+                       help="up to this time after the trace start (calls that start by then)")
+    group.add_argument("--limit", type=count, metavar="N", help="stop after N lines")
+
+
+# -- option values: argparse types, so that a meaningless value is a usage error (exit 2) ----------
+
+
+def count(text: str) -> int:
+    """A number of things: 0 or more."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    return n
+
+
+def positive_count(text: str) -> int:
+    """A number of things: 1 or more."""
+    n = count(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more, not 0")
+    return n
+
+
+def duration(text: str) -> int:
+    """A duration (250ms, 1.5s, a bare number is seconds) as nanoseconds, 0 or more."""
+    from rmtrace.timefmt import parse_duration
+    try:
+        ns = parse_duration(text)
+    except RmtraceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if ns < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {text!r}")
+    return ns
+
+
+def positive_duration(text: str) -> int:
+    """A duration longer than zero, as nanoseconds."""
+    ns = duration(text)
+    if ns == 0:
+        raise argparse.ArgumentTypeError(f"must be longer than zero, not {text!r}")
+    return ns
+
+
+def close_matches(word: str, names: Iterable[str]) -> str:
+    """' (did you mean A, B?)' naming the known names nearest a mistyped one; '' when none is near."""
+    import difflib
+    near = difflib.get_close_matches(word, list(names), n=4, cutoff=0.6)
+    return f" (did you mean {', '.join(near)}?)" if near else ""
 
 
 def trace_start(reader: TraceReader) -> int:
@@ -117,21 +177,23 @@ def trace_start(reader: TraceReader) -> int:
 
 def filter_from_args(args: argparse.Namespace, reader: TraceReader) -> RecordFilter:
     from rmtrace.record import Phase, Source
-    from rmtrace.timefmt import parse_duration
     from rmtrace.trace import RecordFilter
 
+    if args.t_from is not None and args.t_to is not None and args.t_from > args.t_to:
+        raise RmtraceError("--from is after --to: nothing lies between them")
     start = trace_start(reader)
     return RecordFilter(
         source=_names_to_values(args.source, Source, "source") if args.source else None,
         phase=_names_to_values(args.phase, Phase, "phase") if args.phase else None,
         pid=_int_list(args.pid) if args.pid else None,
         op=_int_list(args.op) if args.op else None,
-        t0=start + parse_duration(args.t_from) if args.t_from else None,
-        t1=start + parse_duration(args.t_to) if args.t_to else None,
+        t0=start + args.t_from if args.t_from is not None else None,
+        t1=start + args.t_to if args.t_to is not None else None,
     )
 
 
-def add_json_argument(parser: argparse.ArgumentParser, what: str, group: Any = None) -> None:
+def add_json_argument(parser: argparse.ArgumentParser, what: str,
+                      group: argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup | None = None) -> None:
     """--json: the command's objects as JSON Lines, in the one schema of docs/json-schema.md."""
     (group or parser).add_argument("--json", action="store_true", help=f"JSON Lines (docs/json-schema.md): {what}")
 
@@ -188,21 +250,25 @@ def output_path(requested: str | None, *, force: bool = False, inputs: tuple[str
     if requested == "-" and stdout:
         return requested
     try:
-        target = os.stat(requested)
+        os.stat(requested)  # exists (and may be an input), or is new
     except FileNotFoundError:
         return requested
     except OSError as exc:
         raise RmtraceError(f"cannot write {requested}: {exc.strerror}") from None
     for source in inputs:
-        try:
-            same = os.path.samestat(target, os.stat(source))
-        except OSError:
-            continue
-        if same:
+        if same_file(requested, source):
             raise RmtraceError(f"{requested} is the input {source}: refusing to write over it (give another -o)")
     if not force:
         raise RmtraceError(f"{requested} exists: give --force to overwrite it, or another -o")
     return requested
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same inode where both exist (links too), else the same path."""
+    try:
+        return os.path.samestat(os.stat(a), os.stat(b))
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _new_saved_output(folder: str, stem: str, suffix: str) -> str:

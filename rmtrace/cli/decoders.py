@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Source, enum_name
+from rmtrace.exitcodes import ExitCode
 
 NAME = "decoders"
 HELP = "add decoders for your own messages (from-dwarf), list the decoders in use"
@@ -36,11 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dwarf.add_argument("--source", required=True, help="record source: rm, uvm, gsp, sema, sys, mark")
     dwarf.add_argument("--op", required=True, help="operation number (0x40 or 64)")
     dwarf.add_argument("--name", help="the operation's name in output (default: the struct's name)")
+    dwarf.add_argument("--force", action="store_true", help="replace a saved decoder of the same source and op")
     sub.add_parser("list", help="user decoders and plugins, and the shipped profiles",
                    description="List the user decoders, plugin tables and shipped driver profiles.")
 
 
 def _source(text: str) -> int:
+    from rmtrace.record import Source
     try:
         return int(Source[text.upper()])
     except KeyError:
@@ -55,18 +57,22 @@ def _op(text: str) -> int:
 
 
 def _from_dwarf(args: argparse.Namespace) -> int:
-    from rmtrace.decoders.user import from_dwarf, save
+    from rmtrace.cli.common import output_path
+    from rmtrace.decoders.user import decoder_dir, from_dwarf, save
+    from rmtrace.record import Source, enum_name
     decoder = from_dwarf(args.object, args.structs, _source(args.source), _op(args.op), args.name)
+    output_path(str(decoder_dir() / decoder.path_name), force=args.force, inputs=(args.object,))
     path = save(decoder)
     sizes = ", ".join(f"{s} ({decoder.layouts[s].size} bytes)" for s in decoder.structs)
     print(f"{enum_name(Source, decoder.source)} op {decoder.op:#x} is now decoded as {decoder.name}: {sizes}")
     print(f"saved {path}")
-    return 0
+    return ExitCode.OK
 
 
 def _list(args: argparse.Namespace) -> int:
     from rmtrace.decoders.profiles import available_profiles, load_profile
     from rmtrace.decoders.user import ENTRY_POINT_GROUP, UserDecoder, decoder_dir, load_all, plugin_errors
+    from rmtrace.record import Source, enum_name
     print(f"user decoders in {decoder_dir()}:")
     found = False
     for path, decoder in load_all():
@@ -86,7 +92,7 @@ def _list(args: argparse.Namespace) -> int:
     for error in plugin_errors(load_profile(shipped[-1])) if plugins else ():
         print(f"  {error}")
     print(f"driver profiles: {', '.join(shipped)}")
-    return 0
+    return ExitCode.OK
 
 
 ACTIONS = {"from-dwarf": _from_dwarf, "list": _list}

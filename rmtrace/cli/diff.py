@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rmtrace import jsonschema
-from rmtrace.analysis.diff import describe_position, first_divergence, traffic_table
-from rmtrace.cli.common import add_json_argument
+from rmtrace.cli.common import STDIN, _trace_path, add_json_argument, trace_input
+from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
-from rmtrace.session import load_session
 
 NAME = "diff"
 HELP = "first divergence between two runs, per-client traffic counts"
@@ -23,15 +21,21 @@ run A beside run B.  Exit status 0 when the runs agree, 1 when they diverge.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", metavar="A", help="the reference run (e.g. a green one)")
-    parser.add_argument("b", metavar="B", help="the run to compare")
+    parser.add_argument("a", metavar="A", type=_trace_path,
+                        help="the reference run (e.g. a green one): a trace, a shipped capture's name, or - for stdin")
+    parser.add_argument("b", metavar="B", type=_trace_path, help="the run to compare (the same)")
     parser.add_argument("--driver", metavar="VERSION", help="decode both with this driver profile")
     add_json_argument(parser, "the first divergence (if any), then a traffic object per client and source")
 
 
 def run(args: argparse.Namespace) -> int:
-    a = load_session(args.a, driver=args.driver)
-    b = load_session(args.b, driver=args.driver)
+    from rmtrace import jsonschema
+    from rmtrace.analysis.diff import describe_position, first_divergence, traffic_table
+    from rmtrace.session import load_session
+    if args.a == args.b == STDIN:
+        raise RmtraceError("stdin holds one trace: give - for A or for B, not both")
+    a = load_session(trace_input(args.a), driver=args.driver)
+    b = load_session(trace_input(args.b), driver=args.driver)
     div = first_divergence(a, b)
     table = traffic_table(a, b)
     if args.json:

@@ -49,16 +49,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _traces(args: argparse.Namespace) -> list[str]:
-    from rmtrace.cli.common import _trace_path, trace_or_default
+    from rmtrace.cli.common import STDIN, _trace_path, trace_input, trace_or_default
     if not args.traces:
         args.trace = None
         return [trace_or_default(args)]
-    return [_trace_path(t) for t in args.traces]
+    if args.traces.count(STDIN) > 1:
+        raise RmtraceError("stdin holds one trace: give - once")
+    return [trace_input(_trace_path(t)) for t in args.traces]
 
 
 def run(args: argparse.Namespace) -> int:
     if args.format is None and args.dissector is None:
         raise RmtraceError("say what to write: --format pcapng|perfetto|jsonl|parquet, or --dissector DIR")
+    if args.host is not None and args.format != "parquet":
+        raise RmtraceError("--host names the host of a parquet dataset's rows: give it with --format parquet only")
     traces = _traces(args) if args.format or args.traces else []
     if args.dissector is not None:
         _write_dissector(args, traces)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
+from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
 
 NAME = "info"
@@ -23,7 +24,7 @@ the recording it was made from.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
-    add_json_argument(parser, "one info object")
+    add_json_argument(parser, "one info object (with --shipped, one per shipped capture)")
     parser.add_argument("--shipped", action="store_true", help="list the captures shipped with rmtrace instead")
 
 
@@ -66,11 +67,14 @@ def _print_text(s: dict[str, Any]) -> None:
         print(f"{key:<{width}}  {value}")
 
 
-def _list_shipped() -> None:
-    from rmtrace import captures
+def _list_shipped(as_json: bool) -> None:
+    from rmtrace import captures, jsonschema
     from rmtrace.trace import TraceReader
     for name in captures.shipped():
         with TraceReader(captures.path(name)) as reader:
+            if as_json:
+                jsonschema.write_lines([jsonschema.info(reader)], sys.stdout)
+                continue
             meta = reader.meta
             print(f"{name:<28} {reader.record_count:>6} records  driver {meta.get('driver_version', '?')}  "
                   f"{' '.join(meta.get('command', []))[:70]}")
@@ -78,7 +82,9 @@ def _list_shipped() -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.shipped:
-        _list_shipped()
+        if args.trace is not None:
+            raise RmtraceError("--shipped lists the shipped captures: give it no FILE")
+        _list_shipped(args.json)
         return ExitCode.OK
     from rmtrace import jsonschema
     from rmtrace.trace import TraceReader

@@ -3,6 +3,12 @@
 Each command is a module in this package with ``NAME``, ``HELP``, ``DESCRIPTION``,
 ``add_arguments(parser)`` and ``run(args) -> int``; a module with those is a
 command, found by listing the package (adding one touches no shared list).
+
+Start-up is the price of every command (bench/cli_startup.py), so a command
+module imports at its top only what its parser needs, and run() imports the
+rest.  ``rmtrace COMMAND ...`` loads that command's module alone;
+``rmtrace --help`` loads every module for its one-line help, and adds no
+command's arguments.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from rmtrace import __version__
 from rmtrace.cli.common import discard_saved_outputs
@@ -35,17 +42,25 @@ Run 'rmtrace COMMAND --help' for each command's options.
 """
 
 
-def command_modules() -> list:
-    """Every module of this package that defines a command, in COMMAND_ORDER."""
+def command_modules(only: str | None = None) -> list[ModuleType]:
+    """Every module of this package that defines a command, in COMMAND_ORDER; with ``only``, just the
+    module of that command (a command's module is named as the command), when there is one."""
     import rmtrace.cli as package
-    modules = [importlib.import_module(f"rmtrace.cli.{info.name}")
-               for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")]
-    commands = [m for m in modules if hasattr(m, "NAME") and hasattr(m, "run")]
+    names = [info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")]
+    if only is not None and only in names:
+        module = importlib.import_module(f"rmtrace.cli.{only}")
+        if getattr(module, "NAME", None) == only and hasattr(module, "run"):
+            return [module]
+    commands = [m for m in map(importlib.import_module, (f"rmtrace.cli.{n}" for n in names))
+                if hasattr(m, "NAME") and hasattr(m, "run")]
     rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
     return sorted(commands, key=lambda m: (rank.get(m.NAME, len(rank)), m.NAME))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given a command line that starts with a command, only that command's parser
+    (rmtrace COMMAND ... needs no other: loading them all was a good part of every start)."""
+    named = argv[0] if argv and not argv[0].startswith("-") else None
     parser = argparse.ArgumentParser(
         prog="rmtrace",
         description="Record/replay debugger for NVIDIA RM/GSP traffic (RM and UVM ioctls, GSP RPCs, "
@@ -55,20 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rmtrace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in command_modules():
+    for module in command_modules(named):
         cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(cmd)
+        if argv is None or module.NAME == named:
+            module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parser = build_parser()  # imports every command: a Ctrl-C can arrive here on a slow machine
+        parser = build_parser(argv)  # a Ctrl-C can arrive while the command's modules load on a slow machine
+        args = parser.parse_args(argv)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
-    args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return ExitCode.ERROR

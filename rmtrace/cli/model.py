@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 
-from rmtrace.replayer.model.policy import PRESETS, policy
-from rmtrace.replayer.server import ModelServer
+from rmtrace.exitcodes import ExitCode
 
 NAME = "model"
 HELP = "the reference host-service model: 'serve' it on a Unix socket for unix: replays"
@@ -22,6 +19,7 @@ replay with a fresh model.  Stop it with Ctrl-C.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rmtrace.replayer.model.policy import PRESETS  # only for this command: the replayer costs no other
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     serve = sub.add_parser("serve", help="serve the model on a Unix socket",
                            description="Serve the host-service model on a Unix socket until interrupted.")
@@ -32,6 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from rmtrace.replayer.model.policy import policy
+    from rmtrace.replayer.server import ModelServer
     chosen = policy("legacy" if args.legacy else args.model)
     server = ModelServer(args.socket, chosen)
     stop = threading.Event()
@@ -39,4 +42,4 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     print(f"serving model:{chosen.name} on {args.socket} ({chosen.summary})", flush=True)
     server.serve(stop)
-    return 0
+    return ExitCode.OK

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rmtrace import jsonschema
 from rmtrace.cli.common import add_json_argument, output_path
-from rmtrace.decoders.profiles import available_profiles, load_profile, select_profile
-from rmtrace.decoders.profiles.diff import diff_profiles
-from rmtrace.decoders.profiles.generate import extract_tag, timed_build
-from rmtrace.decoders.profiles.model import DriverProfile, Layout
-from rmtrace.decoders.profiles.serial import encode
 from rmtrace.errors import RmtraceError
+from rmtrace.exitcodes import ExitCode
+
+if TYPE_CHECKING:  # each action imports what it uses: the profile generator alone costs more than --help
+    from rmtrace.decoders.profiles.model import DriverProfile, Layout
 
 NAME = "profiles"
 HELP = "driver profiles: list, show, diff, select, build from NVIDIA's headers"
@@ -76,20 +72,23 @@ def counts(profile: DriverProfile) -> dict[str, int]:
 
 
 def _profile_object(profile: DriverProfile) -> dict[str, Any]:
+    from rmtrace import jsonschema
     return jsonschema.profile(profile.version, profile.branch, counts(profile), profile.constants)
 
 
 def _list(args: argparse.Namespace) -> int:
+    from rmtrace import jsonschema
+    from rmtrace.decoders.profiles import available_profiles, load_profile
     profiles = [load_profile(v) for v in available_profiles()]
     if args.json:
         jsonschema.write_lines(map(_profile_object, profiles), sys.stdout)
-        return 0
+        return ExitCode.OK
     rows = {p.version: counts(p) for p in profiles}
     columns = list(next(iter(rows.values())))
     print(f"{'version':<12}" + "".join(f"{c.replace('_', ' '):>15}" for c in columns))
     for version, row in rows.items():
         print(f"{version:<12}" + "".join(f"{row[c]:>15}" for c in columns))
-    return 0
+    return ExitCode.OK
 
 
 # -- show ----------------------------------------------------------------------------------------
@@ -113,12 +112,14 @@ def _number(profile: DriverProfile, table: str, text: str) -> int:
 def layout_lines(layout: Layout, indent: str = "  ") -> list[str]:
     lines = [f"{layout.kind} {layout.name}  ({layout.size} bytes)"]
     for f in layout.fields:
-        bits = f"  bits {f.bit_offset}..{f.bit_offset + f.bit_size - 1}" if f.bit_size is not None else ""
+        bits = (f"  bits {f.bit_offset}..{f.bit_offset + f.bit_size - 1}"
+                if f.bit_offset is not None and f.bit_size is not None else "")  # a bitfield has both
         lines.append(f"{indent}@{f.offset:<5} {f.size:>5}  {f.name or '(anonymous)':<32} {f.type}  [{f.kind}]{bits}")
     return lines
 
 
 def _show_item(profile: DriverProfile, args: argparse.Namespace) -> dict:
+    from dataclasses import asdict
     """The items asked for, as JSON-ready data."""
     out: dict = {}
     layouts: list[str] = []
@@ -128,16 +129,19 @@ def _show_item(profile: DriverProfile, args: argparse.Namespace) -> dict:
                           "category": f"{control.category:#04x}", "index": f"{control.index:#04x}",
                           "aliases": sorted(n for n, v in profile.aliases.get("controls", {}).items() if v == control.cmd),
                           "embedded_pointers": [asdict(p) for p in profile.embedded_pointers(control.cmd)]}
-        layouts.append(control.params)
+        if control.params:  # a control without params has no layout to show
+            layouts.append(control.params)
     if args.cls:
         info = profile.classes[_number(profile, "classes", args.cls)]
         out["class"] = {**asdict(info), "hex": f"{info.id:#06x}",
                         "aliases": sorted(n for n, v in profile.aliases.get("classes", {}).items() if v == info.id)}
-        layouts.append(info.alloc_params)
+        if info.alloc_params:
+            layouts.append(info.alloc_params)
     if args.uvm:
         cmd = profile.uvm[_number(profile, "uvm", args.uvm)]
         out["uvm"] = asdict(cmd)
-        layouts.append(cmd.params)
+        if cmd.params:
+            layouts.append(cmd.params)
     if args.layout:
         if args.layout not in profile.layouts:
             raise RmtraceError(f"profile {profile.version} has no layout {args.layout!r}")
@@ -147,22 +151,24 @@ def _show_item(profile: DriverProfile, args: argparse.Namespace) -> dict:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from rmtrace import jsonschema
+    from rmtrace.decoders.profiles import load_profile
     profile = load_profile(args.version)
     if not (args.control or args.cls or args.layout or args.uvm):
         if args.json:
             jsonschema.write_lines([_profile_object(profile)], sys.stdout)
-            return 0
+            return ExitCode.OK
         print(f"profile {profile.version} (branch {profile.branch})")
         for key, value in counts(profile).items():
             print(f"  {key:<14} {value}")
         print("constants")
         for key, value in profile.constants.items():
             print(f"  {key:<34} {value:#x} ({value})")
-        return 0
+        return ExitCode.OK
     data = _show_item(profile, args)
     if args.json:
         jsonschema.write_lines([jsonschema.profile_entry(profile.version, data)], sys.stdout)
-        return 0
+        return ExitCode.OK
     for key in ("control", "class", "uvm"):
         if key in data:
             item = data[key]
@@ -173,7 +179,7 @@ def _show(args: argparse.Namespace) -> int:
                       f" x {ptr['elem_size']} bytes")
     for name in data["layouts"]:
         print("\n".join(layout_lines(profile.layouts[name])))
-    return 0
+    return ExitCode.OK
 
 
 # -- diff ----------------------------------------------------------------------------------------
@@ -216,31 +222,45 @@ def diff_lines(d: dict) -> list[str]:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from rmtrace import jsonschema
+    from rmtrace.decoders.profiles import load_profile
+    from rmtrace.decoders.profiles.diff import diff_profiles
     d = diff_profiles(load_profile(args.a), load_profile(args.b))
     if args.json:
         jsonschema.write_lines([jsonschema.profile_diff(d)], sys.stdout)
     else:
         print("\n".join(diff_lines(d)))
-    return 0
+    return ExitCode.OK
 
 
 # -- select and build ----------------------------------------------------------------------------
 
 def _select(args: argparse.Namespace) -> int:
+    from rmtrace.decoders.profiles import select_profile
     profile, warning = select_profile(args.driver_version, args.driver)
     print(f"driver {args.driver_version}: profile {profile.version}")
     if warning:
         print(f"warning: {warning}")
-    return 0
+    return ExitCode.OK
+
+
+def _tree_files(tree: str, out: str | None) -> tuple[str, ...]:
+    """--out when it names a file in TREE: every file there is an input of the build (a header, version.mk)."""
+    return (out,) if out and Path(tree).resolve() in Path(out).resolve().parents else ()
 
 
 def _build(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rmtrace.decoders.profiles.generate import extract_tag, timed_build
+    from rmtrace.decoders.profiles.serial import encode
+    inputs = _tree_files(args.tree, args.out)
     if args.out:
-        output_path(args.out, force=args.force)  # refused before minutes of building, not after
+        output_path(args.out, force=args.force, inputs=inputs)  # refused before minutes of building, not after
     with tempfile.TemporaryDirectory(prefix="rmtrace-ogkm-") as tmp:
         tree = extract_tag(args.tree, args.tag, tmp) if args.tag else Path(args.tree)
         profile, seconds = timed_build(tree, args.version or (args.tag if args.tag else None))
-    out = Path(output_path(args.out or f"{profile.version}.json.zst", force=args.force))
+    out = Path(output_path(args.out or f"{profile.version}.json.zst", force=args.force, inputs=inputs))
     blob = encode(profile)
     try:
         out.write_bytes(blob)
@@ -250,7 +270,7 @@ def _build(args: argparse.Namespace) -> int:
     print(f"profile {profile.version}: {c['escapes']} escapes, {c['classes']} classes, {c['controls']} controls, "
           f"{c['uvm']} UVM ioctls, {c['rpc_functions']} RPC functions, {c['rpc_events']} events, "
           f"{c['layouts']} layouts; {len(blob):,} bytes in {out} ({seconds:.1f}s)")
-    return 0
+    return ExitCode.OK
 
 
 ACTIONS = {"list": _list, "show": _show, "diff": _diff, "select": _select, "build": _build}

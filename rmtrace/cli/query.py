@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from typing import Any
+
+from rmtrace.cli.common import add_json_argument
 
 NAME = "query"
 HELP = "run SQL (DuckDB) over a Parquet dataset of exported calls (table: calls)"
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sql", metavar="SQL", help="one SQL statement over the table 'calls'")
     parser.add_argument("dataset", metavar="DIR", help="the dataset directory")
     out = parser.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="one JSON object per row")
+    add_json_argument(parser, "a row object per row, its columns under values", out)
     out.add_argument("--csv", action="store_true", help="CSV with a header line")
 
 
@@ -44,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     columns, rows = query(args.sql, args.dataset)
     out = sys.stdout
     if args.json:
-        for row in rows:
-            out.write(json.dumps(dict(zip(columns, row)), default=str) + "\n")
+        from rmtrace import jsonschema
+        jsonschema.write_lines((jsonschema.row(columns, r) for r in rows), out)
     elif args.csv:
         writer = csv.writer(out)
         writer.writerow(columns)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rmtrace.capture import RecordOptions, record_command
-from rmtrace.capture.ctab import DEFAULT_RING_SIZE, check_ring_size
-from rmtrace.cli.common import add_output_arguments, output_path
+from rmtrace.cli.common import add_output_arguments, output_path, positive_duration
 from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
-from rmtrace.timefmt import parse_duration
+
+if TYPE_CHECKING:
+    from rmtrace.capture import RecordOptions, RecordResult
 
 NAME = "record"
 HELP = "run a command and record every RM and UVM ioctl of its process tree"
@@ -55,9 +55,11 @@ def parse_size(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rmtrace.capture.ctab import DEFAULT_RING_SIZE  # only when recording: no other command pays for capture
     parser.epilog = EPILOG
     add_output_arguments(parser, "the trace to write", required=True)
-    parser.add_argument("--duration", metavar="TIME", help="stop after this long (e.g. 30s, 1.5m; a bare number is seconds)")
+    parser.add_argument("--duration", metavar="TIME", type=positive_duration,
+                        help="stop after this long (e.g. 30s, 1.5m; a bare number is seconds); exit 124 then")
     parser.add_argument("--lossy", action="store_true",
                         help="drop records when a ring is full (and count them) instead of making the thread wait")
     parser.add_argument("--ring-size", metavar="BYTES", default=str(DEFAULT_RING_SIZE),
@@ -77,19 +79,21 @@ def run(args: argparse.Namespace) -> int:
     backend, _, kmod_path = args.backend.partition(":")
     if backend not in ("preload", "kmod") or (backend == "preload" and kmod_path):
         raise RmtraceError(f"--backend {args.backend}: preload or kmod[:PATH]")
-    duration = parse_duration(args.duration) if args.duration is not None else None
-    if duration is not None and duration <= 0:
-        raise RmtraceError(f"--duration must be positive, not {args.duration!r} (leave it out to record until the "
-                           f"command exits)")
+    if args.driver and backend != "kmod":
+        raise RmtraceError("--driver names the kernel shim's driver: give it with --backend kmod (the preload "
+                           "shim reads the loaded driver's version)")
+    duration_s = args.duration / 1e9 if args.duration is not None else None
+    inputs = _inputs(command, kmod_path)
     if backend == "kmod" and not command:
-        return _record_kmod(args, kmod_path, output_path(args.output, force=args.force),
-                            duration / 1e9 if duration is not None else None)
+        return _record_kmod(args, kmod_path, output_path(args.output, force=args.force, inputs=inputs), duration_s)
     if not command:
         raise RmtraceError("no command to record: rmtrace record -o FILE -- CMD ARGS...")
+    from rmtrace.capture import RecordOptions, record_command
+    from rmtrace.capture.ctab import check_ring_size
     options = RecordOptions(
-        command=command, output=output_path(args.output, force=args.force), lossy=args.lossy,
+        command=command, output=output_path(args.output, force=args.force, inputs=inputs), lossy=args.lossy,
         ring_size=check_ring_size(parse_size(args.ring_size)),
-        duration_s=duration / 1e9 if duration is not None else None,
+        duration_s=duration_s,
     )
     if backend == "kmod":
         result = _record_with_kmod(options, kmod_path, args.driver)
@@ -109,10 +113,19 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_status
 
 
-def _record_with_kmod(options: RecordOptions, path: str, driver: str | None) -> Any:
+def _inputs(command: list[str], kmod_path: str) -> tuple[str, ...]:
+    """What recording reads, which -o must never name: the program it runs (as the shell finds it) and the
+    kernel shim's device or drained port."""
+    import shutil
+    program = (command[0] if "/" in command[0] else shutil.which(command[0])) if command else None
+    return tuple(p for p in (program, kmod_path) if p)
+
+
+def _record_with_kmod(options: RecordOptions, path: str, driver: str | None) -> RecordResult:
     """CMD under the preload shim, with the kernel shim's records merged in (RecordOptions.feeds)."""
     from dataclasses import replace
 
+    from rmtrace.capture import record_command
     from rmtrace.capture.host import host_metadata
     from rmtrace.capture.kmod import DEVICE, KmodFeed
     from rmtrace.capture.recorder import select_capture_profile

@@ -6,29 +6,31 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from rmtrace import jsonschema
 from rmtrace.cli.common import (
     add_json_argument,
     add_output_arguments,
     add_trace_argument,
+    count,
     output_path,
+    positive_count,
+    positive_duration,
+    same_file,
     trace_or_default,
     trace_stem,
 )
 from rmtrace.errors import RmtraceError
-from rmtrace.replayer.chains import attach_wedge_chains
-from rmtrace.replayer.oracle import default_oracle, make_oracle
-from rmtrace.replayer.plan import Plan, build_plan
-from rmtrace.replayer.report import EXIT_MEANING, headline, junit, seeds_line, table
-from rmtrace.replayer.runner import DEFAULT_TIMEOUT_NS, ReplayResult, replay
-from rmtrace.replayer.schedules import Mode, Schedule
-from rmtrace.replayer.targets import describe_targets, make_target
-from rmtrace.timefmt import parse_duration
+from rmtrace.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from rmtrace.replayer.plan import Plan
+    from rmtrace.replayer.runner import ReplayResult
+    from rmtrace.replayer.schedules import Schedule
 
 NAME = "replay"
 HELP = "replay a trace's clients against a host service in a schedule: green / diverged / wedged per client"
-DESCRIPTION = f"""\
+DESCRIPTION = """\
 Cut a trace into its clients (processes that talked to RM/UVM, or GSP sessions),
 send their messages to a target in a schedule, and say per client: green,
 diverged at message N (with the difference), or wedged at message N (with the
@@ -37,7 +39,7 @@ wedges, diff and the TUI read like a recording.  Exit status: 0 all green,
 1 something diverged, 3 something wedged (docs/exit-codes.md).
 
 Targets (--against):
-{describe_targets()}
+{targets}
 
 Schedules (--schedule): recorded (the recording's interleaving), sequential
 (client after client), concurrent (all at once), simultaneous (each client
@@ -56,25 +58,31 @@ SIMULTANEOUS_STREAMS = 4
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    # Only replay and reduce get here (main adds the arguments of the command being run): the
+    # replayer's imports cost no other command.
+    from rmtrace.replayer.runner import DEFAULT_TIMEOUT_NS
     add_trace_argument(parser)
     group = parser.add_argument_group("plan")
     group.add_argument("--clients", metavar="N,M", help="only these recorded clients (1 = c1, ...)")
-    group.add_argument("--repeat", type=int, default=1, metavar="N", help="run the clients N times over")
-    group.add_argument("--streams", type=int, metavar="N",
+    group.add_argument("--repeat", type=positive_count, default=1, metavar="N", help="run the clients N times over")
+    group.add_argument("--streams", type=positive_count, metavar="N",
                        help="multiply each client's channel work over N channels/ranks")
     group.add_argument("--driver", metavar="VERSION", help="decode as this driver version (default: the recorded one)")
     run = parser.add_argument_group("run")
     run.add_argument("--against", default="model", metavar="TARGET", help="where messages go (default: model)")
     run.add_argument("--schedule", default="recorded", metavar="SCHEDULE", help="default: recorded")
-    run.add_argument("--seed", type=int, default=0, help="chaos seed (default 0)")
+    run.add_argument("--seed", type=count, help="chaos seed (default 0)")
     run.add_argument("--timeout", default=f"{DEFAULT_TIMEOUT_NS // 1_000_000_000}s", metavar="DURATION",
+                     type=positive_duration,
                      help="watchdog: an answer later than this wedges its client (default 10s; "
                           "virtual time for the model, so free)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from rmtrace.replayer.targets import describe_targets
+    parser.description = DESCRIPTION.format(targets=describe_targets())
     add_plan_arguments(parser)
-    parser.add_argument("--runs", type=int, default=1, metavar="K",
+    parser.add_argument("--runs", type=positive_count, default=1, metavar="K",
                         help="chaos: try K seeds from --seed on; the first failing one writes the replay trace")
     add_output_arguments(parser, "the replay's trace (default: a new NAME-N.replay.trace in $RMTRACE_DATA_DIR/replays, "
                                  "~/.local/share/rmtrace/replays; printed)")
@@ -89,17 +97,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _numbers(text: str) -> list[int]:
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        numbers = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise RmtraceError(f"--clients takes client numbers such as 1,3, not {text!r}") from None
+        numbers = []
+    if not numbers or min(numbers) < 1:
+        raise RmtraceError(f"--clients takes client numbers such as 1,3 (c1 is 1), not {text!r}")
+    return numbers
 
 
 def schedule_from_args(args: argparse.Namespace) -> Schedule:
-    return Schedule.parse(args.schedule, args.seed)
+    from rmtrace.replayer.schedules import Mode, Schedule
+    schedule = Schedule.parse(args.schedule, args.seed)
+    if args.seed is not None and schedule.mode is not Mode.CHAOS:
+        raise RmtraceError(f"--seed picks the chaos schedule's random choices; {schedule} makes none "
+                           f"(use --schedule chaos)")
+    return schedule
 
 
 def plan_from_args(args: argparse.Namespace) -> Plan:
     """The plan the arguments describe: cut, narrowed, repeated, widened."""
+    from rmtrace.replayer.plan import build_plan
+    from rmtrace.replayer.schedules import Mode
     plan = build_plan(trace_or_default(args), driver=args.driver)
     warning = plan.semantics.decoders.warning
     if warning:
@@ -113,19 +131,15 @@ def plan_from_args(args: argparse.Namespace) -> Plan:
     return plan.streams(streams) if streams is not None else plan
 
 
-def timeout_from_args(args: argparse.Namespace) -> int:
-    timeout = parse_duration(args.timeout)
-    if timeout <= 0:
-        raise RmtraceError(f"--timeout must be positive, not {args.timeout!r}")
-    return timeout
-
-
 def run_once(plan: Plan, args: argparse.Namespace, schedule: Schedule, output: str | None) -> ReplayResult:
+    from rmtrace.replayer.oracle import default_oracle, make_oracle
+    from rmtrace.replayer.runner import replay
+    from rmtrace.replayer.targets import make_target
     unsafe = ":allow-unsafe" if args.allow_unsafe else ""
     target = make_target(args.against + unsafe if args.against == "nvidia" else args.against, plan)
     spec = args.oracle
     oracle = make_oracle(spec + unsafe if spec == "nvidia" else spec, plan) if spec else default_oracle(target, plan)
-    return replay(plan, schedule, target, timeout_ns=timeout_from_args(args), output=output, oracle=oracle)
+    return replay(plan, schedule, target, timeout_ns=args.timeout, output=output, oracle=oracle)
 
 
 def _output(args: argparse.Namespace, plan: Plan) -> str:
@@ -135,16 +149,21 @@ def _output(args: argparse.Namespace, plan: Plan) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmtrace import jsonschema
+    from rmtrace.replayer.chains import attach_wedge_chains
+    from rmtrace.replayer.report import EXIT_MEANING, headline, junit, table
+    from rmtrace.replayer.schedules import Mode
     plan = plan_from_args(args)
     schedule = schedule_from_args(args)
-    if args.runs < 1:
-        raise RmtraceError("--runs must be at least 1")
     if args.runs > 1 and schedule.mode is not Mode.CHAOS:
         raise RmtraceError("--runs explores seeds of the chaos schedule: use --schedule chaos")
+    if args.allow_unsafe and "nvidia" not in (args.against, args.oracle):
+        raise RmtraceError("--allow-unsafe lifts the real driver's safety table: give it with --against nvidia "
+                           "or --oracle nvidia")
     if args.output is not None:
         output_path(args.output, force=args.force, inputs=(plan.source,))  # refused before the replay runs
     if args.junit:
-        if args.output and os.path.abspath(args.junit) == os.path.abspath(args.output):
+        if args.output and same_file(args.junit, args.output):
             raise RmtraceError("--junit and -o name the same file")
         output_path(args.junit, force=args.force, inputs=(plan.source,))
     source = os.path.basename(plan.source)
@@ -168,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         return status
     written = next((r.output for r in results if r.output), None)
     print(f"replay trace: {written or 'none (every run green)'}")
-    print(f"exit {status}: {EXIT_MEANING[status]}")
+    print(f"exit {status}: {EXIT_MEANING[ExitCode(status)]}")
     return status
 
 
@@ -180,6 +199,9 @@ def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str,
              say: Callable[[str], None]) -> list[ReplayResult]:
     """K chaos seeds without writing; the first failing one again, with its trace (the same result).
     One output per command, not one per seed: any other failing seed replays alone with its number."""
+    from rmtrace.replayer.chains import attach_wedge_chains
+    from rmtrace.replayer.report import EXIT_MEANING, seeds_line
+    from rmtrace.replayer.schedules import Mode, Schedule
     results = []
     written = False
     say(f"replay {source}: {len(plan.clients)} clients, {plan.message_count} messages, "
@@ -192,7 +214,7 @@ def _explore(plan: Plan, args: argparse.Namespace, first: Schedule, source: str,
             attach_wedge_chains(result)
             written = True
         verdicts = ", ".join(f"{c.client.id} {c.verdict.value}" for c in result.clients)
-        say(f"  {str(schedule):<10} {EXIT_MEANING[result.exit_status]:<9} {verdicts}")
+        say(f"  {str(schedule):<10} {EXIT_MEANING[ExitCode(result.exit_status)]:<9} {verdicts}")
         results.append(result)
     say(seeds_line(results))
     return results

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rmtrace.cli.common import (
     add_filter_arguments,
     add_json_argument,
     add_trace_argument,
+    close_matches,
     filter_from_args,
     trace_or_default,
     trace_start,
 )
 from rmtrace.errors import RmtraceError
-from rmtrace.record import Phase, Record, Role, Source, When, enum_name
-from rmtrace.timefmt import format_offset
-from rmtrace.trace import TraceReader
+from rmtrace.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from rmtrace.decoders import DecoderSet
+    from rmtrace.decoders.filters import CallFilter
+    from rmtrace.record import Record
+    from rmtrace.trace import TraceReader
 
 NAME = "show"
 HELP = "print calls, one line each, decoded (strace-like); -V for every field, --json for tools"
@@ -53,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def raw_line(rec: Record, start: int) -> str:
+    from rmtrace.record import Phase, Role, Source, When, enum_name
+    from rmtrace.timefmt import format_offset
     bufs = ", ".join(
         f"{enum_name(Role, b.role).lower()}/{enum_name(When, b.when).lower()} {len(b.data)}B" for b in rec.buffers)
     result = f" = {rec.ret}" + (f" (errno {rec.err})" if rec.err else "") if rec.phase == Phase.EXIT else ""
@@ -65,20 +74,70 @@ def _split(text: str | None) -> tuple[str, ...]:
     return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
-def call_filter(args: argparse.Namespace):
+def call_filter(args: argparse.Namespace, decoders: DecoderSet) -> CallFilter:
+    """--name, --status, --failed and --handle, each name or glob checked against what the profile can say."""
     from rmtrace.decoders.filters import CallFilter
     try:
         handles = frozenset(int(h, 0) for h in _split(args.handle))
     except ValueError:
         raise RmtraceError(f"--handle: not a list of numbers: {args.handle!r}") from None
-    return CallFilter(_split(args.name), _split(args.status), args.failed, handles)
+    names, statuses = _split(args.name), _split(args.status)
+    _check_globs("--name", names, operation_names(decoders),
+                 "an operation (RM_CONTROL, UVM_REGISTER_GPU), a control, class or GSP function of profile "
+                 f"{decoders.profile.version}, or a glob of them (NV2080_CTRL_CMD_GPU_*)")
+    _check_globs("--status", [s for s in statuses if not _is_number(s)], status_names(decoders),
+                 f"a number (0x56), an NV_STATUS of profile {decoders.profile.version} (NV_ERR_NOT_SUPPORTED), "
+                 "an errno name (EINVAL), or a glob of them (NV_ERR_*)")
+    return CallFilter(names, statuses, args.failed, handles)
+
+
+def operation_names(decoders: DecoderSet) -> set[str]:
+    """Every name a call's label can carry under this profile: operations and what they name, and for
+    each source the form an operation no table knows takes (RM_OP_0x7f: RM_OP_* matches it)."""
+    from rmtrace.record import Source
+    p = decoders.profile
+    return ({op.name for table in decoders.tables.values() for op in table.values()}
+            | {decoders.op(source, 0xFFFFFFFF).name for source in Source}
+            | {c.name for c in p.controls.values()} | {c.name for c in p.classes.values()}
+            | {u.name for u in p.uvm.values()} | set(p.gsp_functions.values()) | set(p.gsp_events.values()))
+
+
+def status_names(decoders: DecoderSet) -> set[str]:
+    import errno
+    return set(decoders.profile.status.values()) | set(errno.errorcode.values())
+
+
+def _is_number(text: str) -> bool:
+    try:
+        int(text, 0)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_globs(option: str, patterns: Iterable[str], known: set[str], what: str) -> None:
+    """Each pattern must match a known name: a typo would otherwise filter out everything, silently.
+    Names the decoders make from numbers (NV2080_CTRL_CMD_THERMAL_0x46: no header names it) count as known."""
+    from fnmatch import fnmatchcase
+    for pattern in patterns:
+        if "0x" in pattern or any(fnmatchcase(name, pattern) for name in known):
+            continue
+        raise RmtraceError(f"{option}: nothing is called {pattern!r}{close_matches(pattern, known)}; give {what}")
+
+
+DECODING_OPTIONS = {"name": "--name", "status": "--status", "failed": "--failed", "handle": "--handle",
+                    "verbose": "-V", "driver": "--driver"}
+"""Options that work on decoded calls: --raw, which prints records undecoded, has no use for them."""
 
 
 def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
-    from rmtrace import jsonschema
+    given = [flag for dest, flag in DECODING_OPTIONS.items() if getattr(args, dest)]
+    if given:
+        raise RmtraceError(f"--raw prints records undecoded: {', '.join(given)} need decoded calls (drop --raw)")
     start = trace_start(reader)
     records = reader.iter_filtered(filter_from_args(args, reader))
     if args.json:
+        from rmtrace import jsonschema
         jsonschema.write_lines((jsonschema.record(r, start) for r in records), sys.stdout, args.limit)
         return
     for n, rec in enumerate(records):
@@ -87,39 +146,55 @@ def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
         print(raw_line(rec, start))
 
 
-def run(args: argparse.Namespace) -> int:
-    from rmtrace import jsonschema
+def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
+    import dataclasses
+
     from rmtrace.decoders import Level, decoders_for, render
+    if args.json:
+        from rmtrace import jsonschema
+    decoders = decoders_for(reader, override=args.driver)
+    if decoders.warning:
+        print(f"rmtrace show: {decoders.warning}", file=sys.stderr)
+    wanted = call_filter(args, decoders)
+    level = max(wanted.level, Level.FULL if args.verbose or args.json else Level.CALL)
+    span = reader.time_span
+    start, end = span if span else (0, None)
+    status_name = decoders.profile.status.get
+    # --phase and --to choose calls, not records: a call is folded from all its records, so that one whose
+    # exit is filtered out, or comes after --to, still shows how it returned (it did not stay in flight).
+    records = filter_from_args(args, reader)
+    phases, until = records.phase, records.t1
+    out = sys.stdout
+    shown = 0
+    for call in decoders.calls(reader.iter_filtered(dataclasses.replace(records, phase=None, t1=None))):
+        if args.limit is not None and shown >= args.limit:
+            break
+        if until is not None and call.first.time_ns > until:
+            break  # calls come in the order they start (a recording is written in time order)
+        if phases is not None and not any(r.phase in phases for r in call.records):
+            continue
+        if not wanted.wants_label(decoders.label(call.first)):
+            continue
+        decoded = decoders.decode(call, level)
+        if not wanted.wants(decoded):
+            continue
+        shown += 1
+        if args.json:
+            out.write(jsonschema.dumps(jsonschema.call(decoded, call, start)) + "\n")
+            continue
+        out.write(render.line(decoded, call, start, end) + "\n")
+        if args.verbose:
+            for text in render.tree(decoded, status_name):
+                out.write(text + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rmtrace.trace import TraceReader
     with TraceReader(trace_or_default(args)) as reader:
         if args.raw:
             _show_raw(args, reader)
         else:
-            decoders = decoders_for(reader, override=args.driver)
-            if decoders.warning:
-                print(f"rmtrace show: {decoders.warning}", file=sys.stderr)
-            wanted = call_filter(args)
-            level = max(wanted.level, Level.FULL if args.verbose or args.json else Level.CALL)
-            span = reader.time_span
-            start, end = span if span else (0, None)
-            status_name = decoders.profile.status.get
-            out = sys.stdout
-            shown = 0
-            for call in decoders.calls(reader.iter_filtered(filter_from_args(args, reader))):
-                if args.limit is not None and shown >= args.limit:
-                    break
-                if not wanted.wants_label(decoders.label(call.first)):
-                    continue
-                decoded = decoders.decode(call, level)
-                if not wanted.wants(decoded):
-                    continue
-                shown += 1
-                if args.json:
-                    out.write(jsonschema.dumps(jsonschema.call(decoded, call, start)) + "\n")
-                    continue
-                out.write(render.line(decoded, call, start, end) + "\n")
-                if args.verbose:
-                    for text in render.tree(decoded, status_name):
-                        out.write(text + "\n")
+            _show_calls(args, reader)
         if not reader.recovery.complete:
             print(f"# {reader.recovery.describe()}", file=sys.stderr if args.json else sys.stdout)
-    return 0
+    return ExitCode.OK

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
 from rmtrace.exitcodes import ExitCode
@@ -35,8 +34,7 @@ decoder exceptions (always 0, or it is a bug to report).
 """
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(NamedTuple):  # not a dataclass: dataclasses imports inspect, a cost to every command's start
     name: str
     help: str
     compute: Callable[[str, argparse.Namespace], dict[str, Any]]  # (trace path, arguments) -> JSON-ready dict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rmtrace.cli.common import _trace_path, trace_or_default
+from rmtrace.cli.common import STDIN, _trace_path, trace_input, trace_or_default
 from rmtrace.errors import RmtraceError
 
 NAME = "tui"
@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if len(args.traces) > 2:
         raise RmtraceError("give one trace, or two to compare them")
-    traces = args.traces or [trace_or_default(argparse.Namespace(trace=None))]
+    if args.traces.count(STDIN) > 1:
+        raise RmtraceError("stdin holds one trace: give - once")
+    traces = [trace_input(t) for t in args.traces] or [trace_or_default(argparse.Namespace(trace=None))]
     from rmtrace.tui.app import RmtraceApp
     from rmtrace.tui.services import library_services
     from rmtrace.tui.terminal import on_terminal

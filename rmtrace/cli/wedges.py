@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rmtrace import jsonschema
-from rmtrace.analysis.wedges import cut_by_end, find_wedges
-from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
+from rmtrace.cli.common import add_json_argument, add_trace_argument, positive_duration, trace_or_default
 from rmtrace.exitcodes import ExitCode
-from rmtrace.session import load_session
-from rmtrace.timefmt import parse_duration
 
 NAME = "wedges"
 HELP = "calls that never returned, and what they wait on (exit 3 when something is wedged)"
@@ -30,14 +26,18 @@ FINDINGS = frozenset({"slow"})
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
-    parser.add_argument("--slow", default="1s", metavar="TIME", help="report completed calls slower than this (default 1s)")
+    parser.add_argument("--slow", default="1s", metavar="TIME", type=positive_duration,
+                        help="report completed calls slower than this (default 1s)")
     parser.add_argument("--driver", metavar="VERSION", help="decode with this driver profile")
     add_json_argument(parser, "a wedge object per wedge, most important first")
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmtrace import jsonschema
+    from rmtrace.analysis.wedges import cut_by_end, find_wedges
+    from rmtrace.session import load_session
     model = load_session(trace_or_default(args), driver=args.driver)
-    wedges = find_wedges(model, slow_ns=parse_duration(args.slow))
+    wedges = find_wedges(model, slow_ns=args.slow)
     if args.json:
         jsonschema.write_lines((jsonschema.wedge(w, model.start_ns) for w in wedges), sys.stdout)
         return _status(wedges)

@@ -144,7 +144,7 @@ def _arg_specs(op: IoctlOp, layouts: Mapping[str, Any], key: str | None) -> dict
             out["key"] = field_offset(layouts, name, (key,))
         return out
     specs: dict[str, Any] = {"sizes": {size: spec(name) for size, name in op.arg_layouts.items()}}
-    if op.default_layout in layouts:
+    if op.default_layout is not None and op.default_layout in layouts:
         specs["default"] = spec(op.default_layout)
     return specs
 
@@ -236,7 +236,7 @@ def lua_tables(decoders: DecoderSet) -> str:
 
 
 def template() -> str:
-    return resources.files("rmtrace.export").joinpath("wireshark", TEMPLATE).read_text()
+    return (resources.files("rmtrace.export") / "wireshark" / TEMPLATE).read_text()
 
 
 def render_dissector(decoders: DecoderSet) -> str:

@@ -78,17 +78,26 @@ def utc_day(wall_ns: int) -> str:
     return datetime.fromtimestamp(wall_ns // 1_000_000_000, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
+DAY_NS = 86_400 * 1_000_000_000
+CONSTANT = ("driver", "profile", "trace_id", "trace")
+"""The columns that hold one value for the whole trace (filled when a row group is made)."""
+PER_CALL = tuple(f.name for f in SCHEMA if f.name not in CONSTANT)
+
+
 class _Columns:
-    """Rows of one row group, column by column."""
+    """Rows of one row group, a tuple a call in ``PER_CALL`` order (made columns when the group is written)."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {f.name: [] for f in SCHEMA}
+        self.rows: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
-        return len(self.columns["seq"])
+        return len(self.rows)
 
-    def table(self) -> pa.Table:
-        return pa.Table.from_pydict(self.columns, schema=SCHEMA)
+    def table(self, constant: dict[str, Any]) -> pa.Table:
+        n = len(self.rows)
+        data: dict[str, Any] = {name: list(column) for name, column in zip(PER_CALL, zip(*self.rows))}
+        data.update((name, [value] * n) for name, value in constant.items())
+        return pa.Table.from_pydict(data, schema=SCHEMA)
 
 
 class TraceRows:
@@ -105,44 +114,45 @@ class TraceRows:
         self.pending: dict[str, _Columns] = {}
         self.rows = 0
         self.paths: dict[str, Path] = {}
+        self._offset = src.wall_offset_ns or 0
+        self._sources: dict[int, str] = {}
+        self._day = ""
+        self._day_span = (0, 0)  # [start, end) in wall ns of the day ``_day``: one strftime per day, not per call
+        self._rows: _Columns | None = None
 
     def add(self, call: Call, info: CallInfo, objects: dict[str, str]) -> None:
         first = call.first
-        wall = self.src.wall_ns(first.time_ns)
-        day = utc_day(wall)
-        rows = self.pending.get(day)
+        wall = first.time_ns + self._offset
+        if not self._day_span[0] <= wall < self._day_span[1]:
+            self._day = utc_day(wall)
+            start = wall - wall % DAY_NS
+            self._day_span = (start, start + DAY_NS)
+            self._rows = None
+        day = self._day
+        rows = self._rows
         if rows is None:
-            rows = self.pending[day] = _Columns()
-        c = rows.columns
+            rows = self.pending.get(day)
+            if rows is None:
+                rows = self.pending[day] = _Columns()
+            self._rows = rows
+        source = self._sources.get(first.source)
+        if source is None:
+            source = self._sources[first.source] = enum_name(Source, first.source)
         latency = info.latency_ns if info.exit_seq is not None and info.exit_seq != info.enter_seq else None
         in_flight = call.state in (CallState.IN_FLIGHT, CallState.UNFINISHED)
-        c["time"].append(wall // 1000)
-        c["time_ns"].append(wall)
-        c["t_ns"].append(first.time_ns - self.src.start_ns)
-        c["seq"].append(first.seq)
-        c["pid"].append(first.pid)
-        c["tid"].append(first.tid)
-        c["client"].append(info.client_id)
-        c["source"].append(enum_name(Source, first.source))
-        c["op"].append(info.name)
-        c["detail"].append(info.detail)
-        c["status"].append(info.status_name)
-        c["status_code"].append(info.status)
-        c["ok"].append(info.ok)
-        c["state"].append(call.state.value)
-        c["latency_ns"].append(latency)
-        c["duration_ns"].append(self.src.end_ns - first.time_ns if in_flight else latency)
-        c["handles"].append(list(info.handles.items()))
-        c["objects"].append(list(objects.items()))
-        c["bytes"].append(info.bytes)
-        for key, value in self.constant.items():
-            c[key].append(value)
+        rows.rows.append((
+            wall // 1000, wall, first.time_ns - self.src.start_ns, first.seq, first.pid, first.tid,
+            info.client_id, source, info.name, info.detail, info.status_name, info.status, info.ok,
+            call.state.value, latency, self.src.end_ns - first.time_ns if in_flight else latency,
+            list(info.handles.items()), list(objects.items()), info.bytes))
         self.rows += 1
         if len(rows) >= ROW_GROUP:
             self._flush(day)
 
     def _flush(self, day: str) -> None:
         rows = self.pending.pop(day, None)
+        if rows is self._rows:
+            self._rows = None
         if rows is None or not len(rows):
             return
         writer = self.writers.get(day)
@@ -152,7 +162,7 @@ class TraceRows:
             path = folder / f"{self.id}.parquet"
             writer = self.writers[day] = pq.ParquetWriter(path, SCHEMA, compression="zstd")
             self.paths[day] = path
-        writer.write_table(rows.table(), row_group_size=ROW_GROUP)
+        writer.write_table(rows.table(self.constant), row_group_size=ROW_GROUP)
 
     def close(self) -> list[tuple[Path, int]]:
         for day in list(self.pending):

@@ -22,10 +22,13 @@ completion (``SEMA_RELEASE``, ``SEMA_FAKED_COMPLETION``) that the host sent
 its thread while it was inside the call.
 
 Timestamps are the trace's CLOCK_MONOTONIC nanoseconds, given as the trace
-clock; a clock snapshot maps them to wall-clock time.  Packets are written as
-they are made (``StreamingTraceProtoBuilder``); what waits is one call per
-thread (its flows are known once the thread's next call starts) and the
-transitions not yet final (``rmtrace.export.fold``).
+clock; a clock snapshot maps them to wall-clock time.  Packets are made in a
+``Trace`` message of at most ``BATCH`` packets and written when it is full:
+a ``Trace`` is its packets one after another, so the file is the bytes a
+packet at a time would give (``StreamingTraceProtoBuilder``), at one
+serialization per batch.  What else waits is one call per thread (its flows
+are known once the thread's next call starts) and the transitions not yet
+final (``rmtrace.export.fold``).
 """
 
 from __future__ import annotations
@@ -33,10 +36,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from rmtrace.calls import Call, CallState
 from rmtrace.export.fold import StreamingFold
@@ -45,6 +47,8 @@ from rmtrace.record import Phase, Source, SysOp, enum_name
 from rmtrace.session import CallInfo, Transition
 
 SEQUENCE_ID = 1
+BATCH = 4096
+"""Packets serialized and written together (a few hundred KiB)."""
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END,
                                             pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER)
 RELEASES = frozenset({"SEMA_RELEASE", "SEMA_FAKED_COMPLETION"})
@@ -76,8 +80,9 @@ class _Segment:
 class PerfettoWriter:
     """Turns calls and transitions into packets, tracks made as they are first needed."""
 
-    def __init__(self, out: Any, src: ExportInput, fold: StreamingFold) -> None:
-        self.builder = StreamingTraceProtoBuilder(out)
+    def __init__(self, out: BinaryIO, src: ExportInput, fold: StreamingFold) -> None:
+        self.out = out
+        self._batch = pb.Trace()
         self.src = src
         self.fold = fold
         self.packets = 0
@@ -96,14 +101,24 @@ class PerfettoWriter:
         self._uuid += 1
         return self._uuid
 
-    def _write(self, packet: pb.TracePacket) -> None:
+    def _packet(self) -> pb.TracePacket:
+        """A new packet, in the batch (it is written with it)."""
+        if len(self._batch.packet) >= BATCH:
+            self.flush()
+        packet = self._batch.packet.add()
         packet.trusted_packet_sequence_id = SEQUENCE_ID
-        self.builder.write_packet(packet)
         self.packets += 1
+        return packet
+
+    def flush(self) -> None:
+        """Write the packets made so far."""
+        if len(self._batch.packet):
+            self.out.write(self._batch.SerializeToString())
+            self._batch.Clear()
 
     def _track_descriptor(self, name: str, parent: int | None = None, counter: bool = False) -> int:
         uuid = self._next_uuid()
-        packet = pb.TracePacket()
+        packet = self._packet()
         desc = packet.track_descriptor
         desc.uuid = uuid
         desc.name = name
@@ -111,13 +126,12 @@ class PerfettoWriter:
             desc.parent_uuid = parent
         if counter:
             desc.counter.SetInParent()
-        self._write(packet)
         return uuid
 
     def event(self, t: int, track: int, kind: int, name: str | None = None, category: str | None = None,
               args: Iterable[tuple[str, Any]] = (), flows: Iterable[int] = (), ends: Iterable[int] = (),
               value: int | None = None) -> None:
-        packet = pb.TracePacket()
+        packet = self._packet()
         packet.timestamp = t
         ev = packet.track_event
         ev.type = kind
@@ -137,21 +151,19 @@ class PerfettoWriter:
         ev.terminating_flow_ids.extend(ends)
         if value is not None:
             ev.counter_value = value
-        self._write(packet)
 
     def clock_snapshot(self) -> None:
         """The trace clock at the trace's start, and the wall clock at the same instant."""
         offset = self.src.wall_offset_ns
         if offset is None:
             return
-        packet = pb.TracePacket()
+        packet = self._packet()
         packet.timestamp = self.src.start_ns
         for clock, value in ((pb.BUILTIN_CLOCK_BOOTTIME, self.src.start_ns),
                              (pb.BUILTIN_CLOCK_REALTIME, self.src.start_ns + offset)):
             c = packet.clock_snapshot.clocks.add()
             c.clock_id = clock
             c.timestamp = value
-        self._write(packet)
 
     # -- tracks ----------------------------------------------------------------------------------
 
@@ -163,7 +175,7 @@ class PerfettoWriter:
         return uuid
 
     def _describe_process(self, pid: int, uuid: int) -> None:
-        packet = pb.TracePacket()
+        packet = self._packet()
         desc = packet.track_descriptor
         desc.uuid = uuid
         desc.process.pid = pid
@@ -171,7 +183,6 @@ class PerfettoWriter:
         if proc is not None and proc.argv:
             desc.process.process_name = os.path.basename(proc.argv[0])
             desc.process.cmdline.extend(proc.argv)
-        self._write(packet)
 
     def thread_track(self, pid: int, tid: int) -> int:
         key = (pid, tid)
@@ -179,13 +190,12 @@ class PerfettoWriter:
         if uuid is None:
             parent = self.process_track(pid)
             uuid = self._threads[key] = self._next_uuid()
-            packet = pb.TracePacket()
+            packet = self._packet()
             desc = packet.track_descriptor
             desc.uuid = uuid
             desc.parent_uuid = parent
             desc.thread.pid = pid
             desc.thread.tid = tid
-            self._write(packet)
         return uuid
 
     def named_track(self, key: str, name: str, parent: int, counter: bool = False) -> int:
@@ -340,4 +350,5 @@ def write_perfetto(src: ExportInput, out: str) -> int:
         for tr in fold.transitions.final():
             writer.transition(tr)
         writer.finish()
+        writer.flush()
     return writer.packets

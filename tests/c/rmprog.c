@@ -13,6 +13,9 @@
  *   rmprog signals          its own SIGSEGV/SIGBUS handlers beside the shim's: bad pointers
  *                           never reach them, its own faults do; masks that block SIGSEGV
  *   rmprog segv             a fault of its own with no handler: it dies of SIGSEGV
+ *   rmprog race             one thread makes controls while another makes one RM_FREE (which
+ *                           the shim's test hook RMTRACE_TEST_STALL can hold between its time
+ *                           and its publication); prints "race ok <controls>"
  *   rmprog many N [SIZE]    N controls with SIZE-byte params
  *   rmprog bench N [WHERE]  ns per control, traced fd vs untraced fd; WHERE: stack (default), heap,
  *                           nested (a pointed-to array), none (a pipe)
@@ -27,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -172,6 +176,41 @@ static void threads(int n, int m)
 	for (int i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
 	printf("threads ok %d\n", n * m);
+}
+
+struct race { int fd; int started, freed; };
+
+static void *race_controls(void *arg)
+{
+	struct race *r = arg;
+	uint8_t params[8];
+	int n = 0;
+	do { /* a control a millisecond until the free has returned, and one before it starts */
+		struct timespec ms = { 0, 1000000 };
+		if (n)
+			nanosleep(&ms, NULL);
+		memset(params, 0, sizeof(params));
+		check(control(r->fd, 0x20800102u, params, sizeof(params)) == 0, "race control");
+		__atomic_store_n(&r->started, 1, __ATOMIC_RELEASE);
+		n++;
+	} while (!__atomic_load_n(&r->freed, __ATOMIC_ACQUIRE));
+	return (void *)(intptr_t)n;
+}
+
+static void race(void)
+{
+	struct race r = { dev("nvidiactl"), 0, 0 };
+	struct nvos00 f = { 1, 1, 2, 0xffffffffu };
+	pthread_t t;
+	void *n;
+
+	pthread_create(&t, NULL, race_controls, &r);
+	while (!__atomic_load_n(&r.started, __ATOMIC_ACQUIRE))
+		sched_yield();
+	check(ioctl(r.fd, ESC(RM_FREE, sizeof(f)), &f) == 0, "race free");
+	__atomic_store_n(&r.freed, 1, __ATOMIC_RELEASE);
+	pthread_join(t, &n);
+	printf("race ok %d\n", (int)(intptr_t)n);
 }
 
 static void one_control(int fd)
@@ -446,6 +485,8 @@ int main(int argc, char **argv)
 		signals();
 	else if (!strcmp(what, "segv"))
 		segv();
+	else if (!strcmp(what, "race"))
+		race();
 	else if (!strcmp(what, "many"))
 		many(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 64);
 	else if (!strcmp(what, "steady") && argc > 4)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -66,21 +67,33 @@ class Build:
     log: str
 
 
+WARNING = re.compile(r"^.*\b(?:warning|WARNING): .*$", re.M)
+"""A compiler's warning (gcc: ``file:line:col: warning: ...``) or modpost's (``WARNING: modpost: ...``)."""
+
+
+def warnings(log: str) -> list[str]:
+    """The warning lines of a build's output."""
+    return WARNING.findall(log)
+
+
+def kbuild(module_dir: Path, symvers: list[str] | None = None) -> subprocess.CompletedProcess:
+    """``make modules`` of one out-of-tree module folder against Debian's headers, with W=1's extra warnings."""
+    extra = [f"KBUILD_EXTRA_SYMBOLS={' '.join(symvers)}"] if symvers else []
+    return subprocess.run(["make", "-C", f"/usr/src/linux-headers-{kernel_version()}", f"M={module_dir}", "W=1",
+                           *extra, "modules"], capture_output=True, text=True, timeout=300)
+
+
 def build(workdir: Path) -> Build:
     """The modules (W=1) and the static guest programs, built from a copy of kmod_shim/ in ``workdir``."""
-    kver = kernel_version()
-    headers = f"/usr/src/linux-headers-{kver}"
     src = workdir / "kmod_shim"
     shutil.copytree(SHIM, src, ignore=shutil.ignore_patterns("*.so", "__pycache__", "*.o", "*.ko", "*.mod*",
                                                              ".*.cmd", "Module.symvers", "modules.order"))
     log = []
     modules: dict[str, Path] = {}
-    symvers = []
+    symvers: list[str] = []
     for name in MODULE_DIRS:
         d = src / name
-        extra = f"KBUILD_EXTRA_SYMBOLS={' '.join(symvers)}" if symvers else ""
-        out = subprocess.run(["make", "-C", headers, f"M={d}", "W=1", *([extra] if extra else []), "modules"],
-                             capture_output=True, text=True, timeout=300)
+        out = kbuild(d, symvers)
         log.append(out.stdout + out.stderr)
         if out.returncode:
             raise RuntimeError(f"building {name} failed:\n{out.stdout}\n{out.stderr}")

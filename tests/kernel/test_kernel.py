@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from rmtrace.decoders.profiles import load_profile
+from rmtrace.decoders.sema import SemaOp
 from rmtrace.replayer.plan import build_plan
 from rmtrace.replayer.runner import replay
 from rmtrace.replayer.schedules import Schedule
@@ -33,6 +34,7 @@ from rmtrace.replayer.targets import make_target
 from rmtrace.replayer.targets.base import RunInfo
 from rmtrace.tui.app import RmtraceApp
 from rmtrace.tui.services import library_services
+from rmtrace.tui.widgets.events.table import EventsTable
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import wedge_text
 
@@ -41,6 +43,7 @@ from rmtrace.capture.kmod import KCALL_BASE, KCall, default_probes, drain_to_tra
 from rmtrace.errors import RmtraceError
 from rmtrace.record import MarkOp, Phase, RecordFlag, Role, Source, When
 from rmtrace.session import load_session
+from rmtrace.timefmt import format_offset
 from rmtrace.trace import TraceReader
 from tests.kernel import guest as vm
 from tests.tui_support import plain, settle
@@ -112,7 +115,24 @@ def start_drain(guest) -> None:
 
 def test_modules_build_warning_free_with_w1(built):
     assert set(built.modules) >= {"rmtrace", "nvidia_standin", "rmtrace_emitload", "rmtrace_sample"}
-    assert [line for line in built.log.splitlines() if "warning:" in line] == []
+    assert vm.warnings(built.log) == []
+
+
+W1_ONLY_WARNINGS = """\
+#include <linux/module.h>
+static const int never_read = 1;  /* -Wunused-const-variable: W=1 only */
+int no_prototype(void) { return 0; }  /* -Wmissing-prototypes: W=1 only */
+MODULE_LICENSE("GPL");
+"""
+
+
+def test_the_warning_check_fails_on_a_warning_that_only_w1_enables(tmp_path):
+    (tmp_path / "Kbuild").write_text("obj-m := rmt_warns.o\n")
+    (tmp_path / "rmt_warns.c").write_text(W1_ONLY_WARNINGS)
+    out = vm.kbuild(tmp_path)
+    assert out.returncode == 0, out.stderr
+    found = vm.warnings(out.stdout + out.stderr)
+    assert any("-Wunused-const-variable" in w for w in found) and any("-Wmissing-prototypes" in w for w in found), found
 
 
 def test_emit_from_every_cpu_loses_nothing_or_counts_exactly_what_it_drops(guest):
@@ -124,7 +144,34 @@ def test_emit_from_every_cpu_loses_nothing_or_counts_exactly_what_it_drops(guest
     out = guest.ok("rmt_check emit 20000 2000 late")  # read only afterwards: a 64 KiB ring must drop
     m = re.search(r"EMIT cpus=2 emitted=44000 received=(\d+) dropped=(\d+) PASS", out)
     assert m and int(m.group(2)) > 0 and int(m.group(1)) + int(m.group(2)) == 44000, out
+    received, dropped = int(m.group(1)), int(m.group(2))
+    # the three counts of one drop agree: the emitters' refusals, debugfs's drops, what the reader missed
+    *_, (written, refused) = re.findall(r"emitload_written (\d+) emitload_refused (\d+)", kernel_log(guest))
+    stats = dict(line.split() for line in guest.ok("cat /sys/kernel/debug/rmtrace/stats").splitlines())
+    assert (int(written), int(refused)) == (received, dropped), (written, refused, out)
+    assert int(stats["drops_full"]) + int(stats["drops_big"]) + int(stats["drops_ctx"]) == dropped, stats
+    assert int(stats["records"]) == int(stats["consumed"]) == received, stats
     guest.ok("rmmod rmtrace")
+    assert not BAD_LOG.search(kernel_log(guest))  # hard-irq emitters among them
+
+
+def test_the_control_ioctl_turns_a_source_off_and_on(guest):
+    guest.ok("insmod /lib/rmtrace/rmtrace.ko probes=")
+    out = guest.ok("rmt_check sources 500")
+    assert re.search(r"SOURCES off=0x3e received_off=0 received_on=1000 PASS", out), out  # MARK off, then on
+    guest.ok("rmmod rmtrace")
+
+
+def test_a_probe_list_in_the_module_parameter_picks_the_probes_and_names_an_unknown_one(guest):
+    guest.ok("insmod /lib/rmtrace/rmtrace.ko probes=uvm_ioctl,nvUvmInterfaceRegisterGpu,no_such_entry")
+    assert "probe no_such_entry is not in the default list" in kernel_log(guest)  # skipped, never a load failure
+    def listed() -> list[tuple[str, str]]:
+        return [tuple(line.split()[:2]) for line in guest.ok("cat /sys/kernel/debug/rmtrace/probes").splitlines()]
+
+    assert listed() == [("uvm_ioctl", "missing"), ("nvUvmInterfaceRegisterGpu", "missing")]  # no driver yet
+    guest.ok("insmod /lib/rmtrace/nvidia_standin.ko")
+    assert listed() == [("uvm_ioctl", "attached"), ("nvUvmInterfaceRegisterGpu", "attached")]
+    guest.ok("rmmod nvidia_standin && rmmod rmtrace")
 
 
 def test_detach_ends_every_readers_stream_and_then_the_module_unloads(guest):
@@ -248,9 +295,14 @@ def test_standin_probes_follow_the_driver_across_unload_and_load_and_keep_a_bloc
     assert sum(bool(re.match(r"probe uvm_ioctl attached: module nvidia_standin loaded", n)) for n in notes) == 2
     # round 1's UVM_UNREGISTER_GPU returned when released; round 2's blocks inside nvUvmInterfaceUnregisterGpu
     registers = [r for r in recs if r.source == Source.UVM and r.op == 37]
-    size = load_profile(DRIVER).uvm[37].size
+    profile = load_profile(DRIVER)
+    size = profile.uvm[37].size
     assert [len(b.data) for r in registers for b in r.buffers if b.role == Role.ARG] == [size, size]  # round 2 only
-    assert registers[2].buffer(Role.ARG, When.BEFORE).data[:16] == bytes(range(0xA0, 0xB0))  # the GPU's UUID
+    entered, returned = registers[2].buffer(Role.ARG, When.BEFORE).data, registers[3].buffer(Role.ARG, When.AFTER).data
+    assert entered[:16] == returned[:16] == bytes(range(0xA0, 0xB0))  # the GPU's UUID
+    status = profile.layouts[profile.uvm[37].params].field("rmStatus")
+    at = slice(status.offset, status.offset + status.size)
+    assert (entered[at], returned[at]) == ((0xDEADBEEF).to_bytes(4, "little"), bytes(4))  # rmt_check's junk, then NV_OK
     uvm = [(r.op, r.phase) for r in recs if r.source == Source.UVM]
     unregister = KCALL_BASE + KCall.UNREGISTER_GPU
     assert uvm.count((38, Phase.ENTER)) == 2 and uvm.count((38, Phase.EXIT)) == 1
@@ -392,29 +444,52 @@ def test_the_drained_traces_open_in_show_wedges_diff_and_the_tui(tmp_path):
     standin = subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "show", DRAINED["standin"]],
                              capture_output=True, text=True, check=True).stdout
     assert "nvUvmInterfaceRegisterGpu" in standin and 'uuid="GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"' in standin
+    assert re.search(r"nvUvmInterfaceUnregisterGpu\(uuid=\S+\) = void <1\.\d+s>", standin), standin  # round 1's
+    blocked = subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "wedges", DRAINED["standin"]],
+                             capture_output=True, text=True)
+    assert re.search(r"c\d pid \d+: nvUvmInterfaceUnregisterGpu never returned", blocked.stdout), blocked.stdout
     wedges = subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "wedges", legacy], capture_output=True,
                             text=True)
     assert wedges.returncode == 3 and "UVM_REGISTER_GPU" in wedges.stdout, wedges.stdout + wedges.stderr
-    assert "never re-armed" in wedges.stdout  # the spent latch, from the module's sema records as drained
+    # the chain from the module's own sema records as drained from the guest (no model ran on this trace):
+    # the spent latch, the drain hold, the refused completion hints; the times it names are those records'
+    assert "never re-armed" in wedges.stdout and re.search(r"hint_errors=[1-9]", wedges.stdout), wedges.stdout
+    start = load_session(legacy).start_ns
+    sema = {op: {format_offset(r.time_ns - start) for r in records_of(legacy) if r.source == Source.SEMA and r.op == op}
+            for op in (SemaOp.LATCH_FIRE, SemaOp.DRAIN_HOLD)}
+    fired = re.findall(r"one-shot latch fired at (\+[\d.]+ms)", wedges.stdout)
+    held = re.findall(r"is in a drain hold since (\+[\d.]+ms)", wedges.stdout)
+    assert fired and set(fired) <= sema[SemaOp.LATCH_FIRE] and held and set(held) <= sema[SemaOp.DRAIN_HOLD], (
+        fired, held, wedges.stdout)
     green = subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "wedges", fixed], capture_output=True, text=True)
     assert green.returncode == 0, green.stdout + green.stderr
     diff = subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "diff", fixed, legacy], capture_output=True,
                           text=True)
     assert diff.returncode in (1, 3) and diff.stdout.strip(), diff.stdout + diff.stderr
-    _tui_opens(legacy)
+    _tui_opens(legacy, "in_flight (UVM_REGISTER_GPU)", ["UVM_REGISTER_GPU"], "never re-armed")
+    # the lane says what it is blocked in, innermost: the kernel call inside the ioctl
+    _tui_opens(DRAINED["standin"], "in_flight (nvUvmInterfaceUnregisterGpu)",
+               ["UVM_UNREGISTER_GPU", "nvUvmInterfaceUnregisterGpu"], "blocked in nvUvmInterfaceUnregisterGpu")
 
 
-def _tui_opens(path: str) -> None:
+def _tui_opens(path: str, status: str, wedged_in: list[str], chain: str) -> None:
+    """The TUI opens ``path``; ``w`` steps through its first wedges, one per call of ``wedged_in``: the events
+    table's line at each names it, the timeline's status says ``status``, and ``chain`` is in one of their chains."""
     async def drive() -> None:
         app = RmtraceApp.open([path], library_services())
         async with app.run_test(size=(120, 34)) as pilot:
             await settle(pilot)
             run = app.workspace.run
             assert run.loaded and run.record_count > 0
-            await pilot.press("w")
-            wedge = run.wedges()[0]
-            assert "UVM_REGISTER_GPU" in app.main.query_one(Timeline).status_text()
-            assert "never re-armed" in plain(wedge_text(app.workspace), width=200), wedge
+            chains = []
+            for name in wedged_in:
+                await pilot.press("w")
+                await settle(pilot)
+                assert status in app.main.query_one(Timeline).status_text()
+                events = app.main.query_one(EventsTable)
+                assert name in events.render_line(events.pointer - events.scroll_offset.y + 1).text
+                chains.append(plain(wedge_text(app.workspace), width=200))
+            assert any(chain in text for text in chains), chains
 
     asyncio.run(drive())
 

@@ -39,7 +39,7 @@ def run_line(workspace: Workspace, width: int = 1_000) -> str:
         facts = [f"{run.record_count:,} records", format_duration(run.end_rel)]
         if not run.complete:
             facts.append("live" if workspace.follow else "recovered (no footer)")
-        if run.loaded:
+        if run.model is not None:
             found = [_count(len(run.model.clients), "client"), _count(len(run.lanes()), "lane"),
                      _count(len(run.wedges()), "wedge")]
         else:

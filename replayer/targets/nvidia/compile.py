@@ -39,6 +39,7 @@ from typing import Any
 from rmtrace.decoders.profiles.safety import ReplayTables, Rule
 from rmtrace.replayer.messages import Message
 from rmtrace.replayer.plan import lane_shift
+from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.nvidia.fields import RM_ALLOC, RM_CONTROL, RM_XFER, Leaf, Walker, buffer_name, call_keys
 
 from rmtrace.calls import Call, CallState
@@ -115,6 +116,13 @@ class Action:
     uses: tuple[Ref, ...] = ()
     defines: tuple[Ref, ...] = ()
 
+    @property
+    def ioctl(self) -> Ioctl:
+        """The call an ``ioctl`` action issues (every one is compiled with its call)."""
+        if self.call is None:
+            raise ValueError(f"a {self.kind} action issues no ioctl")
+        return self.call
+
 
 @dataclass
 class Program:
@@ -153,7 +161,7 @@ def mapping_ref(value: int) -> Ref:
 class Compiler:
     """Compiles message streams of one plan (see the module docstring)."""
 
-    def __init__(self, semantics: Any, tables: ReplayTables, *, allow_unsafe: bool = False) -> None:
+    def __init__(self, semantics: Semantics, tables: ReplayTables, *, allow_unsafe: bool = False) -> None:
         self.semantics = semantics
         self.profile = semantics.profile
         self.tables = tables
@@ -375,9 +383,10 @@ class Compiler:
         if rule is None or rule.by is None:
             return rule, name
         if rule.by == "control":
-            cmd = self.walker.control_cmd(record)
-            label = self._names.control_label(cmd).name if cmd is not None else "an unknown control"
-            return (t.controls.get(cmd) if cmd is not None else None), f"{label} ({cmd:#x})" if cmd is not None else label
+            control = self.walker.control_cmd(record)
+            label = self._names.control_label(control).name if control is not None else "an unknown control"
+            return ((t.controls.get(control) if control is not None else None),
+                    f"{label} ({control:#x})" if control is not None else label)
         cls = self.walker.alloc_class(record)
         label = self._names.class_label(cls).name if cls is not None else "an unknown class"
         return (t.classes.get(cls) if cls is not None else None), f"{name} of {label} ({cls:#x})" if cls is not None \

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.profiles.pointers import SCALAR_SIZES
 
 from rmtrace.record import Record, Role, Source
@@ -49,7 +50,7 @@ def buffer_name(role: int, slot: int) -> str:
 class Walker:
     """Leaves of one profile's layouts, cached per (layout, prefix, length)."""
 
-    def __init__(self, profile: Any) -> None:
+    def __init__(self, profile: DriverProfile) -> None:
         self.profile = profile
         self.layouts: Mapping[str, Any] = profile.layouts
         self._cache: dict[tuple[str | None, str, int, int], tuple[Leaf, ...]] = {}
@@ -74,10 +75,12 @@ class Walker:
             esc = self.profile.escapes.get(nr)
             return esc.struct if esc is not None else None
         if role == Role.PARAMS:
-            control = self.profile.controls.get(self.control_cmd(record))
+            number = self.control_cmd(record)
+            control = self.profile.controls.get(number) if number is not None else None
             return control.params if control is not None else None
         if role == Role.ALLOC_PARAMS:
-            info = self.profile.classes.get(self.alloc_class(record))
+            cls = self.alloc_class(record)
+            info = self.profile.classes.get(cls) if cls is not None else None
             return info.alloc_params if info is not None else None
         return None
 

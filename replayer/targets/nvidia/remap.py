@@ -9,30 +9,35 @@ never by guessing from values; a value no map holds is passed as recorded
 from __future__ import annotations
 
 import bisect
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+V = TypeVar("V", bound=Hashable)
+"""What a map holds: ints (handles, fds, cookies, GPU ids) or bytes (GPU UUIDs)."""
 
 
 @dataclass
-class Remap:
+class Remap(Generic[V]):
     """recorded -> real, and back (answers are written back in the recording's terms)."""
 
-    fwd: dict = field(default_factory=dict)
-    rev: dict = field(default_factory=dict)
+    fwd: dict[V, V] = field(default_factory=dict)
+    rev: dict[V, V] = field(default_factory=dict)
 
-    def learn(self, recorded: object, real: object) -> None:
+    def learn(self, recorded: V, real: V) -> None:
         old = self.fwd.get(recorded)
         if old is not None and self.rev.get(old) == recorded:
             del self.rev[old]
         self.fwd[recorded] = real
         self.rev[real] = recorded
 
-    def forward(self, value: object) -> object:
+    def forward(self, value: V) -> V:
         return self.fwd.get(value, value)
 
-    def back(self, value: object) -> object:
+    def back(self, value: V) -> V:
         return self.rev.get(value, value)
 
-    def changed(self) -> dict:
+    def changed(self) -> dict[V, V]:
         """The entries where the replay got something else than the recording."""
         return {k: v for k, v in self.fwd.items() if k != v}
 

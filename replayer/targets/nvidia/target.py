@@ -41,7 +41,9 @@ from rmtrace.replayer.targets.nvidia.compile import (
     RM_FREE,
     Action,
     Compiler,
+    Ioctl,
     Program,
+    Site,
     ioctl_request,
     uuid_bytes,
 )
@@ -108,7 +110,10 @@ class _Run:
         self.program = program
         self.stats = stats
         self.proc: ClientProcess | None = None
-        self.handles, self.fds, self.cookies, self.gpuids = Remap(), Remap(), Remap(), Remap()
+        self.handles: Remap[int] = Remap()
+        self.fds: Remap[int] = Remap()
+        self.cookies: Remap[int] = Remap()
+        self.gpuids: Remap[int] = Remap()
         self.addresses = AddressMap()
         self.failed: dict[Any, tuple[int, str]] = {}
         """Keys defined by a message that diverged: its number and name."""
@@ -137,7 +142,7 @@ class NvidiaTarget(Target):
         free = plan.semantics.profile.escapes.get(RM_FREE)
         self.free_request = ioctl_request(free.nr, free.size or 0) if free is not None else 0
         """RM_FREE (its argument NVOS00, by the profile) as the teardown issues it for each root client left."""
-        self.uuids = Remap()
+        self.uuids: Remap[bytes] = Remap()
         self._recorded_gpus = list(plan.meta.get("gpus") or [])
         self._gpus_now = gpus
         self._programs: dict[int, Program] = {}
@@ -208,7 +213,7 @@ class NvidiaTarget(Target):
         elif kind == "exit":
             op = proc.send(tid, "teardown", self._frees(run), self.free_request)
         else:
-            call = action.call
+            call = action.ioctl
             bufs = [bytearray(b) for b in call.bufs]
             for s in call.sites:
                 self._forward(run, s.role, bufs[s.buf], s.offset, s.size)
@@ -394,10 +399,12 @@ class NvidiaTarget(Target):
                 del run.roots[handle]
 
     def _ioctl_outcome(self, run: _Run, msg: Message, action: Action, ret: int, err: int, back: Any) -> Outcome:
-        call = action.call
-        template = decode_record(msg.reply)
-        if not isinstance(back, list):  # the process could not issue it (a closed fd): say so, change nothing
+        call = action.ioctl
+        if not isinstance(back, list) or msg.reply is None:
+            # the process could not issue it (a closed fd): say so, change nothing (an ioctl is compiled
+            # only from a call the recording saw return, so a reply is always there)
             return Outcome(ret=ret, err=err)
+        template = decode_record(msg.reply)
         data = {i: bytearray(b) for i, b in zip(call.after, back)}
         recorded = dict(zip(call.after, call.recorded_after))
         for s in call.sites:
@@ -421,7 +428,7 @@ class NvidiaTarget(Target):
             self._learn_lifetimes(run, msg, call, data)
         return Outcome(status, ret_, err_, fields, record=answer)
 
-    def _learn_lifetimes(self, run: _Run, msg: Message, call: Any, data: dict[int, bytearray]) -> None:
+    def _learn_lifetimes(self, run: _Run, msg: Message, call: Ioctl, data: dict[int, bytearray]) -> None:
         """Track RM clients alive (allocated, freed) for the teardown."""
         record = decode_record(msg.request)
         if record.source != Source.RM:
@@ -438,10 +445,19 @@ class NvidiaTarget(Target):
 
     # ------------------------------------------------------------------ remapping one field
 
-    def _maps(self, run: _Run, role: str) -> Any:
-        return {"handle": run.handles, "handle-new": run.handles, "handle-free": run.handles, "fd": run.fds,
-                "va": run.addresses, "gva": run.addresses, "cookie": run.cookies, "cookie-out": run.cookies,
-                "gpuid": run.gpuids, "gpuid-out": run.gpuids, "uuid": self.uuids, "uuid-out": self.uuids}[role]
+    @staticmethod
+    def _maps(run: _Run, role: str) -> Remap[int] | AddressMap:
+        """The map of a role whose fields are numbers (the UUID roles have the target's ``uuids``)."""
+        maps: dict[str, Remap[int] | AddressMap] = {
+            "handle": run.handles, "handle-new": run.handles, "handle-free": run.handles, "fd": run.fds,
+            "va": run.addresses, "gva": run.addresses, "cookie": run.cookies, "cookie-out": run.cookies,
+            "gpuid": run.gpuids, "gpuid-out": run.gpuids}
+        return maps[role]
+
+    @staticmethod
+    def _handed_out(run: _Run, role: str) -> Remap[int] | None:
+        """The map a value the driver hands out in ``role`` is learnt into (None: the role passes values in)."""
+        return {"handle-new": run.handles, "cookie-out": run.cookies, "gpuid-out": run.gpuids}.get(role)
 
     def _forward(self, run: _Run, role: str, buf: bytearray, offset: int, size: int) -> None:
         raw = bytes(buf[offset:offset + size])
@@ -452,9 +468,9 @@ class NvidiaTarget(Target):
         value = int.from_bytes(raw, "little")
         new = self._maps(run, role).forward(value)
         if new != value:
-            buf[offset:offset + size] = int(new).to_bytes(size, "little", signed=new < 0)
+            buf[offset:offset + size] = new.to_bytes(size, "little", signed=new < 0)
 
-    def _back(self, run: _Run, site: Any, buf: bytearray, recorded: bytes) -> None:
+    def _back(self, run: _Run, site: Site, buf: bytearray, recorded: bytes) -> None:
         """One field of an answer in the recording's terms; what the driver handed out is learnt on the way."""
         o, n, role = site.offset, site.size, site.role
         got, then = bytes(buf[o:o + n]), bytes(recorded[o:o + n])
@@ -466,12 +482,12 @@ class NvidiaTarget(Target):
             buf[o:o + n] = self.uuids.back(got)
             return
         value, was = int.from_bytes(got, "little"), int.from_bytes(then, "little") if len(then) == n else 0
-        table = self._maps(run, role)
-        if role in ("handle-new", "cookie-out", "gpuid-out") and value and was:
-            table.learn(was, value)
-        old = table.back(value)
+        handed_out = self._handed_out(run, role)
+        if handed_out is not None and value and was:
+            handed_out.learn(was, value)
+        old = self._maps(run, role).back(value)
         if old != value:
-            buf[o:o + n] = int(old).to_bytes(n, "little", signed=old < 0)
+            buf[o:o + n] = old.to_bytes(n, "little", signed=old < 0)
 
     def _record_maps(self, run: _Run) -> None:
         run.stats.maps = {

@@ -69,13 +69,13 @@ def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
         if group in collapsed:
             continue
         for key in sorted(entities[group], key=lambda k: KIND_ORDER.get(k[0], 9)):
-            for run_index, lanes in enumerate(by_key):
-                lane = lanes.get(key)
-                if lane is None:
+            for run_index, run_lanes in enumerate(by_key):
+                shown = run_lanes.get(key)
+                if shown is None:
                     continue
                 tag = workspace.tag(run_index)
-                rows.append(TimelineRow(group, f"  {tag + ' ' if tag else ''}{lane_label(lane)}", run_index, lane,
-                                        _index(lane, cache)))
+                rows.append(TimelineRow(group, f"  {tag + ' ' if tag else ''}{lane_label(shown)}", run_index, shown,
+                                        _index(shown, cache)))
     return rows
 
 

@@ -311,7 +311,7 @@ class Timeline(Widget, can_focus=True):
         zoom = f"{format_duration(self.window.span)}/screen"
         lane = None
         row = self.selected_row
-        if row is not None and row.index is not None:
+        if row is not None and row.lane is not None and row.index is not None:
             # a state still open at the run's end covers the end itself
             at = min(self.cursor, max(0, self.workspace.runs[row.run].end_rel - 1))
             seg = row.index.state_in(at, at + 1)

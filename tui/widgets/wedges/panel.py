@@ -71,7 +71,7 @@ def divergence_text(workspace: Workspace) -> Text:
     out = Text("first divergence\n", style="bold magenta")
     for tag, t, seq in zip(("A", "B"), div.t_rel, div.seq):
         if any(s is not None for s in div.seq):  # a whole client missing has no record to point at
-            out.append(f"  {tag}: {'no such call' if seq is None else f'record {seq} at {format_offset(t)}'}\n")
+            out.append(f"  {tag}: {'no such call' if seq is None or t is None else f'record {seq} at {format_offset(t)}'}\n")
     for line in div.lines:
         out.append(f"  {line}\n")
     return out

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The capture-side figures of issue 13 on the GPU machine, in one run (see bench/results/*-h200.md).
+set -u
+# With BEFORE (a directory holding another version's kmod_shim/ sources), the overhead bench also
+# records with that shim, in the same alternating rounds: the change against the shim before it.
+OUT=${1:?usage: bench/h200_fmt.sh OUTDIR [BEFORE]}
+BEFORE=${2:-}
+BIN=$(mktemp -d)
+{ cat /proc/driver/nvidia/version; uname -a; nproc; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; } 2>&1
+gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
+gcc -O2 -Wall -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
+"$BIN/clock_cost" | tee "$OUT/clock_cost-h200.txt"
+python3 -m rmtrace.cli.main record --force -o "$OUT/cuda-streams.trace" -- "$BIN/cuda_streams"
+python3 -m rmtrace.cli.main info "$OUT/cuda-streams.trace"
+python3 bench/record_start.py --rounds 15 -o "$OUT/record_start-h200.md"
+SHIMS=()
+if [ -n "$BEFORE" ]; then
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
+shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$BEFORE/kmod_shim" "$BIN/before.so" || exit 1
+    SHIMS=(--shim "before=$BIN/before.so")
+fi
+python3 bench/record_overhead.py "${SHIMS[@]}" --real --rounds 15 --calls 20000 --e2e-rounds 15 \
+    -o "$OUT/record_overhead-h200.md" --e2e "$BIN/cuda_streams"
