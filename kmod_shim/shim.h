@@ -125,7 +125,6 @@ struct shim_process {
 	uint32_t max_buffer;
 	uint32_t rights_size;
 	int lossy;
-	int prefetchw;                    /* the CPU has PREFETCHW (CPUID PRFCHW) */
 	char session_dir[PATH_MAX];
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
 #ifdef RMTRACE_TEST_HOOKS
@@ -164,7 +163,6 @@ struct shim_thread {
 	uint64_t ids_end;       /*   [ids_next, ids_end) of image ids_gen     */
 	uint64_t ids_gen;
 	uint64_t last_ns;       /* time of this thread's last record: a floor for its next */
-	uint64_t prefetched;    /* ring lines below this position were prefetched for writing */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
 	int broken;             /* no ring could be made under gen           */

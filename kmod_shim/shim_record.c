@@ -28,7 +28,6 @@
 #include "shim.h"
 
 #define ALIGN8(n) (((n) + 7u) & ~7u)
-#define SHIM_PREFETCH_AHEAD 2048 /* ring bytes kept prefetched beyond head: about four ioctls' records */
 
 /* ------------------------------------------------------------------ ring */
 
@@ -239,28 +238,6 @@ static void test_stall(const struct shim_rec *r)
 }
 #endif
 
-/* Ask for the ring lines the next records will take, SHIM_PREFETCH_AHEAD bytes beyond head and
- * each line once, owned for writing: last written a ring ago (and read by the recorder since),
- * they would otherwise cost a miss each (about 7 lines an ioctl) in the middle of a record.
- * Requested a few calls early, they come while the program or the driver works.  Lines the
- * recorder has not read yet are left alone (tail_seen: a safe under-estimate). */
-static void prefetch_ahead(struct shim_thread *t)
-{
-	uint64_t end = t->head + SHIM_PREFETCH_AHEAD, pos = t->prefetched > t->head ? t->prefetched : t->head;
-
-	if (end > t->tail_seen + shim_proc.ring_size)
-		end = t->tail_seen + shim_proc.ring_size;
-	for (pos &= ~(uint64_t)63; pos < end; pos += 64) {
-		const uint8_t *line = t->data + (pos & t->mask);
-		if (shim_proc.prefetchw)
-			__asm__ volatile("prefetchw %0" : : "m"(*line));
-		else
-			__builtin_prefetch(line, 1, 3);
-	}
-	if (end > t->prefetched)
-		t->prefetched = end;
-}
-
 /* The record's reads into the ring's counters: once a record, not once a buffer. */
 static void count_reads(const struct shim_rec *r)
 {
@@ -308,6 +285,5 @@ int rec_emit(struct shim_rec *r)
 	ring_commit(t, t->head + r->size);
 	t->last_ns = r->time_ns;
 	__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
-	prefetch_ahead(t);
 	return 0;
 }

@@ -11,7 +11,6 @@
  * child never writes its parent's rings.
  */
 #define _GNU_SOURCE
-#include <cpuid.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -242,13 +241,6 @@ static void copy_env(char *dst, size_t cap, const char *name)
 		strcpy(dst, v);
 }
 
-/* CPUID.80000001H:ECX.PRFCHW[bit 8]: PREFETCHW exists (shim_record.c's prefetch_ahead). */
-static int has_prefetchw(void)
-{
-	unsigned a, b, c, d;
-	return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8));
-}
-
 static void init_once_body(void)
 {
 	struct rmt_session_ctl *session;
@@ -291,7 +283,6 @@ static void init_once_body(void)
 	seed_fd_table();
 	new_image();
 	shim_guard_install();
-	shim_proc.prefetchw = has_prefetchw();
 	shim_proc.active = 1;
 	__atomic_store_n(&shim_forkgen, &forkpage->gen, __ATOMIC_RELEASE);
 }
@@ -411,7 +402,6 @@ static int ring_create(struct shim_thread *t)
 	t->mask = shim_proc.ring_size - 1;
 	t->head = 0;
 	t->tail_seen = 0;
-	t->prefetched = 0;
 	pthread_setspecific(thread_key, t);
 	return 0;
 }

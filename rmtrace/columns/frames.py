@@ -118,8 +118,9 @@ def load_frame(cls: type, frame: dict[str, Any], directory: Path, prefix: str) -
             fields[name] = _load_strings(path)
         else:
             fields[name] = _load_strings(path, lambda text: decode(json.loads(text)))
-    names = list(fields)
-    return [cls(**dict(zip(names, row))) for row in zip(*fields.values())] if names else []
+    # positionally, in the dataclass's order: save_frame wrote every field (one missing is a KeyError: the
+    # model is folded again), and a call by keyword costs a dict per row
+    return [cls(*row) for row in zip(*(fields[f.name] for f in dataclasses.fields(cls)))]
 
 
 def _save_strings(values: list[str | None], path: Path) -> None:

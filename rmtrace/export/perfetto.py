@@ -34,7 +34,7 @@ final (``rmtrace.export.fold``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -56,6 +56,17 @@ RELEASES = frozenset({"SEMA_RELEASE", "SEMA_FAKED_COMPLETION"})
 STATE_ENTITIES = ("chan/", "rank/")
 """Entities of the fold whose ``state`` is a track (clients are their threads' calls)."""
 HOST_COUNTERS = "host"
+
+
+_CATEGORIES: dict[int, str] = {}
+
+
+def _category(source: int) -> str:
+    """An event's category: its source's name in lower case (looked up once per source)."""
+    name = _CATEGORIES.get(source)
+    if name is None:
+        name = _CATEGORIES[source] = enum_name(Source, source).lower()
+    return name
 
 
 @dataclass
@@ -87,6 +98,7 @@ class PerfettoWriter:
         self.fold = fold
         self.packets = 0
         self._uuid = 0
+        self._in_batch = 0
         self._flow = 0
         self._processes: dict[int, int] = {}
         self._threads: dict[tuple[int, int], int] = {}
@@ -103,18 +115,20 @@ class PerfettoWriter:
 
     def _packet(self) -> pb.TracePacket:
         """A new packet, in the batch (it is written with it)."""
-        if len(self._batch.packet) >= BATCH:
+        if self._in_batch >= BATCH:
             self.flush()
         packet = self._batch.packet.add()
         packet.trusted_packet_sequence_id = SEQUENCE_ID
+        self._in_batch += 1
         self.packets += 1
         return packet
 
     def flush(self) -> None:
         """Write the packets made so far."""
-        if len(self._batch.packet):
+        if self._in_batch:
             self.out.write(self._batch.SerializeToString())
-            self._batch.Clear()
+            self._batch = pb.Trace()  # a new message, not Clear(): upb keeps a cleared message's arena
+            self._in_batch = 0
 
     def _track_descriptor(self, name: str, parent: int | None = None, counter: bool = False) -> int:
         uuid = self._next_uuid()
@@ -129,7 +143,7 @@ class PerfettoWriter:
         return uuid
 
     def event(self, t: int, track: int, kind: int, name: str | None = None, category: str | None = None,
-              args: Iterable[tuple[str, Any]] = (), flows: Iterable[int] = (), ends: Iterable[int] = (),
+              args: Iterable[tuple[str, Any]] = (), flows: Sequence[int] = (), ends: Sequence[int] = (),
               value: int | None = None) -> None:
         packet = self._packet()
         packet.timestamp = t
@@ -141,14 +155,14 @@ class PerfettoWriter:
         if category is not None:
             ev.categories.append(category)
         for key, v in args:
-            ann = ev.debug_annotations.add()
-            ann.name = key
             if isinstance(v, int):
-                ann.int_value = v
+                ev.debug_annotations.add(name=key, int_value=v)
             else:
-                ann.string_value = str(v)
-        ev.flow_ids.extend(flows)
-        ev.terminating_flow_ids.extend(ends)
+                ev.debug_annotations.add(name=key, string_value=str(v))
+        if flows:
+            ev.flow_ids.extend(flows)
+        if ends:
+            ev.terminating_flow_ids.extend(ends)
         if value is not None:
             ev.counter_value = value
 
@@ -242,7 +256,7 @@ class PerfettoWriter:
         in_flight = call.state is CallState.IN_FLIGHT
         t_end = self.src.end_ns if in_flight else call.last.time_ns
         self._pending[key] = _Pending(info, max(t_end, first.time_ns), "in_flight" if in_flight else
-                                      enum_name(Source, first.source).lower())
+                                      _category(first.source))
 
     def _begin(self, key: tuple[int, int], info: CallInfo, category: str, flows: list[int]) -> None:
         args: list[tuple[str, Any]] = [("seq", info.enter_seq)]
@@ -282,7 +296,7 @@ class PerfettoWriter:
                 pending.flows.append(self._flow)
                 ends.append(self._flow)
         args = [("status", info.status_name)] if info.status_name is not None else []
-        self.event(rec.time_ns, track, INSTANT, info.full_name, enum_name(Source, rec.source).lower(), args, ends=ends)
+        self.event(rec.time_ns, track, INSTANT, info.full_name, _category(rec.source), args, ends=ends)
 
     def _gsp(self, call: Call, info: CallInfo) -> None:
         request = call.first
