@@ -12,6 +12,7 @@ JSON says green, diverged or wedged, where and why; a MARK STOP closes it.
 from __future__ import annotations
 
 import json
+import os
 import platform
 from datetime import datetime, timezone
 from typing import Any
@@ -96,3 +97,8 @@ class ReplayWriter:
 
     def close(self) -> None:
         self._writer.close()
+
+    def discard(self) -> None:
+        """Close and remove the trace: a replay whose target never opened leaves no output behind."""
+        self._writer.close()
+        os.unlink(self.path)

@@ -206,11 +206,9 @@ class Runner:
         if self.output is not None:
             self.writer = ReplayWriter(self.output, self._meta())
         target = self.target
-        target.open(info, self.writer.raw if self.writer else None)
+        self._open(info)
         try:
             try:
-                if self.oracle is not None:
-                    self.oracle.open(info)
                 self._loop()
             finally:
                 try:
@@ -226,6 +224,21 @@ class Runner:
         notes = (self.oracle.report() if self.oracle is not None else []) + target.report()
         return ReplayResult(self.schedule, target.name, [r.result for r in self.runs], target.counters(),
                             self.output, self.plan.message_count, time.perf_counter() - started, notes)
+
+    def _open(self, info: RunInfo) -> None:
+        """The target, then the oracle; if either cannot open, the replay never started and leaves no trace."""
+        try:
+            self.target.open(info, self.writer.raw if self.writer else None)
+            try:
+                if self.oracle is not None:
+                    self.oracle.open(info)
+            except BaseException:
+                self.target.close()
+                raise
+        except BaseException:
+            if self.writer is not None:
+                self.writer.discard()
+            raise
 
     def _loop(self) -> None:
         target, policy = self.target, self.policy

@@ -335,3 +335,16 @@ def test_what_the_capture_does_not_show_is_rebuilt_from_what_it_does(repo_root):
     assert [b - a for a, b in zip(placed[0], placed[3])] == [3 * span] * 20
     lane8 = {program.skipped.get(m.index) for m in messages if m.lane == 8 and m.name.endswith("GPFIFO_A)")}
     assert lane8 == {"lane 8 does not fit in USERD memory 0x5c000017 beside the recorded channels"}
+
+
+@pytest.mark.parametrize("how", [["--against", "nvidia"], ["--against", "model:fixed", "--oracle", "nvidia"]])
+def test_no_driver_is_an_error_that_leaves_no_output(tmp_path, how):
+    """Without /dev/nvidiactl nothing can be replayed or judged: an error (2) naming it, not a divergence at the
+    first open, nor an oracle that judged nothing and said green, and no half-made replay trace."""
+    out = tmp_path / "out.trace"
+    env = {**os.environ, "RMTRACE_TEST_DEVICE_DIR": str(tmp_path)}  # a device folder with no NVIDIA nodes in it
+    proc = subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "replay", "cuda-streams", *how, "-o", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"no NVIDIA driver on this machine ({tmp_path}/nvidiactl is absent)" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()

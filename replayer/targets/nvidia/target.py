@@ -155,6 +155,10 @@ class NvidiaTarget(Target):
     # ------------------------------------------------------------------ Target
 
     def open(self, info: RunInfo, sink: Sink | None) -> None:
+        control = os.path.join(self.device_dir, "nvidiactl")
+        if not os.path.exists(control):  # else every client "diverges" at its first open, and an oracle judges nothing
+            raise RmtraceError(f"{self.name}: no NVIDIA driver on this machine ({control} is absent); "
+                               "replay against nvidia where the driver is loaded")
         self._sink = sink
         now = {g.get("bus"): g for g in (self._gpus_now if self._gpus_now is not None else current_gpus())}
         for g in self._recorded_gpus:
