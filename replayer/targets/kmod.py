@@ -33,14 +33,13 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, Struct
-from rmtrace.decoders.sema import SemaOp
 from rmtrace.replayer.messages import Kind, Message, Outcome
 from rmtrace.replayer.model.core import UVM_CLIENT, UVM_OBJECTS
 from rmtrace.replayer.model.records import GspRecords
-from rmtrace.replayer.output import stamp
-from rmtrace.replayer.protocol import EVENT_CALL_ID, answer_key, request_key, with_call_id
+from rmtrace.replayer.protocol import request_key
 from rmtrace.replayer.semantics import Semantics
-from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target, clock_spec
+from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, clock_spec
+from rmtrace.replayer.targets.service import ServiceTarget
 
 from rmtrace.capture.kmod import IOC_READ, ioc
 from rmtrace.errors import RecordError, RmtraceError
@@ -219,24 +218,16 @@ def parse_spec(arg: str) -> tuple[str, str]:
     return path or DEVICE, clock
 
 
-class KmodTarget(Target):
+class KmodTarget(ServiceTarget):
     """The client end of /dev/rmtrace-replay; see the module docstring."""
 
     def __init__(self, arg: str, semantics: Semantics) -> None:
+        super().__init__(semantics)
         self.path, self.clock = parse_spec(arg)
-        self.semantics = semantics
         self.name = f"kmod:{self.path}"
-        self.answers = frozenset({"status"})
         self._io: _Device | _Relay | None = None
         self._sel = selectors.DefaultSelector()
         self._buf = bytearray()
-        self._sink: Sink | None = None
-        self._pending: dict[tuple, tuple[Hashable, Message, bytes]] = {}
-        self._ready: list[Reply] = []
-        self._why: dict[tuple, list[str]] = {}
-        self._counters: dict[str, int] = {}
-        self._acks = 0
-        self._now = 0
         self._offset = 0
         self._status_at: dict[tuple, list[tuple[int, int]]] = {}
         self._hello: Any = None
@@ -294,24 +285,10 @@ class KmodTarget(Target):
 
     def submit(self, ticket: Hashable, client: Any, msg: Message) -> Outcome | None:
         now = self.now()
-        request = stamp(msg.request, now, client.pid, client.tid(msg))
-        record = decode_record(request)
-        if record.phase == Phase.EVENT:
-            request = with_call_id(request, EVENT_CALL_ID + msg.index)
-            record = decode_record(request)
-        parts = [self._msg(msg, client, record)]
-        if msg.reply is not None:
-            oracle = stamp(msg.reply, now, client.pid, client.tid(msg), RecordFlag.REPLAY | RecordFlag.SYNTHETIC)
-            parts.append(with_call_id(oracle, record.call_id))
-        parts.append(request)
-        key = request_key(record)
-        self._pending[key] = (ticket, msg, request)
-        self._write(b"".join(parts))
-        for i, (t, outcome) in enumerate(self._ready):
-            if t == ticket:
-                del self._ready[i]
-                return outcome
-        return None
+        request, record = self._request(client, msg, now)
+        self._pending[request_key(record)] = (ticket, msg, request)
+        self._write(b"".join([self._msg(msg, client, record), *self._hint(client, msg, now, record.call_id), request]))
+        return self._answered(ticket)
 
     def wait(self, deadline_ns: int) -> list[Reply]:
         if self._ready:
@@ -335,14 +312,11 @@ class KmodTarget(Target):
         return self._flush()
 
     def explain(self, ticket: Hashable) -> list[str]:
-        key = next((k for k, (t, _m, _r) in self._pending.items() if t == ticket), None)
+        key = self._pending_key(ticket)
         if key is None or self._io is None:
             return []
         self._write(control("WHY", ReplayWhy.build({"source": key[0], "pid": key[1], "call_id": key[2]})))
         return self._why.pop(key, None) or []
-
-    def counters(self) -> dict[str, int]:
-        return dict(self._counters)
 
     def close(self) -> None:
         if self._io is None:
@@ -425,15 +399,8 @@ class KmodTarget(Target):
             if ctl is not None:
                 self._control(*ctl)
                 continue
-            key = answer_key(record)
-            pending = self._pending.pop(key, None) if key is not None else None
-            if pending is None:
-                self._note_counters(record)
-                if self._sink is not None:
-                    self._sink(record.encode())
-                continue
-            ticket, msg, request = pending
-            self._ready.append((ticket, self._outcome(msg, request, record)))
+            if not self._answer(record):
+                self._host_record(record)
 
     def _control(self, op: int, body: bytes, record: Record) -> None:
         if op == OP["ACK"]:
@@ -451,24 +418,6 @@ class KmodTarget(Target):
             text = record.buffer(Role.TEXT)
             reason = text.data.decode(errors="replace") if text is not None else "?"
             raise RmtraceError(f"{self.name} refused a write: {reason} ({os.strerror(ReplayRefused.parse(body).err)})")
-
-    def _note_counters(self, record: Record) -> None:
-        if record.source == Source.SEMA and record.op == SemaOp.COUNTERS:
-            args = self.semantics.decoders.decode(record).args
-            self._counters = {k: v for k, v in args.items() if k not in ("vgpu", "session")}
-
-    def _outcome(self, msg: Message, request: bytes, answer: Record) -> Outcome:
-        data = answer.encode()
-        if msg.expect.response is False:
-            return Outcome()
-        status, ret, err, fields = self.semantics.reply_status(request, data)
-        said = self.answers
-        return Outcome(status if "status" in said else None, ret if "ret" in said else None,
-                       err if "err" in said else None, fields if "fields" in said else None, record=data)
-
-    def _flush(self) -> list[Reply]:
-        out, self._ready = self._ready, []
-        return out
 
 
 class _Clock:

@@ -17,23 +17,19 @@ import time
 from collections.abc import Hashable
 from typing import Any
 
-from rmtrace.decoders.sema import SemaOp
 from rmtrace.replayer.messages import Message, Outcome
-from rmtrace.replayer.output import stamp
 from rmtrace.replayer.protocol import (
-    EVENT_CALL_ID,
     Stream,
-    answer_key,
     control,
     control_body,
     request_key,
-    with_call_id,
 )
 from rmtrace.replayer.semantics import Semantics
-from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, Target
+from rmtrace.replayer.targets.base import Reply, RunInfo, Sink
+from rmtrace.replayer.targets.service import ServiceTarget
 
 from rmtrace.errors import RmtraceError
-from rmtrace.record import MarkOp, Phase, RecordFlag, Source, decode_record
+from rmtrace.record import MarkOp
 
 HELLO_TIMEOUT_S = 10.0
 WHY_TIMEOUT_S = 2.0
@@ -41,25 +37,17 @@ ACK_TIMEOUT_S = 10.0
 """How long a virtual-clock service may take, in real time, to acknowledge one request or advance."""
 
 
-class UnixTarget(Target):
+class UnixTarget(ServiceTarget):
     """The client end of the replay protocol; see the module docstring for its clocks."""
 
     def __init__(self, path: str, semantics: Semantics, clock: str = "virtual") -> None:
+        super().__init__(semantics)
         self.path = path
-        self.semantics = semantics
         self.clock = clock
         """The clock asked for; after open, the one the service runs."""
         self.name = f"unix:{path}"
-        self.answers = frozenset({"status"})
         self._stream: Stream | None = None
         self._sel = selectors.DefaultSelector()
-        self._sink: Sink | None = None
-        self._pending: dict[tuple, tuple[Hashable, Message, bytes]] = {}
-        self._ready: list[Reply] = []
-        self._why: dict[tuple, list[str]] = {}
-        self._counters: dict[str, int] = {}
-        self._acks = 0
-        self._now = 0
 
     def open(self, info: RunInfo, sink: Sink | None) -> None:
         self._sink = sink
@@ -99,23 +87,10 @@ class UnixTarget(Target):
         return self._now if self.virtual else time.monotonic_ns()
 
     def submit(self, ticket: Hashable, client: Any, msg: Message) -> Outcome | None:
-        request = stamp(msg.request, self.now(), client.pid, client.tid(msg))
-        record = decode_record(request)
-        if record.phase == Phase.EVENT:
-            request = with_call_id(request, EVENT_CALL_ID + msg.index)
-            record = decode_record(request)
-        parts = [request]
-        if msg.reply is not None:
-            # what bare metal answered, flagged SYNTHETIC and sent first: a hint the service may use or ignore
-            oracle = stamp(msg.reply, self.now(), client.pid, client.tid(msg), RecordFlag.REPLAY | RecordFlag.SYNTHETIC)
-            parts.insert(0, with_call_id(oracle, record.call_id))
+        request, record = self._request(client, msg, self.now())
         self._pending[request_key(record)] = (ticket, msg, request)
-        self._send(*parts)
-        for i, (t, outcome) in enumerate(self._ready):
-            if t == ticket:  # answered at once (a virtual-clock service's answers precede its ack)
-                del self._ready[i]
-                return outcome
-        return None
+        self._send(*self._hint(client, msg, self.now(), record.call_id), request)  # the hint goes first
+        return self._answered(ticket)
 
     def wait(self, deadline_ns: int) -> list[Reply]:
         if self.virtual:
@@ -140,7 +115,7 @@ class UnixTarget(Target):
 
     def explain(self, ticket: Hashable) -> list[str]:
         """Ask the service why a request is unanswered (a service may not know: then nothing)."""
-        key = next((k for k, (t, _m, _r) in self._pending.items() if t == ticket), None)
+        key = self._pending_key(ticket)
         if key is None or self._stream is None:
             return []
         self._stream.send(control(MarkOp.NOTE, {"why": list(key)}))
@@ -148,9 +123,6 @@ class UnixTarget(Target):
         while time.monotonic() < until and self._why.get(key) is None:
             self._take(self._drain(until - time.monotonic()))
         return self._why.pop(key, None) or []
-
-    def counters(self) -> dict[str, int]:
-        return dict(self._counters)
 
     def close(self) -> None:
         if self._stream is not None:
@@ -197,37 +169,13 @@ class UnixTarget(Target):
 
     def _take(self, records) -> None:
         for record in records:
-            key = answer_key(record)
-            pending = self._pending.pop(key, None) if key is not None else None
-            if pending is None:
-                body = control_body(record)
-                if body is not None and body.get("ack"):
-                    self._acks += 1
-                    self._now = max(self._now, int(body.get("now_ns") or 0))
-                elif body is not None and "why" in body:
-                    self._why[tuple(body["why"])] = list(body.get("chain", []))
-                elif body is None:
-                    self._note_counters(record)
-                    if self._sink is not None:
-                        self._sink(record.encode())
+            if self._answer(record):
                 continue
-            ticket, msg, request = pending
-            self._ready.append((ticket, self._outcome(msg, request, record)))
-
-    def _note_counters(self, record) -> None:
-        if record.source == Source.SEMA and record.op == SemaOp.COUNTERS:
-            args = self.semantics.decoders.decode(record).args
-            self._counters = {k: v for k, v in args.items() if k not in ("vgpu", "session")}
-
-    def _outcome(self, msg: Message, request: bytes, answer) -> Outcome:
-        data = answer.encode()
-        if msg.expect.response is False:
-            return Outcome()
-        status, ret, err, fields = self.semantics.reply_status(request, data)
-        said = self.answers
-        return Outcome(status if "status" in said else None, ret if "ret" in said else None,
-                       err if "err" in said else None, fields if "fields" in said else None, record=data)
-
-    def _flush(self) -> list[Reply]:
-        out, self._ready = self._ready, []
-        return out
+            body = control_body(record)
+            if body is not None and body.get("ack"):
+                self._acks += 1
+                self._now = max(self._now, int(body.get("now_ns") or 0))
+            elif body is not None and "why" in body:
+                self._why[tuple(body["why"])] = list(body.get("chain", []))
+            elif body is None:
+                self._host_record(record)
