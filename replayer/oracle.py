@@ -182,7 +182,7 @@ class TraceOracle(Oracle):
     def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]:
         key = (decode_record(msg.request).source, msg.call_id) if self.by_call else msg.index
         theirs = self.answers.get(client.id, {}).get(key)
-        if theirs is None or theirs.name != msg.name or (self.by_call and msg.call_id == 0):
+        if theirs is None or not _same_call(theirs, msg) or (self.by_call and msg.call_id == 0):
             self.unjudged += 1
             return []
         # another recording's mmap addresses and fds are its own: its system calls are judged by errno alone
@@ -193,6 +193,12 @@ class TraceOracle(Oracle):
     def report(self) -> list[str]:
         return [f"oracle {self.name}: {self.unjudged} messages it holds no answer for (not judged)"] \
             if self.unjudged else []
+
+
+def _same_call(a: Message, b: Message) -> bool:
+    """The two recordings' messages are the same call: by its numbers (source, op) and its typed meaning, never its name."""
+    ra, rb = decode_record(a.request), decode_record(b.request)
+    return (ra.source, ra.op, a.kind, a.category) == (rb.source, rb.op, b.kind, b.category)
 
 
 class TargetOracle(Oracle):

@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from rmtrace.decoders.base import DecodedBuffer
+from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.structs import SCALAR_KINDS, SIGNED_KINDS, Definitions
 
 from rmtrace.columns.argspec import laid_out
@@ -95,7 +96,7 @@ def _members(layout: Layout) -> dict[str, Field]:
     return {f.name: f for f, _ in laid_out(layout) if f.name and f.bit_size is None}
 
 
-def params_buffers(defs: Definitions, profile: Any, records: Sequence[Record], key: int) -> list[DecodedBuffer]:
+def params_buffers(defs: Definitions, profile: DriverProfile, records: Sequence[Record], key: int) -> list[DecodedBuffer]:
     """The params buffers of ``records`` (alloc params by the class ``key``, control params by the command
     ``key``), their values as views: what the decoders' ``more_buffers`` parse at full depth."""
     out = []
@@ -113,7 +114,7 @@ def params_buffers(defs: Definitions, profile: Any, records: Sequence[Record], k
     return out
 
 
-def _params_layout(profile: Any, role: int, key: int) -> str | None:
+def _params_layout(profile: DriverProfile, role: int, key: int) -> str | None:
     """The layout a params buffer is parsed with (``rmparams.alloc_params`` / ``control_params``)."""
     if role == Role.ALLOC_PARAMS:
         info = profile.classes.get(key)
