@@ -87,7 +87,7 @@ class Reducer:
         first = self._replay(self.plan)
         self.wanted = signature(first)
         if not self.wanted:
-            raise RmtraceError("this replay does not wedge on its own (no client blocked on the host): "
+            raise RmtraceError(f"{self.plan.source}: its replay does not wedge on its own (no client blocked on the host): "
                                "nothing to reduce" + ("" if first.failed else "; every client was green"))
         clients = self._ddmin(list(range(len(self.plan.clients))), self._clients_fail)
         plan = self._with_clients(clients)
