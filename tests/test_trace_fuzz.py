@@ -13,8 +13,10 @@ import signal
 import pytest
 
 from rmtrace import captures
+from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
 from tests.trace_damage import Case, cut, flip, junk, read_back, rewrite, sample, swap
+from tests.tui_support import open_app, pilot_test, settle
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +113,28 @@ def test_every_command_reads_a_damaged_trace_or_says_why(small, tmp_path):
                     f"{what}: unclear error {err!r}"
             elif command[0] == "info" and "--json" not in command:
                 assert "state" in out and ("complete" in out or "recovered" in out or "intact" in out), what
+
+
+@pilot_test
+async def test_the_tui_opens_every_damaged_trace_or_says_why(small, tmp_path):
+    """The TUI is a command too: on each damaged trace it draws what was recovered and keeps answering keys,
+    or (a file whose header is gone) refuses it with an error naming the file, before drawing anything."""
+    opened = 0
+    for n, case in enumerate(_cases(small)):
+        path = tmp_path / f"damaged-{n}.trace"
+        path.write_bytes(case.data)
+        try:
+            app = open_app(str(path))
+        except RmtraceError as exc:
+            assert str(path) in str(exc), f"{case.kind} at {case.where}: unclear error {exc}"
+            continue
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            for key in ("w", "tab", "down", "enter", "escape", "tab", "question_mark", "escape"):
+                await pilot.press(key)
+            await settle(pilot)
+            assert app.screen is app.main, f"{case.kind} at {case.where}: {app.screen}"
+            await pilot.press("q")
+        assert app.return_code == 0, f"{case.kind} at {case.where}"
+        opened += 1
+    assert opened >= len(_cases(small)) - 1
