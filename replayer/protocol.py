@@ -16,6 +16,7 @@ from typing import Any
 from rmtrace.errors import RecordError, RmtraceError
 from rmtrace.record import (
     HEADER_SIZE,
+    RECORD,
     Buffer,
     MarkOp,
     Phase,
@@ -37,6 +38,25 @@ EVENT_CALL_ID = 1 << 62
 ANSWER_PHASES: dict[int, Phase] = {Phase.ENTER: Phase.EXIT, Phase.EVENT: Phase.EXIT, Phase.SEND: Phase.RECV}
 _CALL_ID = field_offset(RecordHeader, "call_id")
 MAX_RECORD = 64 << 20
+_TOTAL_LEN = RECORD["total_len"]
+
+
+def whole_records(buf: bytearray, peer: str) -> Iterator[Record]:
+    """Every whole record at the front of ``buf``, taken off it as it is yielded; a partial one stays for the
+    next read.  Bytes that are not records are an error naming ``peer``."""
+    while len(buf) >= HEADER_SIZE:
+        try:
+            total = _TOTAL_LEN.get(buf)
+            if total > MAX_RECORD:
+                raise RecordError(f"a record of {total} bytes")
+            if len(buf) < total:
+                return
+            record_length(memoryview(buf), 0)
+            record = decode_record(bytes(buf[:total]))
+        except RecordError as exc:
+            raise RmtraceError(f"{peer} sent bytes that are not records: {exc}") from None
+        del buf[:total]
+        yield record
 
 
 def control(op: MarkOp, body: dict[str, Any]) -> bytes:
@@ -105,16 +125,4 @@ class Stream:
 
     def records(self) -> Iterator[Record]:
         """Every whole record received so far."""
-        while len(self.buf) >= HEADER_SIZE:
-            try:
-                total = int.from_bytes(self.buf[8:12], "little")
-                if total > MAX_RECORD:
-                    raise RecordError(f"a record of {total} bytes")
-                if len(self.buf) < total:
-                    return
-                record_length(memoryview(self.buf), 0)
-                record = decode_record(bytes(self.buf[:total]))
-            except RecordError as exc:
-                raise RmtraceError(f"the replay peer sent bytes that are not records: {exc}") from None
-            del self.buf[:total]
-            yield record
+        return whole_records(self.buf, "the replay peer")

@@ -36,18 +36,17 @@ from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, Struct
 from rmtrace.replayer.messages import Kind, Message, Outcome
 from rmtrace.replayer.model.core import UVM_CLIENT, UVM_OBJECTS
 from rmtrace.replayer.model.records import GspRecords
-from rmtrace.replayer.protocol import request_key
+from rmtrace.replayer.protocol import request_key, whole_records
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.base import Reply, RunInfo, Sink, clock_spec
 from rmtrace.replayer.targets.service import ServiceTarget
 
 from rmtrace.capture.kmod import IOC_READ, ioc
-from rmtrace.errors import RecordError, RmtraceError
+from rmtrace.errors import RmtraceError
 from rmtrace.record import (
     BUFFER_LAYOUT,
     HEADER,
     HEADER_SIZE,
-    RECORD,
     Buffer,
     H,
     MarkOp,
@@ -58,7 +57,6 @@ from rmtrace.record import (
     Source,
     When,
     decode_record,
-    record_length,
 )
 
 DEVICE = "/dev/rmtrace-replay"
@@ -86,7 +84,6 @@ STATUS_AT = 4
 TARGET_NAME_MAX = 32
 SERVICE_NAME_MAX = 64
 SAMPLE_GSP_TEMPLATE = 1
-_TOTAL_LEN = RECORD["total_len"]
 
 ReplayCtl = Struct("magic" / Int32ul, "version" / Int16ul, "op" / Int16ul, "length" / Int32ul, "reserved" / Int32ul)
 ReplayHello = Struct("clock" / Int32ul, "reserved" / Int32ul, "start_ns" / Int64ul,
@@ -381,17 +378,7 @@ class KmodTarget(ServiceTarget):
     def _read(self, timeout: float) -> Iterator[Record]:
         if self._io is not None and self._sel.select(max(timeout, 0.0)):
             self._buf += self._io.recv()
-        while len(self._buf) >= HEADER_SIZE:
-            total = _TOTAL_LEN.get(self._buf)
-            if len(self._buf) < total:
-                return
-            try:
-                record_length(memoryview(self._buf), 0)
-                record = decode_record(bytes(self._buf[:total]))
-            except RecordError as exc:
-                raise RmtraceError(f"{self.name} sent bytes that are not records: {exc}") from None
-            del self._buf[:total]
-            yield record
+        yield from whole_records(self._buf, self.name)
 
     def _take(self, records: Iterator[Record]) -> None:
         for record in records:
