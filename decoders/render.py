@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rmtrace.decoders.base import Decoded
+from rmtrace.decoders.base import Decoded, DecodedBuffer
 from rmtrace.decoders.parse import HANDLE_TYPES, STATUS_FIELDS
 
 from rmtrace.calls import Call, CallState
@@ -50,6 +50,7 @@ def plain(value: Any, layout: Any = None, layouts: Mapping[str, Any] | None = No
 
 ATOMS = frozenset({int, str, bool, float, type(None)})
 """Types ``plain`` gives back as they are (checked first: most values are numbers)."""
+_ABSENT = object()
 
 
 def _each(values: list[Any] | tuple[Any, ...], convert: Callable[[Any], Any]) -> list[Any]:
@@ -58,6 +59,24 @@ def _each(values: list[Any] | tuple[Any, ...], convert: Callable[[Any], Any]) ->
     ids = list(map(id, values))
     done = {key: convert(x) for key, x in dict(zip(ids, values)).items()}
     return list(map(done.__getitem__, ids))
+
+
+def buffer_fields(buffers: Sequence[DecodedBuffer]) -> list[Any]:
+    """Each buffer's value as plain data (by its layout); a buffer parsed by the same layout from the
+    same bytes as one before it (an argument struct the call left as it was, before and after, a
+    third of a capture's buffers) is converted once."""
+    done: dict[tuple[int, int, bytes], Any] = {}
+    out = []
+    for b in buffers:
+        if b.layout is None:
+            out.append(plain(b.value, None, b.layouts))
+            continue
+        key = (id(b.layout), id(b.layouts), b.data)
+        found = done.get(key, _ABSENT)
+        if found is _ABSENT:
+            found = done[key] = plain(b.value, b.layout, b.layouts)
+        out.append(found)
+    return out
 
 
 def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
@@ -73,7 +92,6 @@ def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
             yield name, f, value[name]
 
 
-_ABSENT = object()
 SCALAR, BITS, STRUCT, ARRAY, FLOAT = range(5)
 """How ``_plain_struct`` takes a member: as ``plain`` does, out of its bitfield unit, by its layout, ..."""
 _PLANS: dict[int, tuple[Any, tuple[tuple[str, str, int, Any], ...]]] = {}
