@@ -53,8 +53,8 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-def encode(obj: Mapping[str, Any]) -> bytes:
-    """One object as one line of compact ASCII JSON (no newline), the bytes ``json.dumps`` gives.
+def encode(obj: Mapping[str, Any], newline: bool = False) -> bytes:
+    """One object as one line of compact ASCII JSON (``newline``: with its ``\\n``), the bytes ``json.dumps`` gives.
 
     orjson writes the same bytes as ``json.dumps(obj, separators=(",", ":"), default=str)``
     seven times faster, except where the two differ: text beyond ASCII (json escapes it as
@@ -64,16 +64,16 @@ def encode(obj: Mapping[str, Any]) -> bytes:
     spelled otherwise than json would (``0.00001`` for ``1e-05``): docs/json-schema.md.
     """
     try:
-        line = orjson.dumps(obj, default=_default, option=ORJSON_OPTIONS)
+        line = orjson.dumps(obj, default=_default, option=ORJSON_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0))
     except TypeError:
-        return _json_dumps(obj).encode("ascii")
+        return _json_dumps(obj, newline)
     if line.isascii() and b"\x7f" not in line:
         return line
-    return _json_dumps(obj).encode("ascii")
+    return _json_dumps(obj, newline)
 
 
-def _json_dumps(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"), default=_default)
+def _json_dumps(obj: Mapping[str, Any], newline: bool = False) -> bytes:
+    return (json.dumps(obj, separators=(",", ":"), default=_default) + ("\n" if newline else "")).encode("ascii")
 
 
 def dumps(obj: Mapping[str, Any]) -> str:
@@ -96,7 +96,7 @@ def write_lines_binary(objects: Iterable[Mapping[str, Any]], out: IO[bytes]) -> 
     """Objects as JSON Lines into a binary file (no text layer to pass the bytes through); how many were written."""
     n = 0
     for obj in objects:
-        out.write(encode(obj) + b"\n")
+        out.write(encode(obj, newline=True))
         n += 1
     return n
 

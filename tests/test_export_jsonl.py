@@ -71,6 +71,7 @@ def test_the_encoder_writes_the_bytes_json_writes(legacy_replay):  # noqa: F811
     for obj in odd:
         assert jsonschema.encode(obj) == _stdlib(obj), obj
         assert jsonschema.dumps(obj) == _stdlib(obj).decode()
+        assert jsonschema.encode(obj, newline=True) == _stdlib(obj) + b"\n"
 
 
 def test_floats_read_back_as_the_same_number():
