@@ -112,6 +112,9 @@ def main() -> int:
                 for what in names if r % 2 == 0 else reversed(names):
                     out = os.path.join(tmp, f"out-{what.split()[0]}")
                     result = run_child(what, path, out)
+                    print(f"# {n:,} records, round {r + 1}: {what}: {result['cpu_seconds']:.1f} s CPU, "
+                          f"{result['seconds']:.1f} s wall, {result['maxrss_mb']:.0f} MB; load average "
+                          f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)  # what a cut-short run had
                     key = (what, n)
                     if key not in best:
                         best[key] = result
@@ -129,11 +132,12 @@ def main() -> int:
             base = best[(BASELINE, large)]
             cpu, wall = base["cpu_seconds"] / run["cpu_seconds"], base["seconds"] / run["seconds"]
             ratio = f"   {cpu:.2f}x baseline ({'met' if cpu >= GOAL else 'NOT met'}; wall {wall:.2f}x)"
-            if what in ALSO:
-                ratio += f", {best[(ALSO[what], large)]['cpu_seconds'] / run['cpu_seconds']:.2f}x {ALSO[what]}"
+        also = ""
+        if what in ALSO:
+            also = f"; {best[(ALSO[what], large)]['cpu_seconds'] / run['cpu_seconds']:.2f}x {ALSO[what]}"
         mem_small, mem_large = best[(what, small)]["maxrss_mb"], run["maxrss_mb"]
         rows.append((what, f"{rate:>9,.0f} records/s{ratio:<44}   peak {mem_small:5.0f} MB at {small:,}, "
-                           f"{mem_large:5.0f} MB at {large:,} ({mem_large / mem_small:.2f}x)"))
+                           f"{mem_large:5.0f} MB at {large:,} ({mem_large / mem_small:.2f}x){also}"))
     print_rows(rows)
     return 0
 
