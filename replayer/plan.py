@@ -208,11 +208,25 @@ def dependency_closure(messages: Sequence[Message], keep: Iterable[int]) -> set[
 # --------------------------------------------------------------------------- streams
 
 
+STREAM_ROOTS = frozenset({Category.TSG, Category.CHANNEL})
+"""Objects a stream is made of, with everything allocated under them: a channel group (its context
+shares, its channels, their engine objects), or a channel outside any group.  A channel cloned into
+the recorded group would share that group's runlist entry and scheduling state, which the real
+driver refuses (NV_ERR_INVALID_STATE): a lane gets the whole group."""
+
+
 def channel_work(messages: Sequence[Message]) -> tuple[set[int], set[int]]:
-    """(indices of the messages that are channel work, handles of channels and their children)."""
+    """(indices of the messages that are channel work, handles of the channel groups, the channels
+    outside them, and everything allocated under either).
+
+    The categories are the semantic layer's (class numbers of the driver profile); the work is every
+    message that uses or defines one of those handles: the allocations, their controls, UVM's
+    REGISTER_CHANNEL and UNREGISTER_CHANNEL of them, their frees.  The memory their alloc params
+    name (the GPFIFO and USERD buffer, the error notifiers) is the program's own and stays shared:
+    ``--streams`` lanes get room inside it (targets/nvidia/compile.py ``_lane_room``)."""
     handles: set[int] = set()
     for msg in messages:
-        if msg.kind == Kind.RM_ALLOC and (msg.category == Category.CHANNEL or msg.h_parent in handles):
+        if msg.kind == Kind.RM_ALLOC and (msg.category in STREAM_ROOTS or msg.h_parent in handles):
             handles.add(msg.h_object)
     work = {m.index for m in messages
             if any(ref.kind is RefKind.HANDLE and ref.value in handles for ref in m.uses + m.defines)}

@@ -20,6 +20,7 @@ from typing import Any
 from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
+from rmtrace.decoders.parse import handle_values
 from rmtrace.decoders.roles import Category, ControlRole, EscapeRole, GspRole, Roles, UvmRole, roles
 from rmtrace.decoders.sema import NO_RANK, DrainReason, ResetReason, SemaOp
 from rmtrace.record import MarkOp, Phase, Record, Role, Source, SysOp
@@ -220,6 +221,8 @@ def _rm_alloc(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     out.uses.append(Ref(RefKind.HANDLE, parent or client, client))
     out.defines.append(Ref(RefKind.HANDLE, handle, client))
     params = buffer_value(d, Role.ALLOC_PARAMS)
+    if category in (Category.CHANNEL, Category.TSG):
+        out.uses.extend(_param_handle_uses(d, client, handle))
     if category is Category.CHANNEL:
         userd = field(params, "userdOffset")
         out.events.append(ev.ChannelAllocated(
@@ -227,6 +230,16 @@ def _rm_alloc(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
             field(params, "gpFifoEntries"), userd[0] if isinstance(userd, list) and userd else None))
     elif category is Category.TSG:
         out.events.append(ev.ChannelGroupAllocated(client, handle, field(params, "engineType")))
+
+
+def _param_handle_uses(d: Decoded, client: int, handle: int) -> list[Ref]:
+    """The objects a channel's or channel group's alloc params name (its error notifier, its GPFIFO and
+    USERD memory, its context share, its VA space): it needs them to exist, as it needs its parent."""
+    found: dict[int, None] = {}
+    for b in d.buffers:
+        if b.role == Role.ALLOC_PARAMS and b.layout is not None and b.value is not None and hasattr(b.value, "items"):
+            found.update(dict.fromkeys(handle_values(b.layout, b.value, b.layouts or {})))
+    return [Ref(RefKind.HANDLE, h, client) for h in found if h and h not in (client, handle)]
 
 
 def _rm_alloc_memory(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
