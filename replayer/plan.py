@@ -244,17 +244,30 @@ def multiply_streams(client: PlanClient, count: int, semantics: Semantics) -> Pl
     lanes: list[list[Message]] = [[] for _ in range(count)]
     last_work = max(work)
     joined = False
+    before: list[tuple[Message, Message]] = []
+    """(clone, the lane-0 message its original came after)."""
+    previous: Message | None = None
     for msg in client.messages:
         if msg.index > last_work and not joined:
             joined = True
             out.extend(m for lane in lanes[1:] for m in lane)
-        out.append(replace(msg))  # a copy: repeats of a client share their message objects
+        copy = replace(msg)  # a copy: repeats of a client share their message objects
+        out.append(copy)
         if msg.index in work:
             for lane in range(1, count):
-                lanes[lane].append(_clone(msg, lane, mappings[lane], semantics))
+                clone = _clone(msg, lane, mappings[lane], semantics)
+                lanes[lane].append(clone)
+                if previous is not None:
+                    before.append((clone, previous))
+        previous = copy
     if not joined:
         out.extend(m for lane in lanes[1:] for m in lane)
     _renumber(out)
+    # A clone goes no earlier than its original could: after what lane 0 did before it.  What a call
+    # needs is more than the handles it names (a context share needs its VA space set up, a channel
+    # group its device's); lane 0's order is the one the program was recorded in.
+    for clone, after in before:
+        clone.deps = tuple(sorted(set(clone.deps) | {after.index}))
     join = next((m for m in out if m.lane == 0 and m.index > max(m2.index for m2 in out if m2.lane)), None)
     if join is not None:
         tails = tuple(max(m.index for m in out if m.lane == lane) for lane in range(1, count))

@@ -120,6 +120,12 @@ def test_streams_clone_whole_channel_groups_each_lane_its_own(repo_root):
         assert {group.h_object, params.hObjectBuffer, params.hObjectError} <= needs
     registered = [m for m in messages if m.name == "UVM_REGISTER_CHANNEL"]
     assert {m.lane for m in registered} == {0, 1, 2, 3} and len(registered) == 80
+    # a clone goes no earlier than its original could (lane 0 runs in its order): the VA space its context
+    # share names is set up by then, in lane 0, though no handle says so
+    vaspace = next(m for m in messages if m.name == "RM_ALLOC(FERMI_VASPACE_A)")
+    for share in (m for m in allocs.values() if m.lane and m.name == "RM_ALLOC(FERMI_CONTEXT_SHARE_A)"):
+        closure = dependency_closure(messages, [share.index])
+        assert max(i for i in closure if messages[i].lane == 0) > vaspace.index
     frees = [m for m in messages if m.kind == Kind.RM_FREE and m.lane == 3]
     assert {f.h_object for f in frees} >= {g.h_object for g in groups if g.lane == 3}
 
