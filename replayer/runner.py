@@ -202,7 +202,9 @@ class Runner:
         self.output = output
         self.writer: ReplayWriter | None = None
         self.overlaps: list[tuple[str, str]] = []
-        """Pairs of clients whose runs overlapped: one started while the other had not finished."""
+        """Pairs of clients whose runs overlapped: one started while the other still had calls to make (a
+        client whose last call, its exit, is still in flight has made them all: the recorded schedule lets
+        the next client of a sequential recording start then)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -314,9 +316,9 @@ class Runner:
         now = target.now()
         if self.writer is not None and not run.started and client.argv:
             self.writer.exec(now, client.pid, client.argv)
-        if not run.started:  # it starts while these still run: their runs overlap
+        if not run.started:  # it starts while these have calls still to make: their runs overlap
             self.overlaps.extend((other.client.id, client.id) for other in self.runs
-                                 if other is not run and other.started and not other.finished)
+                                 if other is not run and other.started and other.unsent > 0)
         run.started = True
         reason = target.skip(ticket, client, msg)
         if reason is not None:
