@@ -31,7 +31,8 @@ call means the same from its row as from its records.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from rmtrace.decoders import Decoded
@@ -40,14 +41,15 @@ from rmtrace.decoders.rm import NamedByArg
 from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
-from rmtrace.columns.argspec import CLASS_MEMBER, Kind, Plan
+from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers
 from rmtrace.record import Phase, Record, Source, SysOp
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
+from rmtrace.semantics.effects import CATEGORIES, NO_CLASS, EffectKind, Effects, effect_kinds, row_effects
 from rmtrace.session.entities import CallInfo, Client, LaneState, Process
-from rmtrace.session.fold import EFFECTS, Folder
+from rmtrace.session.fold import EFFECTS, Folder, duplicate, free, uvm_channel
 from rmtrace.trace import TraceReader
 
 
@@ -152,18 +154,29 @@ class TableFold:
                 stop = int(rows[np.argmax(young)])
                 rows = rows[rows < stop]
         resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
+        by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles)
+        effects = _EffectRows(folder, table, by_row)
+        slow = np.setdiff1d(rows, by_row.rows, assume_unique=True)
+        merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
+        tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
+        order = np.argsort(merged, kind="stable")
         touches = iter(sorted(((pid, t) for pid, t in table.processes.items() if pid not in self._processes
                                and (final or t.first[0] < stop)), key=lambda item: item[1].first[:2]))
         creations = iter(sorted((m for m in table.clients if m.id not in self._clients and (final or m.row < stop)),
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
-        for row, info, meaning in _blocks(table, rows, need, folder, self.plan, self.reader):
+        blocks = _blocks(table, slow, need, folder, self.plan, self.reader)
+        for row, effect in zip(merged[order].tolist(), tags[order].tolist()):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
                 next_touch = next(touches, None)
             while next_client is not None and next_client.row <= row:
                 self._client(next_client)
                 next_client = next(creations, None)
+            if effect >= 0:  # what the row says it did: applied without a CallMeaning
+                effects.apply(effect)
+                continue
+            _, info, meaning = next(blocks)
             self._apply(meaning, info)
             if not final and meaning.call.state is CallState.IN_FLIGHT:
                 self._unfinished.add(row)
@@ -242,6 +255,105 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
         found = folder.clients.get(made.id)  # a growing trace's fold may not have reached it yet
         if found is not None:
             found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
+
+
+@dataclass
+class RowEffects:
+    """The rows whose meaning the semantic layer reads from their columns alone
+    (``rmtrace.semantics.effects``), and their effects (``effects.at`` indexes ``rows``)."""
+
+    rows: np.ndarray
+    effects: Effects
+
+
+def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
+    """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
+    (one in flight may still end, and its end be folded then) whose handles fit the columns."""
+    c = table.columns
+    rows = rows[~np.isin(c["state"][rows], IN_FLIGHT_STATES)]
+    if table.extra_handles:
+        rows = rows[~np.isin(rows, np.fromiter(table.extra_handles, dtype=np.int64))]
+    source, op, key = c["source"][rows], c["op"][rows], c["key"][rows].astype(np.int64)
+    class_id = _class_ids(plan, source, op, key)
+    kinds = effect_kinds(roles, source, op, class_id)
+    rows, class_id, kinds = rows[kinds != EffectKind.NONE], class_id[kinds != EffectKind.NONE], kinds[kinds != EffectKind.NONE]
+    return RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, _handles(table, rows)))
+
+
+def _class_ids(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Each row's class as ``Interpreter.class_id`` reads it from the Decoded ``_key_member`` makes:
+    the key, when the operation is named by its class or keeps one; ``NO_CLASS`` otherwise."""
+    ops = (source.astype(np.int64) << 32) | op.astype(np.int64)
+    uniq, inverse = np.unique(ops, return_inverse=True)
+    named = np.array([_key_name(plan, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=object)[inverse.ravel()]
+    is_class = np.array([n == CLASS_MEMBER for n in named.tolist()], dtype=bool) if len(named) else np.zeros(0, bool)
+    unnamed = np.array([n is None for n in named.tolist()], dtype=bool) if len(named) else np.zeros(0, bool)
+    return np.where(is_class | (unnamed & (key != 0)), key, NO_CLASS)
+
+
+def _handles(table: CallTable, rows: np.ndarray) -> Callable[[str], np.ndarray]:
+    """handle(member): each of ``rows``' handle of that name (``CallTable._handles``), 0 where it has none."""
+    c = table.columns
+    sets = c["handles"][rows]
+    values = np.stack([c[f"h{k}"][rows] for k in range(MAX_HANDLES)], axis=1).astype(np.int64)
+    picked = np.arange(len(rows))
+
+    def handle(name: str) -> np.ndarray:
+        where = np.array([names.index(name) if name in names else -1 for names in table.handle_sets.values] + [-1])
+        at = where[sets]  # a row without handles (NONE) reads the last entry: -1
+        return np.where(at >= 0, values[picked, np.maximum(at, 0)], 0)
+    return handle
+
+
+class _EffectRows:
+    """Applies ``RowEffects`` one at a time, in their rows' order among the other rows, as the event
+    handlers of ``rmtrace.session.fold.EFFECTS`` apply the events these rows' meanings hold."""
+
+    def __init__(self, folder: Folder, table: CallTable, found: RowEffects) -> None:
+        self.folder, self.table = folder, table
+        e, c = found.effects, table.columns
+        rows = found.rows[e.at]
+        self.rows = rows.tolist()
+        exit_seq = c["exit_seq"][rows]
+        ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
+        self.first_seq = c["enter_seq"][rows].tolist()
+        self.last_seq = np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64)).tolist()
+        self.last_ns = np.where(ends, c["t_exit"][rows], c["t_enter"][rows]).tolist()
+        clients = [m.id for m in table.clients]
+        self.client = [clients[i] if i >= 0 else None for i in c["client"][rows].tolist()]
+        self.status = [name or "NV_OK" for name in table.status_names.lookup(c["status_name"][rows])]
+        self.kind, self.h_client, self.handle, self.parent = (a.tolist() for a in (e.kind, e.h_client, e.handle,
+                                                                                    e.parent))
+        self.class_id = [None if k == NO_CLASS else k for k in e.class_id.tolist()]
+        self.category = [CATEGORIES[k] for k in e.category.tolist()]
+        self.src_client, self.src_handle = e.src_client.tolist(), e.src_handle.tolist()
+        self._class_names: dict[int | None, str] = {}
+        self._apply = {EffectKind.ALLOCATED: self._allocated, EffectKind.FREED: self._freed,
+                       EffectKind.DUPLICATED: self._duplicated,
+                       EffectKind.UVM_CHANNEL_REGISTERED: lambda i: self._uvm_channel(i, True),
+                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda i: self._uvm_channel(i, False)}
+
+    def apply(self, i: int) -> None:
+        self._apply[self.kind[i]](i)
+
+    def _allocated(self, i: int) -> None:
+        cls = self.class_id[i]
+        name = self._class_names.get(cls)
+        if name is None:
+            name = self._class_names[cls] = self.folder.interpreter.class_name(cls)
+        self.folder.add_object(self.client[i], self.h_client[i], self.handle[i], self.parent[i] or None, cls,
+                               self.category[i], name, self.first_seq[i], self.last_ns[i], self.status[i])
+
+    def _duplicated(self, i: int) -> None:
+        duplicate(self.folder, self.client[i], self.h_client[i], self.handle[i], self.parent[i] or None,
+                  self.src_client[i], self.src_handle[i], self.first_seq[i], self.last_ns[i], self.status[i])
+
+    def _freed(self, i: int) -> None:
+        if not free(self.folder, self.h_client[i], self.handle[i], self.last_ns[i], self.last_seq[i]):
+            self.folder.stray_frees.append(self.table.info(self.rows[i]))
+
+    def _uvm_channel(self, i: int, registered: bool) -> None:
+        uvm_channel(self.folder, self.h_client[i], self.handle[i], registered, self.last_ns[i], self.last_seq[i])
 
 
 BLOCK = 4096
