@@ -42,6 +42,7 @@ from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
+from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers
 from rmtrace.record import Phase, Record, Source, SysOp
@@ -110,9 +111,18 @@ def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
     return Need.RECORDS if source in RECORDS_SOURCES or source not in tuple(Source) else Need.NONE
 
 
-def fold_table(folder: Folder, table: CallTable, reader: TraceReader) -> None:
-    """Bring ``folder`` to where folding every call of ``table`` in order would bring it."""
-    TableFold(folder, reader).advance(table, final=True)
+def fold_table(folder: Folder, table: CallTable, reader: TraceReader, objects_only: bool = False) -> None:
+    """Bring ``folder`` to where folding every call of ``table`` in order would bring it; with
+    ``objects_only``, as far as its processes, clients and RM objects go (``OBJECTS_ONLY``)."""
+    TableFold(folder, reader, objects_only=objects_only).advance(table, final=True)
+
+
+OBJECTS_ONLY = "the processes, clients and RM objects"
+"""What a fold with ``objects_only`` makes as the whole fold would: the processes (their tree, argv,
+exit status), the clients, and every RM object with its life (allocated, freed, freed at exit).  It
+folds only the calls that can change those: allocations (of channels and TSGs too: their params do not
+make the object), frees and duplicates from their rows, GSP messages (they carry RM calls) and
+fork/exec/exit from their records; channels, ranks, host state and the timeline it leaves as they are."""
 
 
 WINDOW = 65_536
@@ -129,8 +139,9 @@ class TableFold:
     yields a call UNFINISHED and its close RESUMED.  With ``final`` every row is folded as it stands.
     """
 
-    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW) -> None:
+    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW, objects_only: bool = False) -> None:
         self.folder = folder
+        self.objects_only = objects_only
         self.reader = reader
         self.window = window
         self.plan = Plan(folder.decoders)
@@ -145,6 +156,8 @@ class TableFold:
         start, n = self.next_row, len(table)
         need = np.zeros(n, dtype=np.int8)
         need[start:] = needs(table, self.plan, folder.interpreter.roles, start)
+        if self.objects_only:
+            need[start:] = np.where(_objects_rows(table, start), need[start:], Need.NONE)
         rows = start + np.flatnonzero(need[start:] != Need.NONE)
         stop = n
         if not final and not flush and rows.size:
@@ -154,9 +167,12 @@ class TableFold:
                 stop = int(rows[np.argmax(young)])
                 rows = rows[rows < stop]
         resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
-        by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles)
+        by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles,
+                             params_matter=not self.objects_only)
         effects = _EffectRows(folder, table, by_row)
         slow = np.setdiff1d(rows, by_row.rows, assume_unique=True)
+        if self.objects_only:  # a control the model reads means nothing to the objects
+            slow = slow[need[slow] == Need.RECORDS]
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")
@@ -266,16 +282,25 @@ class RowEffects:
     effects: Effects
 
 
-def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
+def _objects_rows(table: CallTable, start: int) -> np.ndarray:
+    """Which rows from ``start`` on a fold of ``OBJECTS_ONLY`` folds, as far as their need allows: the
+    RM calls (read from their rows: allocations, frees, duplicates), GSP messages, fork/exec/exit."""
+    source, op = table.columns["source"][start:], table.columns["op"][start:]
+    return ((source == Source.RM) | (source == Source.GSP)
+            | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
+
+
+def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles, params_matter: bool = True) -> RowEffects:
     """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
-    (one in flight may still end, and its end be folded then) whose handles fit the columns."""
+    (one in flight may still end, and its end be folded then) whose handles fit the columns
+    (``effect_kinds``' ``params_matter``: whether channel and TSG allocations are left out)."""
     c = table.columns
     rows = rows[~np.isin(c["state"][rows], IN_FLIGHT_STATES)]
     if table.extra_handles:
         rows = rows[~np.isin(rows, np.fromiter(table.extra_handles, dtype=np.int64))]
     source, op, key = c["source"][rows], c["op"][rows], c["key"][rows].astype(np.int64)
     class_id = _class_ids(plan, source, op, key)
-    kinds = effect_kinds(roles, source, op, class_id)
+    kinds = effect_kinds(roles, source, op, class_id, params_matter)
     rows, class_id, kinds = rows[kinds != EffectKind.NONE], class_id[kinds != EffectKind.NONE], kinds[kinds != EffectKind.NONE]
     return RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, _handles(table, rows)))
 
@@ -379,6 +404,7 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
     cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
                                                       "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
+    params = ParamsReader(reader)
     states = [STATES[s] for s in cols["state"]]
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
@@ -388,12 +414,12 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             if not interpreter.needs_params(d):
                 yield interpreter.meaning(Call(_header_records(cols, i, state), state), d)
                 continue
-        records = tuple(reader.record_at(seq) for seq, _ in table.records_of(row))
         if by_row:  # the row, and the few params members the semantic layer reads from views
+            records = _header_records(cols, i, state, params)
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(records, state))
+            yield interpreter.interpret(Call(tuple(reader.record_at(seq) for seq, _ in table.records_of(row)), state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:
@@ -412,16 +438,18 @@ def _key_name(plan: Plan, source: int, op: int) -> str | None:
     return decoder.key if isinstance(decoder, NamedByArg) else None
 
 
-def _header_records(cols: dict[str, list], i: int, state: CallState) -> tuple[Record, ...]:
-    """A call's records as far as the table keeps them: their header fields, no buffers."""
+def _header_records(cols: dict[str, list], i: int, state: CallState,
+                    params: ParamsReader | None = None) -> tuple[Record, ...]:
+    """A call's records as far as the table keeps them: their header fields, and with ``params`` their
+    params buffers (no other buffer)."""
     def record(phase: Phase, seq: int, time: int) -> Record:
         return Record(cols["source"][i], phase, cols["op"][i], seq, time, cols["pid"][i], cols["tid"][i],
-                      cols["call_id"][i], cols["fd"][i])
-    enter = record(_ENTER, cols["enter_seq"][i], cols["t_enter"][i])
-    if state is _IN_FLIGHT:
-        return (enter,)
+                      cols["call_id"][i], cols["fd"][i], buffers=params.buffers(seq) if params is not None else ())
     if state is _RESUMED:  # an exit whose enter the trace lacks
         return (record(_EXIT, cols["enter_seq"][i], cols["t_enter"][i]),)
+    enter = record(_ENTER, cols["enter_seq"][i], cols["t_enter"][i])
+    if state is _IN_FLIGHT or cols["exit_seq"][i] < 0:
+        return (enter,)
     return enter, record(_EXIT, cols["exit_seq"][i], cols["t_exit"][i])
 
 
