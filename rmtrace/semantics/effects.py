@@ -68,15 +68,19 @@ class Effects:
         return len(self.at)
 
 
-def effect_kinds(roles: Roles, source: np.ndarray, op: np.ndarray, class_id: np.ndarray) -> np.ndarray:
-    """Each call's ``EffectKind`` should it succeed; NONE where its meaning is not in these numbers
-    (an allocation of a channel or a TSG, whose params matter) or it has none of these effects."""
+def effect_kinds(roles: Roles, source: np.ndarray, op: np.ndarray, class_id: np.ndarray,
+                 params_matter: bool = True) -> np.ndarray:
+    """Each call's ``EffectKind`` should it succeed; NONE where it has none of these effects, or where
+    its meaning is not in these numbers alone: an allocation of a channel or a TSG, whose params
+    matter (unless not ``params_matter``: all that is asked is which objects there are)."""
     kinds = np.zeros(len(source), dtype=np.int8)
     numbered = [(Source.RM, number, ESCAPE_KINDS.get(role)) for number, role in roles.escapes.items()]
     numbered += [(Source.UVM, number, UVM_KINDS.get(role)) for number, role in roles.uvm.items()]
     for src, number, kind in numbered:
         if kind is not None:
             kinds[(source == src) & (op == number)] = kind
+    if not params_matter:
+        return kinds
     allocs = np.flatnonzero((kinds == EffectKind.ALLOCATED) & (source == Source.RM)
                             & np.isin(op, [n for n, r in roles.escapes.items() if r is EscapeRole.ALLOC]))
     if allocs.size:
