@@ -35,6 +35,7 @@ import enum
 import gc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rmtrace.decoders import Decoded
@@ -47,13 +48,28 @@ from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers
-from rmtrace.record import Phase, Record, Source, SysOp
+from rmtrace.record import Phase, Record, Role, Source, SysOp
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
-from rmtrace.semantics.effects import CATEGORIES, NO_CLASS, EffectKind, Effects, effect_kinds, row_effects
+from rmtrace.semantics.effects import CATEGORIES, NO_CLASS, NO_COMMAND, EffectKind, Effects, effect_kinds, row_effects
+from rmtrace.semantics.interpret import alloc_params_event, control_event, value_of
 from rmtrace.session.entities import CallInfo, Client, LaneState, Process
-from rmtrace.session.fold import EFFECTS, Folder, duplicate, free, uvm_channel
+from rmtrace.session.fold import (
+    EFFECTS,
+    Folder,
+    bound,
+    channel_allocated,
+    duplicate,
+    free,
+    scheduled,
+    token_issued,
+    tsg_allocated,
+    uvm_channel,
+)
 from rmtrace.trace import TraceReader
+
+COMMAND_MEMBER = "cmd"
+"""The argument member that names a control (``Interpreter``'s ``_rm_control`` reads it)."""
 
 
 class Need(enum.IntEnum):
@@ -184,9 +200,8 @@ class TableFold:
                 stop = int(rows[np.argmax(young)])
                 rows = rows[rows < stop]
         resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
-        by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles,
-                             params_matter=not self.objects_only)
-        effects = _EffectRows(folder, table, by_row)
+        by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles)
+        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader))
         slow = np.setdiff1d(rows, by_row.rows, assume_unique=True)
         if self.objects_only:  # a control the model reads means nothing to the objects
             slow = slow[need[slow] == Need.RECORDS]
@@ -307,30 +322,36 @@ def _objects_rows(table: CallTable, start: int) -> np.ndarray:
             | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
 
 
-def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles, params_matter: bool = True) -> RowEffects:
+def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
     """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
-    (one in flight may still end, and its end be folded then) whose handles fit the columns
-    (``effect_kinds``' ``params_matter``: whether channel and TSG allocations are left out)."""
+    (one in flight may still end, and its end be folded then) whose handles fit the columns."""
     c = table.columns
     rows = rows[~np.isin(c["state"][rows], IN_FLIGHT_STATES)]
     if table.extra_handles:
         rows = rows[~np.isin(rows, np.fromiter(table.extra_handles, dtype=np.int64))]
     source, op, key = c["source"][rows], c["op"][rows], c["key"][rows].astype(np.int64)
-    class_id = _class_ids(plan, source, op, key)
-    kinds = effect_kinds(roles, source, op, class_id, params_matter)
-    rows, class_id, kinds = rows[kinds != EffectKind.NONE], class_id[kinds != EffectKind.NONE], kinds[kinds != EffectKind.NONE]
-    return RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, _handles(table, rows)))
+    class_id, command = _class_and_command(plan, source, op, key)
+    kinds = effect_kinds(roles, source, op, command)
+    kept = kinds != EffectKind.NONE
+    rows, class_id, command, kinds = rows[kept], class_id[kept], command[kept], kinds[kept]
+    return RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, command, _handles(table, rows)))
 
 
-def _class_ids(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Each row's class as ``Interpreter.class_id`` reads it from the Decoded ``_key_member`` makes:
-    the key, when the operation is named by its class or keeps one; ``NO_CLASS`` otherwise."""
+def _class_and_command(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's class and command as ``Interpreter.class_id`` and ``_rm_control`` read them from the
+    Decoded ``_key_member`` makes: the key, when the operation is named by its class (or keeps one) or
+    by its command; ``NO_CLASS`` and ``NO_COMMAND`` otherwise."""
     ops = (source.astype(np.int64) << 32) | op.astype(np.int64)
     uniq, inverse = np.unique(ops, return_inverse=True)
-    named = np.array([_key_name(plan, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=object)[inverse.ravel()]
-    is_class = np.array([n == CLASS_MEMBER for n in named.tolist()], dtype=bool) if len(named) else np.zeros(0, bool)
-    unnamed = np.array([n is None for n in named.tolist()], dtype=bool) if len(named) else np.zeros(0, bool)
-    return np.where(is_class | (unnamed & (key != 0)), key, NO_CLASS)
+    names = [_key_name(plan, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()]
+    inverse = inverse.ravel()
+
+    def by_name(test: Callable[[str | None], bool]) -> np.ndarray:
+        return np.array([test(n) for n in names] + [False], dtype=bool)[inverse if len(names) else inverse - 1]
+    is_class, unnamed, is_command = by_name(lambda n: n == CLASS_MEMBER), by_name(lambda n: n is None), \
+        by_name(lambda n: n == COMMAND_MEMBER)
+    return (np.where(is_class | (unnamed & (key != 0)), key, NO_CLASS), np.where(is_command, key, NO_COMMAND))
 
 
 def _handles(table: CallTable, rows: np.ndarray) -> Callable[[str], np.ndarray]:
@@ -349,10 +370,13 @@ def _handles(table: CallTable, rows: np.ndarray) -> Callable[[str], np.ndarray]:
 
 class _EffectRows:
     """Applies ``RowEffects`` one at a time, in their rows' order among the other rows, as the event
-    handlers of ``rmtrace.session.fold.EFFECTS`` apply the events these rows' meanings hold."""
+    handlers of ``rmtrace.session.fold.EFFECTS`` apply the events these rows' meanings hold.  Where a
+    row's params say more (``Effects.params``), its records' params buffers are read (``ParamsReader``)
+    and the interpreter says what they mean (``alloc_params_event``, ``control_event``); without
+    ``params`` (a fold of ``OBJECTS_ONLY``) only the objects are made."""
 
-    def __init__(self, folder: Folder, table: CallTable, found: RowEffects) -> None:
-        self.folder, self.table = folder, table
+    def __init__(self, folder: Folder, table: CallTable, found: RowEffects, params: ParamsReader | None) -> None:
+        self.folder, self.table, self.params = folder, table, params
         e, c = found.effects, table.columns
         rows = found.rows[e.at]
         self.rows = rows.tolist()
@@ -369,14 +393,37 @@ class _EffectRows:
         self.class_id = [None if k == NO_CLASS else k for k in e.class_id.tolist()]
         self.category = [CATEGORIES[k] for k in e.category.tolist()]
         self.src_client, self.src_handle = e.src_client.tolist(), e.src_handle.tolist()
+        self.command, self.with_params = e.command.tolist(), e.params.tolist()
         self._class_names: dict[int | None, str] = {}
-        self._apply = {EffectKind.ALLOCATED: self._allocated, EffectKind.FREED: self._freed,
-                       EffectKind.DUPLICATED: self._duplicated,
+        self._defs = context(folder.decoders.profile).defs
+        self._apply = {EffectKind.ALLOCATED: self._allocated, EffectKind.ALLOCATED_MEMORY: self._allocated,
+                       EffectKind.FREED: self._freed, EffectKind.DUPLICATED: self._duplicated,
                        EffectKind.UVM_CHANNEL_REGISTERED: lambda i: self._uvm_channel(i, True),
-                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda i: self._uvm_channel(i, False)}
+                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda i: self._uvm_channel(i, False),
+                       EffectKind.CONTROL: self._control}
 
     def apply(self, i: int) -> None:
         self._apply[self.kind[i]](i)
+
+    def params_value(self, i: int, role: Role, key: int) -> Any:
+        """The value of the params buffer of ``role`` of row ``i``'s records, as ``buffer_value`` reads it
+        from the Decoded the interpreter is given (``params_buffers``: views by the class or command ``key``)."""
+        assert self.params is not None
+        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq))  # only the buffers are read
+                   for seq, _ in self.table.records_of(self.rows[i])]
+        return value_of(params_buffers(self._defs, self.folder.profile, records, key), role)
+
+    def params_event(self, i: int) -> ev.Event | None:
+        """What row ``i``'s params say beyond its row (None for a row whose params say nothing more)."""
+        if not self.with_params[i]:
+            return None
+        if self.kind[i] == EffectKind.CONTROL:
+            command = self.command[i]
+            return control_event(self.folder.interpreter.roles.controls[command], self.h_client[i], self.handle[i],
+                                 self.params_value(i, Role.PARAMS, command))
+        cls = self.class_id[i]
+        return alloc_params_event(self.category[i], self.h_client[i], self.handle[i], self.parent[i],
+                                  self.params_value(i, Role.ALLOC_PARAMS, cls if cls is not None else 0))
 
     def _allocated(self, i: int) -> None:
         cls = self.class_id[i]
@@ -385,6 +432,24 @@ class _EffectRows:
             name = self._class_names[cls] = self.folder.interpreter.class_name(cls)
         self.folder.add_object(self.client[i], self.h_client[i], self.handle[i], self.parent[i] or None, cls,
                                self.category[i], name, self.first_seq[i], self.last_ns[i], self.status[i])
+        if self.with_params[i] and self.params is not None:
+            event = self.params_event(i)
+            if isinstance(event, ev.ChannelAllocated):
+                channel_allocated(self.folder, event, self.first_seq[i], self.last_ns[i], self.last_seq[i])
+            elif isinstance(event, ev.ChannelGroupAllocated):
+                tsg_allocated(self.folder, event, self.first_seq[i])
+
+    def _control(self, i: int) -> None:
+        if self.params is None:
+            return
+        event = self.params_event(i)
+        t, seq = self.last_ns[i], self.last_seq[i]
+        if isinstance(event, ev.WorkTokenIssued):
+            token_issued(self.folder, event, t, seq)
+        elif isinstance(event, ev.ChannelBound):
+            bound(self.folder, event, t, seq)
+        elif isinstance(event, ev.ChannelScheduled):
+            scheduled(self.folder, event, t, seq)
 
     def _duplicated(self, i: int) -> None:
         duplicate(self.folder, self.client[i], self.h_client[i], self.handle[i], self.parent[i] or None,

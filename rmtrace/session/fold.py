@@ -343,15 +343,16 @@ def duplicate(f: Folder, client_id: str | None, h_client: int, handle: int, pare
                  status)
 
 
-def _channel(f: Folder, e: ev.ChannelAllocated, m: CallMeaning, info: CallInfo) -> None:
+def channel_allocated(f: Folder, e: ev.ChannelAllocated, alloc_seq: int, t: int, seq: int) -> None:
+    """The object the call whose first record is ``alloc_seq`` allocated is a channel."""
     obj = f._by_handle.get((e.h_client, e.handle))
-    if obj is not None and obj.alloc_seq == m.call.first.seq:
-        f.add_channel(obj, e, *_end(m))
+    if obj is not None and obj.alloc_seq == alloc_seq:
+        f.add_channel(obj, e, t, seq)
 
 
-def _tsg(f: Folder, e: ev.ChannelGroupAllocated, m: CallMeaning, info: CallInfo) -> None:
+def tsg_allocated(f: Folder, e: ev.ChannelGroupAllocated, alloc_seq: int) -> None:
     obj = f._by_handle.get((e.h_client, e.handle))
-    if obj is not None and obj.alloc_seq == m.call.first.seq:
+    if obj is not None and obj.alloc_seq == alloc_seq:
         f.add_tsg(obj, e.engine_type)
 
 
@@ -370,16 +371,14 @@ def free(f: Folder, h_client: int, handle: int, t: int, seq: int) -> bool:
     return True
 
 
-def _token(f: Folder, e: ev.WorkTokenIssued, m: CallMeaning, info: CallInfo) -> None:
+def token_issued(f: Folder, e: ev.WorkTokenIssued, t: int, seq: int) -> None:
     chan = f.channel(e.h_client, e.channel)
     if chan is not None and e.token is not None:
         chan.token = e.token
-        t, seq = _end(m)
         f.tl.set(t, seq, chan.entity, "token", e.token)
 
 
-def _bind(f: Folder, e: ev.ChannelBound, m: CallMeaning, info: CallInfo) -> None:
-    t, seq = _end(m)
+def bound(f: Folder, e: ev.ChannelBound, t: int, seq: int) -> None:
     for chan in f.channels_of(e.h_client, e.handle):
         if e.engine_type is not None and chan.engine_type is None:
             chan.engine_type = e.engine_type
@@ -387,8 +386,7 @@ def _bind(f: Folder, e: ev.ChannelBound, m: CallMeaning, info: CallInfo) -> None
         f.channel_flag(chan, LaneState.BOUND, True, t, seq)
 
 
-def _schedule(f: Folder, e: ev.ChannelScheduled, m: CallMeaning, info: CallInfo) -> None:
-    t, seq = _end(m)
+def scheduled(f: Folder, e: ev.ChannelScheduled, t: int, seq: int) -> None:
     for chan in f.channels_of(e.h_client, e.handle):
         f.channel_flag(chan, LaneState.SCHEDULED, e.enabled, t, seq)
 
@@ -557,12 +555,12 @@ def _marked(f: Folder, e: ev.CallInFlightAtStop, m: CallMeaning, info: CallInfo)
 EFFECTS: Mapping[type[ev.Event], Effect] = {
     ev.ObjectAllocated: _object,
     ev.ObjectDuplicated: _dup,
-    ev.ChannelAllocated: _channel,
-    ev.ChannelGroupAllocated: _tsg,
+    ev.ChannelAllocated: lambda f, e, m, info: channel_allocated(f, e, m.call.first.seq, *_end(m)),
+    ev.ChannelGroupAllocated: lambda f, e, m, info: tsg_allocated(f, e, m.call.first.seq),
     ev.ObjectFreed: _free,
-    ev.WorkTokenIssued: _token,
-    ev.ChannelBound: _bind,
-    ev.ChannelScheduled: _schedule,
+    ev.WorkTokenIssued: lambda f, e, m, info: token_issued(f, e, *_end(m)),
+    ev.ChannelBound: lambda f, e, m, info: bound(f, e, *_end(m)),
+    ev.ChannelScheduled: lambda f, e, m, info: scheduled(f, e, *_end(m)),
     ev.UvmRegistered: lambda f, e, m, info: _uvm_gpus(f, info, m, e.gpu, True),
     ev.UvmUnregistered: lambda f, e, m, info: _uvm_gpus(f, info, m, e.gpu, False),
     ev.UvmChannelRegistered: lambda f, e, m, info: uvm_channel(f, e.h_client, e.channel, True, *_end(m)),
