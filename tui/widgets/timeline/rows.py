@@ -53,6 +53,9 @@ def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
     """
     cache = {} if cache is None else cache
     per_run = [run.lanes() for run in workspace.runs]
+    current = {id(lane) for lanes in per_run for lane in lanes}
+    for gone in [key for key in cache if key not in current]:  # a refold's old lanes (a followed trace)
+        del cache[gone]
     headings: dict[str, str] = {}
     for run in workspace.runs:
         for group, label in run.group_labels().items():
