@@ -12,6 +12,7 @@ anyway: the mask only saves work, never decides alone.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from fnmatch import fnmatchcase
@@ -93,7 +94,14 @@ def _without_start(records: RecordFilter) -> RecordFilter:
 
 
 def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray) -> Iterator[Call]:
-    state = table.columns["state"]
+    # a row at a time through plain arrays: an element of a column mapped from the cache (np.memmap)
+    # costs twice an ndarray's to read
+    plain = dataclasses.replace(table, columns={name: np.asarray(table.columns[name]) for name in _RECORD_COLUMNS})
+    state = plain.columns["state"].tolist()
     record: Callable[[int], Record] = reader.record_at
     for row in rows.tolist():
-        yield Call(tuple(record(seq) for seq, _ in table.records_of(row)), STATES[int(state[row])])
+        yield Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+
+
+_RECORD_COLUMNS = ("enter_seq", "t_enter", "exit_seq", "t_exit", "state")
+"""What ``CallTable.records_of`` and a row's call state read."""
