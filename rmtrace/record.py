@@ -10,6 +10,7 @@ is still one Python definition of the layout.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -305,6 +306,7 @@ def iter_records(data: bytes | memoryview) -> Iterable[Record]:
         pos += total
 
 
+@functools.cache  # called for every record and buffer a JSON object holds; the enum lookup costs 20 times more
 def enum_name(enum_type: type[enum.IntEnum], value: int) -> str:
     """The member name, or the number for values this rmtrace does not know."""
     try:
