@@ -12,10 +12,10 @@ pointer's index).  The byte layout is ``struct rmt_ctab_*`` in
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -212,18 +212,27 @@ def _profile_files() -> list[os.DirEntry[str]]:
 
 
 def cache_key(driver_version: str | None) -> str:
-    """What a cached table depends on: the driver, this rmtrace, and the shipped profiles as files."""
+    """What a cached table depends on: the driver, this rmtrace, and the shipped profiles as files.
+
+    The whole text, kept in the entry and compared on reading (``cached``): its CRC only names the
+    file, so a cryptographic hash (hashlib loads OpenSSL, a few ms of every start) is not needed."""
     from rmtrace import __version__
     stamp = sorted((e.name, st.st_size, st.st_mtime_ns) for e in _profile_files() for st in [e.stat()])
-    text = json.dumps([driver_version, __version__, CTAB_VERSION, stamp])
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return json.dumps([driver_version, __version__, CTAB_VERSION, stamp])
+
+
+def _cache_file(key: str) -> str:
+    return os.path.join(_cache_dir(), f"capture-table-{zlib.crc32(key.encode()):08x}.json")
 
 
 def cached(key: str) -> tuple[CaptureTable, str, str | None] | None:
-    """(table, profile version, warning) stored under key, or None (missing, unreadable, foreign)."""
+    """(table, profile version, warning) stored under key, or None (missing, unreadable, foreign, or
+    another key's whose name's CRC is the same)."""
     try:
-        with open(os.path.join(_cache_dir(), f"capture-table-{key}.json")) as f:
+        with open(_cache_file(key)) as f:
             entry = json.load(f)
+        if entry["key"] != key:
+            return None
         return decode(bytes.fromhex(entry["table"])), entry["profile"], entry["warning"]
     except (OSError, ValueError, KeyError, TypeError, RmtraceError):
         return None
@@ -231,13 +240,13 @@ def cached(key: str) -> tuple[CaptureTable, str, str | None] | None:
 
 def store(key: str, table: CaptureTable, profile: str, warning: str | None) -> None:
     """Keep a table for the next recording; a cache that cannot be written is no error."""
-    directory = _cache_dir()
-    tmp = os.path.join(directory, f".capture-table-{key}.{os.getpid()}")
+    path = _cache_file(key)
+    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{os.getpid()}"
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "w") as f:
-            json.dump({"profile": profile, "warning": warning, "table": encode(table).hex()}, f)
-        os.replace(tmp, os.path.join(directory, f"capture-table-{key}.json"))
+            json.dump({"key": key, "profile": profile, "warning": warning, "table": encode(table).hex()}, f)
+        os.replace(tmp, path)
     except OSError:
         pass
 
