@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmtrace.capture.shm import (
+    CTAB_CLASS,
+    CTAB_CTRL,
+    CTAB_HEADER,
     CTAB_MAGIC,
+    CTAB_PTR,
+    CTAB_UVM,
     CTAB_VERSION,
     RING_MIN_SIZE,
-    CtabClass,
-    CtabCtrl,
     CtabFlag,
-    CtabHeader,
-    CtabPtr,
-    CtabUvm,
 )
 from rmtrace.errors import RmtraceError
 from rmtrace.flat import FlatStruct
@@ -127,8 +127,7 @@ def table_from_profile(profile: DriverProfile, *, ring_size: int = DEFAULT_RING_
                         rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
 
-_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = (FlatStruct(mirror, mirror_name) for mirror, mirror_name in (
-    (CtabUvm, "CtabUvm"), (CtabCtrl, "CtabCtrl"), (CtabPtr, "CtabPtr"), (CtabClass, "CtabClass")))
+_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = CTAB_UVM, CTAB_CTRL, CTAB_PTR, CTAB_CLASS
 """The row arrays' codecs (rmtrace.flat): a table has hundreds of rows, and construct builds or parses
 each in tens of microseconds, which was most of a recorder's start-up."""
 
@@ -156,16 +155,16 @@ def encode(table: CaptureTable) -> bytes:
     ptr_rows = [dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
                      fixed_count=p.fixed_count, count_size=p.count_size, reserved=0) for p in pointers]
     class_rows = [dict(cls=cls, size=size) for cls, size in sorted(table.classes.items())]
-    uvm_off = CtabHeader.sizeof()
-    ctrl_off = uvm_off + CtabUvm.sizeof() * len(uvm_rows)
-    ptr_off = ctrl_off + CtabCtrl.sizeof() * len(ctrl_rows)
-    class_off = ptr_off + CtabPtr.sizeof() * len(ptr_rows)
-    total = class_off + CtabClass.sizeof() * len(class_rows)
-    header = CtabHeader.build(dict(
-        version=CTAB_VERSION, header_size=CtabHeader.sizeof(), total_size=total,
+    uvm_off = CTAB_HEADER.size
+    ctrl_off = uvm_off + _UVM_ROWS.size * len(uvm_rows)
+    ptr_off = ctrl_off + _CTRL_ROWS.size * len(ctrl_rows)
+    class_off = ptr_off + _PTR_ROWS.size * len(ptr_rows)
+    total = class_off + _CLASS_ROWS.size * len(class_rows)
+    header = CTAB_HEADER.pack(
+        version=CTAB_VERSION, header_size=CTAB_HEADER.size, total_size=total,
         flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
-        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
+        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off)
     return b"".join([header, *(codec.pack(**row) for codec, rows in ((_UVM_ROWS, uvm_rows), (_CTRL_ROWS, ctrl_rows),
                                                                      (_PTR_ROWS, ptr_rows), (_CLASS_ROWS, class_rows))
                                for row in rows)])
@@ -173,10 +172,11 @@ def encode(table: CaptureTable) -> bytes:
 
 def decode(data: bytes) -> CaptureTable:
     """Read capture.tab's bytes back (the user's cache, tests, and checking what a session used)."""
-    try:
-        h = CtabHeader.parse(data)
-    except Exception as exc:  # construct raises its own error types
-        raise RmtraceError(f"not a capture table: {exc}") from None
+    if len(data) < CTAB_HEADER.size:
+        raise RmtraceError(f"not a capture table: {len(data)} bytes, a header is {CTAB_HEADER.size}")
+    h = CTAB_HEADER.unpack(data)
+    if h.magic != CTAB_MAGIC:
+        raise RmtraceError(f"not a capture table: magic {h.magic:#x}, not {CTAB_MAGIC:#x}")
     if h.version != CTAB_VERSION or h.total_size != len(data):
         raise RmtraceError(f"capture table version {h.version}, {h.total_size} bytes claimed, {len(data)} present")
     table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count)
