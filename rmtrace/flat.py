@@ -12,7 +12,7 @@ character is written down twice.
 ``FlatStruct.lazy`` takes the definition as a function instead, called only when
 the construct ``Struct`` itself is wanted: what the hot paths need (each field's
 name, format and default) is derived from it once and kept in the user's cache
-(``layouts.json``), under the CRC of the source file that defines it, so a process
+(``layouts.json``), under the CRC and length of the source file that defines it, so a process
 that only reads or writes records (``rmtrace record``) never imports construct,
 which is a fifth of a recorder's start-up.  A definition must therefore use no
 names but its own module's: an edit anywhere in that file derives it again.
@@ -160,7 +160,8 @@ class _Layouts:
         if filename not in self._crcs:
             try:
                 with open(filename, "rb") as f:
-                    self._crcs[filename] = zlib.crc32(f.read())
+                    text = f.read()
+                self._crcs[filename] = zlib.crc32(text) << 32 | len(text)  # its CRC and its length
             except OSError:
                 return None
         return self._crcs[filename]
