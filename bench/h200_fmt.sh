@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The capture-side figures of issue 13 on the GPU machine, in one run (see bench/results/*-h200.md).
 set -u
-# With BEFORE (a directory holding another version's kmod_shim/ sources), the overhead bench also
-# records with that shim, in the same alternating rounds: the change against the shim before it.
+# With BEFORE (another version's source tree, e.g. `git archive COMMIT`), the same rounds also run
+# that version: the overhead bench records with its shim, and the start-up bench runs its record
+# command (installed into a folder of its own): the change against the version before it.
 OUT=${1:?usage: bench/h200_fmt.sh OUTDIR [BEFORE]}
 BEFORE=${2:-}
 BIN=$(mktemp -d)
@@ -12,12 +13,16 @@ gcc -O2 -Wall -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
 "$BIN/clock_cost" | tee "$OUT/clock_cost-h200.txt"
 python3 -m rmtrace.cli.main record --force -o "$OUT/cuda-streams.trace" -- "$BIN/cuda_streams"
 python3 -m rmtrace.cli.main info "$OUT/cuda-streams.trace"
-python3 bench/record_start.py --rounds 15 -o "$OUT/record_start-h200.md"
+python3 -X importtime -m rmtrace.cli.main record -o "$BIN/importtime.trace" -- true 2> "$OUT/importtime-h200.txt"
 SHIMS=()
+STARTS=()
 if [ -n "$BEFORE" ]; then
     python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
 shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$BEFORE/kmod_shim" "$BIN/before.so" || exit 1
     SHIMS=(--shim "before=$BIN/before.so")
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$BIN/before-site" "$BEFORE" || exit 1
+    STARTS=(--before "$BIN/before-site")
 fi
+python3 bench/record_start.py "${STARTS[@]}" --rounds 15 -o "$OUT/record_start-h200.md"
 python3 bench/record_overhead.py "${SHIMS[@]}" --real --rounds 15 --calls 20000 --e2e-rounds 15 \
     -o "$OUT/record_overhead-h200.md" --e2e "$BIN/cuda_streams"

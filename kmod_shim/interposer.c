@@ -81,7 +81,7 @@ static void sys_event(uint32_t op, uint8_t phase, int fd, uint64_t call_id, int6
 
 /* ---------------------------------------------------------------- ioctl */
 
-static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
+SHIM_HOT static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 {
 	struct shim_plan plan;
 	struct shim_rec r;
@@ -116,7 +116,7 @@ static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
 	return ret;
 }
 
-SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
+SHIM_HOT SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
 	void *arg;

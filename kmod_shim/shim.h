@@ -19,6 +19,7 @@
 #define RMTRACE_SHIM_H
 
 #include <limits.h>
+#include <linux/ioctl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,10 @@
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+/* The traced ioctl's path, placed together (.text.hot) so that after the driver's microseconds have
+ * evicted it, it comes back in few cache lines and pages; the ways taken rarely go to .text.unlikely. */
+#define SHIM_HOT    __attribute__((hot))
+#define SHIM_COLD   __attribute__((cold))
 
 /* ----------------------------------------------------------- the fd table
  * One byte per fd number saying which NVIDIA device it is, set on open by
@@ -141,7 +146,6 @@ extern struct shim_process shim_proc;
 void shim_init(void);
 /* Whether this process records; also notices a fork (reset) cheaply. */
 int shim_active(void);
-uint64_t shim_next_call_id(void);
 static inline uint64_t shim_now(void)
 {
 	struct timespec ts;
@@ -176,6 +180,26 @@ extern __thread struct shim_thread shim_self __attribute__((tls_model("initial-e
 /* &forkpage->gen (shim_state.c) once this process records; NULL before. */
 extern const uint64_t *shim_forkgen;
 struct shim_thread *shim_enter_slow(void);
+
+/* Call ids a thread takes from the process counter at a time: one atomic add per this many calls,
+ * not per call (threads calling at once would fight over its cache line). */
+#define CALL_ID_BLOCK 4096
+
+/* The next call id of this process image (shim_state.c: image << 40 | n).  Inline: one increment,
+ * and an atomic add on the process counter once per CALL_ID_BLOCK calls. */
+static inline uint64_t shim_next_call_id(void)
+{
+	struct shim_thread *t = &shim_self;
+	uint64_t n;
+
+	if (unlikely(t->ids_next == t->ids_end || t->ids_gen != shim_proc.gen)) {
+		t->ids_end = __atomic_add_fetch(&shim_proc.calls, CALL_ID_BLOCK, __ATOMIC_RELAXED) + 1;
+		t->ids_next = t->ids_end - CALL_ID_BLOCK;
+		t->ids_gen = shim_proc.gen;
+	}
+	n = t->ids_next++;
+	return (shim_proc.image_id << 40) | (n & ((1ull << 40) - 1));
+}
 
 /* The calling thread's state with a usable ring, or NULL (inactive, no
  * ring, recording stopped).  Sets t->busy; release with shim_leave.  Inline:
@@ -264,11 +288,23 @@ struct shim_view {
 	uint32_t len;
 };
 
-void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_t phase, uint32_t op,
-	      int fd, uint64_t call_id);
+static inline void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_t phase, uint32_t op,
+			    int fd, uint64_t call_id)
+{
+	*r = (struct shim_rec){ .t = t, .base = t->data + (t->head & t->mask), .source = source, .phase = phase,
+				.op = op, .fd = fd, .call_id = call_id, .size = sizeof(struct rmt_record) };
+}
 /* Add a buffer from our own memory; 0, or -1 when it could not be added. */
 int rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, const void *src, uint64_t n);
-/* The buffer's header (and padding) after its data is in place; the record grows by it. */
+/* Zero the padding after a buffer's len data bytes at dst (8-aligned) before they are copied there: one
+ * store of the last 8-byte word, which the copy then overwrites in part, instead of a memset after it. */
+static inline void rec_pad(uint8_t *dst, uint32_t len)
+{
+	if (len & 7)
+		__builtin_memcpy(dst + (len & ~7u), &(uint64_t){ 0 }, 8);
+}
+
+/* The buffer's header after its data (padded by rec_pad) is in place; the record grows by it. */
 static inline struct shim_view rec_close(struct shim_rec *r, uint16_t role, uint8_t when, uint8_t flags, uint32_t len,
 				  uint64_t addr, uint64_t n, uint32_t slot)
 {
@@ -279,15 +315,9 @@ static inline struct shim_view rec_close(struct shim_rec *r, uint16_t role, uint
 		r->flags |= RMT_RF_TRUNCATED;
 	if (flags & RMT_BF_UNREADABLE)
 		r->flags |= RMT_RF_UNREADABLE;
-	bh->role = role;
-	bh->when = when;
-	bh->flags = flags;
-	bh->len = len;
-	bh->addr = addr;
-	bh->orig_len = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-	bh->slot = slot;
-	if (len & 7)
-		memset((uint8_t *)(bh + 1) + len, 0, RMT_ALIGN_UP(len) - len);
+	/* One struct store: the compiler merges it into three 8-byte moves. */
+	*bh = (struct rmt_buffer){ .role = role, .when = when, .flags = flags, .len = len, .addr = addr,
+				   .orig_len = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n, .slot = slot };
 	r->size += (uint32_t)sizeof(*bh) + RMT_ALIGN_UP(len);
 	r->nbufs++;
 	return v;
@@ -308,7 +338,10 @@ static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r
 	if (likely(n - 1 < shim_proc.max_buffer && addr && !r->dropped && r->nbufs < SHIM_MAX_BUFS)) {
 		uint32_t need = r->size + (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP((uint32_t)n);
 		if (likely(need <= shim_proc.max_record && t->head + need - t->tail_seen <= shim_proc.ring_size)) {
-			int how = shim_read(t, r->base + r->size + sizeof(struct rmt_buffer), addr, n);
+			uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
+			int how;
+			rec_pad(dst, (uint32_t)n);
+			how = shim_read(t, dst, addr, n);
 			if (likely(how >= 0)) {
 				r->reads[how]++;
 				*view = rec_close(r, role, when, 0, (uint32_t)n, addr, n, slot);
@@ -340,6 +373,8 @@ int rec_emit(struct shim_rec *r);
 /* What an ioctl's enter read, so its exit reads the same memory again. */
 struct shim_plan {
 	int n;
+	int whole;              /* every buffer the exit reads again was read whole at enter */
+	uint32_t exit_bytes;    /* then: the exit record's buffers, headers and padding included */
 	struct {
 		uint16_t role;
 		uint8_t after;
@@ -354,7 +389,11 @@ void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind,
 			 uint64_t arg);
 /* The same buffers after the call. */
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
-uint32_t ioctl_op(unsigned kind, unsigned long req);
+/* The record's op: the raw request for UVM (not _IOC-encoded), the escape number (_IOC_NR) for RM. */
+static inline uint32_t ioctl_op(unsigned kind, unsigned long req)
+{
+	return kind_is_uvm(kind) ? (uint32_t)req : (uint32_t)_IOC_NR(req);
+}
 /* Index the capture table's rows for the lookups above (once per process image): 0, or -1. */
 int ctab_index(void);
 

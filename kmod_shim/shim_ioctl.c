@@ -64,24 +64,27 @@ static const struct esc_rule {
 	{ NV_ESC_IOCTL_XFER_CMD, 16,  8, XFER_SIZE,   RMT_BUF_XFER,         1 }, /* the inner argument        */
 };
 
-static void plan_add(struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot, uint64_t addr, uint64_t len)
-{
-	if (p->n >= SHIM_MAX_PLAN)
-		return;
-	p->item[p->n].role = role;
-	p->item[p->n].after = after;
-	p->item[p->n].slot = slot;
-	p->item[p->n].addr = addr;
-	p->item[p->n].len = len;
-	p->n++;
-}
-
 /* Read one buffer before the call and remember it for the exit; 0 when its bytes are in *v. */
-static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
+SHIM_HOT static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
 		uint64_t addr, uint64_t len, struct shim_view *v)
 {
-	plan_add(p, role, after, slot, addr, len);
-	return rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
+	int got = rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
+
+	if (p->n < SHIM_MAX_PLAN) {
+		p->item[p->n].role = role;
+		p->item[p->n].after = after;
+		p->item[p->n].slot = slot;
+		p->item[p->n].addr = addr;
+		p->item[p->n].len = len;
+		p->n++;
+		if (after) {
+			if (got == 0 && v->len == len) /* whole: the exit takes as many bytes, unless it faults */
+				p->exit_bytes += (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP((uint32_t)len);
+			else
+				p->whole = 0;
+		}
+	}
+	return got;
 }
 
 /* ------------------------------------------------------------ table lookups
@@ -146,7 +149,7 @@ int ctab_index(void)
 }
 
 /* The row whose key is key; NULL if none. */
-static const void *find_row(const struct row_index *x, uint32_t key)
+SHIM_HOT static const void *find_row(const struct row_index *x, uint32_t key)
 {
 	uint32_t at, row;
 
@@ -174,7 +177,7 @@ static uint32_t class_params_size(uint32_t cls)
 }
 
 /* The arrays that params (captured, in the ring) point to. */
-static void take_nested(struct shim_rec *r, struct shim_plan *p, const struct shim_view *params, uint32_t first,
+SHIM_HOT static void take_nested(struct shim_rec *r, struct shim_plan *p, const struct shim_view *params, uint32_t first,
 			uint32_t n)
 {
 	uint32_t i;
@@ -205,7 +208,7 @@ static void take_nested(struct shim_rec *r, struct shim_plan *p, const struct sh
 }
 
 /* The buffers an RM escape's argument (captured, in the ring) points to. */
-static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const struct shim_view *arg, int inner)
+SHIM_HOT static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const struct shim_view *arg, int inner)
 {
 	size_t i;
 
@@ -242,16 +245,13 @@ static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const 
 	}
 }
 
-uint32_t ioctl_op(unsigned kind, unsigned long req)
-{
-	return kind_is_uvm(kind) ? (uint32_t)req : (uint32_t)_IOC_NR(req);
-}
-
-void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req, uint64_t arg)
+SHIM_HOT void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req, uint64_t arg)
 {
 	struct shim_view data;
 
 	p->n = 0;
+	p->whole = 1;
+	p->exit_bytes = 0;
 	if (kind_is_uvm(kind)) {
 		const struct rmt_ctab_uvm *u = find_uvm((uint32_t)req);
 		if (!u)
@@ -264,11 +264,41 @@ void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind,
 		take_rm(r, p, (uint32_t)_IOC_NR(req), &data, 0);
 }
 
-void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p)
+/* The exit's buffers when each was read whole at enter: the room for the whole record checked once,
+ * then per buffer one copy and its header, nothing else tested.  Returns the plan item at which the
+ * general way (capture_ioctl_exit) must go on: p->n when all are in, or the one whose copy faulted
+ * (it is left out of the record, so the general way reads it again and says it is unreadable). */
+SHIM_HOT static int exit_whole(struct shim_rec *r, const struct shim_plan *p)
+{
+	struct shim_thread *t = r->t;
+	uint32_t total = r->size + p->exit_bytes;
+	uint16_t copied = 0;
+	int i;
+
+	if (!p->whole || r->dropped || total > shim_proc.max_record || t->head + total - t->tail_seen > shim_proc.ring_size ||
+	    t->faults != FAULTS_DELIVERED || !__atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED))
+		return 0;
+	for (i = 0; i < p->n; i++) {
+		uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
+		uint32_t len = (uint32_t)p->item[i].len;
+
+		if (!p->item[i].after)
+			continue;
+		rec_pad(dst, len);
+		if (unlikely(shim_copy(dst, (const void *)(uintptr_t)p->item[i].addr, len) != 0))
+			break;
+		rec_close(r, p->item[i].role, RMT_WHEN_AFTER, 0, len, p->item[i].addr, len, p->item[i].slot);
+		copied++;
+	}
+	r->reads[SHIM_READ_COPY] += copied;
+	return i;
+}
+
+SHIM_HOT void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p)
 {
 	struct shim_view ignored;
 	int i;
-	for (i = 0; i < p->n; i++)
+	for (i = exit_whole(r, p); i < p->n; i++)
 		if (p->item[i].after)
 			rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr,
 				     p->item[i].len, &ignored);

@@ -47,7 +47,7 @@
  * overlapping last one beyond; no load reaches outside [src, src + n).  Larger buffers
  * go by `rep movsb`, which costs tens of cycles to start, more than a small copy takes. */
 extern const char shim_copy_end[], shim_copy_fixup[];
-__asm__(".text\n"
+__asm__(".section .text.hot.shim_copy,\"ax\",@progbits\n" /* beside the hot C (SHIM_HOT) */
 	".p2align 4\n"
 	".globl shim_copy\n"
 	".hidden shim_copy\n"
@@ -128,7 +128,8 @@ __asm__(".text\n"
 	"shim_copy_fixup:\n"
 	"	mov $-1, %rax\n"
 	"	ret\n"
-	".size shim_copy, .-shim_copy\n");
+	".size shim_copy, .-shim_copy\n"
+	".text\n");
 
 /* ------------------------------------------------------------ signal chaining */
 
@@ -301,7 +302,7 @@ static int read_syscall(void *dst, uint64_t addr, size_t n)
 
 /* shim_read's way when its inline test fails: the thread's mask not yet known, or blocking
  * faults; a bad address; no guard. */
-int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
+SHIM_COLD int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
 {
 	int saved = errno, how;
 

@@ -57,7 +57,7 @@ static int recording(void)
  * Lossless mode sleeps and polls (20 us doubling to 1 ms) until the
  * recorder has consumed enough; it gives up only when recording stopped or
  * the recorder is gone, so a traced program never hangs on a dead recorder. */
-int ring_reserve(struct shim_thread *t, uint32_t size)
+SHIM_COLD int ring_reserve(struct shim_thread *t, uint32_t size)
 {
 	struct rmt_ring_ctl *ctl = t->ctl;
 	long delay_ns = 20000, since_check = 0;
@@ -113,27 +113,6 @@ void ring_commit(struct shim_thread *t, uint64_t pos)
 
 /* ------------------------------------------------------------------ records */
 
-void rec_init(struct shim_rec *r, struct shim_thread *t, uint16_t source, uint8_t phase, uint32_t op, int fd,
-	      uint64_t call_id)
-{
-	r->t = t;
-	r->base = t->data + (t->head & t->mask);
-	r->source = source;
-	r->phase = phase;
-	r->flags = 0;
-	r->op = op;
-	r->fd = fd;
-	r->ret = 0;
-	r->err = 0;
-	r->call_id = call_id;
-	r->time_ns = 0;
-	r->nbufs = 0;
-	r->size = sizeof(struct rmt_record);
-	r->cut = 0;
-	r->dropped = 0;
-	r->reads[0] = r->reads[1] = r->reads[2] = 0;
-}
-
 /* Ring room for the record so far plus extra bytes; 0, or -1 (the record is dropped). */
 static inline int rec_room(struct shim_rec *r, uint32_t extra)
 {
@@ -148,7 +127,7 @@ static inline int rec_room(struct shim_rec *r, uint32_t extra)
 
 /* A new buffer for n bytes: where its data goes, and how many bytes it takes (*take, cut to the
  * limits); NULL when it cannot be added at all (too many buffers, the record at its limit, no room). */
-static uint8_t *rec_open(struct shim_rec *r, uint64_t n, uint32_t *take)
+SHIM_COLD static uint8_t *rec_open(struct shim_rec *r, uint64_t n, uint32_t *take)
 {
 	uint64_t room, want = n;
 
@@ -182,13 +161,14 @@ int rec_add_local(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot
 
 	if (!dst)
 		return -1;
+	rec_pad(dst, take);
 	memcpy(dst, src, take);
 	rec_close(r, role, when, take < n ? RMT_BF_TRUNCATED : 0, take, 0, n, slot);
 	return 0;
 }
 
-int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
-		      struct shim_view *view)
+SHIM_COLD int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
+				 uint64_t n, struct shim_view *view)
 {
 	struct shim_thread *t = r->t;
 	uint8_t flags, *dst;
@@ -204,6 +184,7 @@ int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t 
 		*view = rec_close(r, role, when, flags, 0, addr, n, slot); /* an empty buffer, as the program gave it */
 		return -1;
 	}
+	rec_pad(dst, take);
 	how = addr == 0 ? -1 : take ? shim_read(t, dst, addr, take) : SHIM_READ_COPY;
 	if (how < 0) {
 		r->reads[SHIM_READ_UNREADABLE]++;
@@ -216,7 +197,7 @@ int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t 
 	return take ? 0 : -1;
 }
 
-void rec_stamp(struct shim_rec *r)
+SHIM_HOT void rec_stamp(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 
@@ -239,7 +220,7 @@ static void test_stall(const struct shim_rec *r)
 #endif
 
 /* The record's reads into the ring's counters: once a record, not once a buffer. */
-static void count_reads(const struct shim_rec *r)
+SHIM_HOT static void count_reads(const struct shim_rec *r)
 {
 	struct rmt_ring_ctl *ctl = r->t->ctl;
 	ring_add(&ctl->read_copy, r->reads[SHIM_READ_COPY]); /* head's line: written with the record anyway */
@@ -249,7 +230,7 @@ static void count_reads(const struct shim_rec *r)
 	}
 }
 
-int rec_emit(struct shim_rec *r)
+SHIM_HOT int rec_emit(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 	struct rmt_record *h = (struct rmt_record *)r->base;
@@ -261,24 +242,13 @@ int rec_emit(struct shim_rec *r)
 	}
 	if (!r->time_ns)
 		rec_stamp(r);
-	h->magic = RMT_RECORD_MAGIC;
-	h->version = RMT_RECORD_VERSION;
-	h->header_size = sizeof(*h);
-	h->total_len = r->size;
-	h->source = r->source;
-	h->phase = r->phase;
-	h->flags = r->flags;
-	h->seq = 0;
-	h->time_ns = r->time_ns;
-	h->pid = (uint32_t)shim_proc.pid;
-	h->tid = t->tid;
-	h->call_id = r->call_id;
-	h->op = r->op;
-	h->fd = r->fd;
-	h->ret = r->ret;
-	h->err = r->err;
-	h->nbufs = r->nbufs;
-	h->reserved = 0;
+	/* One struct store, in place: the compiler merges the constant and adjacent fields into a few moves. */
+	*h = (struct rmt_record){
+		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(*h),
+		.total_len = r->size, .source = r->source, .phase = r->phase, .flags = r->flags, .seq = 0,
+		.time_ns = r->time_ns, .pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = r->call_id,
+		.op = r->op, .fd = r->fd, .ret = r->ret, .err = r->err, .nbufs = r->nbufs, .reserved = 0,
+	};
 #ifdef RMTRACE_TEST_HOOKS
 	test_stall(r);
 #endif

@@ -304,24 +304,6 @@ int shim_active(void)
 	return 1;
 }
 
-/* Call ids a thread takes from the process counter at a time: one atomic add per this many calls,
- * not per call (threads calling at once would fight over its cache line). */
-#define CALL_ID_BLOCK 4096
-
-uint64_t shim_next_call_id(void)
-{
-	struct shim_thread *t = &shim_self;
-	uint64_t n;
-
-	if (unlikely(t->ids_next == t->ids_end || t->ids_gen != shim_proc.gen)) {
-		t->ids_end = __atomic_add_fetch(&shim_proc.calls, CALL_ID_BLOCK, __ATOMIC_RELAXED) + 1;
-		t->ids_next = t->ids_end - CALL_ID_BLOCK;
-		t->ids_gen = shim_proc.gen;
-	}
-	n = t->ids_next++;
-	return (shim_proc.image_id << 40) | (n & ((1ull << 40) - 1));
-}
-
 struct shim_thread *shim_self_thread(void)
 {
 	return &shim_self;
@@ -406,7 +388,7 @@ static int ring_create(struct shim_thread *t)
 	return 0;
 }
 
-struct shim_thread *shim_enter_slow(void)
+SHIM_COLD struct shim_thread *shim_enter_slow(void)
 {
 	struct shim_thread *t = &shim_self;
 

@@ -25,34 +25,49 @@ import sys
 import zlib
 from array import array
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import zstandard
-from construct import Const, Int16ul, Int32ul, Int64ul, Struct
 
 from rmtrace.errors import CorruptTraceError, RecordError
 from rmtrace.flat import FlatStruct
 from rmtrace.record import RECORD_MAGIC, SEQ, TIME, record_length
 
+if TYPE_CHECKING:
+    from construct import Struct
+
 CHUNK_MAGIC = 0x434D5452  # "RTMC"
 
-ChunkHeader = Struct(
-    "magic" / Const(CHUNK_MAGIC, Int32ul),
-    "header_size" / Int16ul,
-    "flags" / Int16ul,
-    "comp_len" / Int32ul,
-    "raw_len" / Int32ul,
-    "count" / Int32ul,
-    "reserved" / Int32ul,
-    "first_seq" / Int64ul,
-    "last_seq" / Int64ul,
-    "t_min" / Int64ul,
-    "t_max" / Int64ul,
-    "payload_crc" / Int32ul,
-    "header_crc" / Int32ul,
-)
-"""Chunk header, 64 bytes; header_crc covers the 60 bytes before it."""
 
-CHUNK_HEADER = FlatStruct(ChunkHeader, "ChunkHeader")
+def _chunk_header() -> Struct:
+    """Chunk header, 64 bytes; header_crc covers the 60 bytes before it."""
+    from construct import Const, Int16ul, Int32ul, Int64ul, Struct
+    return Struct(
+        "magic" / Const(CHUNK_MAGIC, Int32ul),
+        "header_size" / Int16ul,
+        "flags" / Int16ul,
+        "comp_len" / Int32ul,
+        "raw_len" / Int32ul,
+        "count" / Int32ul,
+        "reserved" / Int32ul,
+        "first_seq" / Int64ul,
+        "last_seq" / Int64ul,
+        "t_min" / Int64ul,
+        "t_max" / Int64ul,
+        "payload_crc" / Int32ul,
+        "header_crc" / Int32ul,
+    )
+
+
+CHUNK_HEADER = FlatStruct.lazy(_chunk_header, "ChunkHeader")
+
+
+def __getattr__(name: str) -> Any:
+    """``ChunkHeader``, the construct mirror, made on first use (rmtrace.flat, ``FlatStruct.lazy``)."""
+    if name == "ChunkHeader":
+        return CHUNK_HEADER.definition
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size
 _CRC_AT = CHUNK_HEADER.offset("header_crc")  # header_crc covers the bytes before it
 MAX_CHUNK_RAW = 1 << 30

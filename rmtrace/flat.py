@@ -8,21 +8,43 @@ codec, each field's position in the codec's tuples (``index.source``) and its
 byte offset, a named-tuple view, a keyword packer, and ``Scalar`` accessors
 that read or write one field in place.  No offset, tuple position or format
 character is written down twice.
+
+``FlatStruct.lazy`` takes the definition as a function instead, called only when
+the construct ``Struct`` itself is wanted: what the hot paths need (each field's
+name, format and default) is derived from it once and kept in the user's cache
+(``layouts.json``), under the CRC and length of the source file that defines it, so a process
+that only reads or writes records (``rmtrace record``) never imports construct,
+which is a fifth of a recorder's start-up.  A definition must therefore use no
+names but its own module's: an edit anywhere in that file derives it again.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import struct
+import zlib
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from construct import Array, Bytes, Const, FormatField, Struct
+if TYPE_CHECKING:
+    from construct import Struct
+
+LAYOUTS_FILE = "layouts.json"
+CACHE_ENV = "RMTRACE_CACHE_DIR"
+
+
+def user_cache_dir() -> str:
+    """$RMTRACE_CACHE_DIR, else $XDG_CACHE_HOME/rmtrace, else ~/.cache/rmtrace."""
+    return os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rmtrace")
 
 
 def _leaf(sub: Any) -> Any:
     """The FormatField (or Bytes, or Array) under a field's wrappers (Const, Renamed)."""
+    from construct import Array, Bytes, FormatField
     leaf = sub.subcon
     while not isinstance(leaf, FormatField | Bytes | Array):
         leaf = getattr(leaf, "subcon", None)
@@ -33,6 +55,7 @@ def _leaf(sub: Any) -> Any:
 
 def _code(sub: Any) -> str:
     """The struct format character(s) of one field."""
+    from construct import Array, Bytes
     leaf = _leaf(sub)
     if isinstance(leaf, Bytes | Array):  # one item of the codec's tuples: the raw bytes
         return f"{sub.sizeof()}s"
@@ -43,6 +66,7 @@ def _code(sub: Any) -> str:
 
 def _const(sub: Any) -> Any:
     """The Const value of a field, or None."""
+    from construct import Const
     node = sub.subcon
     while node is not None:
         if isinstance(node, Const):
@@ -106,31 +130,118 @@ def _namedtuple(name: str, names: tuple[str, ...]) -> Any:
     return namedtuple(name, names)
 
 
+def _fields(definition: Struct) -> list[tuple[str, str, Any]]:
+    """(name, format, default) of each field of a flat definition: the default is the Const value, zero
+    (or zero bytes) for a ``reserved*`` field, else None."""
+    from construct import Array, Bytes
+    out = []
+    for sub in definition.subcons:
+        default = _const(sub)
+        if default is None and sub.name.startswith("reserved"):
+            default = bytes(sub.sizeof()) if isinstance(_leaf(sub), Bytes | Array) else 0
+        out.append((sub.name, _code(sub), default))
+    if struct.calcsize("<" + "".join(code for _, code, _ in out)) != definition.sizeof():
+        raise TypeError(f"{definition} has padding or variable fields")
+    return out
+
+
+class _Layouts:
+    """The fields derived from lazy definitions, kept in the user's cache: key -> (CRC of the defining
+    file, fields).  Loaded once a process; written back when a definition had to be derived."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Any] | None = None
+        self._crcs: dict[str, int] = {}
+
+    def _path(self) -> str:
+        return os.path.join(user_cache_dir(), LAYOUTS_FILE)
+
+    def _crc(self, filename: str) -> int | None:
+        if filename not in self._crcs:
+            try:
+                with open(filename, "rb") as f:
+                    text = f.read()
+                self._crcs[filename] = zlib.crc32(text) << 32 | len(text)  # its CRC and its length
+            except OSError:
+                return None
+        return self._crcs[filename]
+
+    def fields(self, define: Callable[[], Struct]) -> list[tuple[str, str, Any]]:
+        """The fields of what ``define`` returns: from the cache when its file is unchanged, else derived."""
+        key = f"{define.__module__}:{define.__qualname__}"
+        crc = self._crc(define.__code__.co_filename)
+        if self._entries is None:
+            try:
+                with open(self._path()) as f:
+                    self._entries = dict(json.load(f))
+            except (OSError, ValueError, TypeError):
+                self._entries = {}
+        hit = self._entries.get(key)
+        if crc is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == crc:
+            try:
+                return [(name, code, bytes.fromhex(d[1]) if isinstance(d, list) else d) for name, code, d in hit[1]]
+            except (TypeError, ValueError):
+                pass
+        fields = _fields(define())
+        if crc is not None:
+            self._entries[key] = [crc, [(n, c, ["hex", d.hex()] if isinstance(d, bytes) else d) for n, c, d in fields]]
+            self._store()
+        return fields
+
+    def _store(self) -> None:
+        """Write the entries back (atomically); a cache that cannot be written is no error."""
+        path = self._path()
+        tmp = f"{path}.{os.getpid()}"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "w") as f:
+                json.dump(self._entries, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+
+_LAYOUTS = _Layouts()
+
+
 class FlatStruct:
     """A flat construct ``Struct`` with its derived codec, field positions and offsets."""
 
-    def __init__(self, definition: Struct, name: str) -> None:
-        self.definition = definition
+    def __init__(self, definition: Struct | None, name: str, *,
+                 fields: list[tuple[str, str, Any]] | None = None,
+                 define: Callable[[], Struct] | None = None) -> None:
+        self._definition = definition
+        self._define = define
         self.name = name
-        self.codec = struct_codec(definition)
+        fields = _fields(definition) if fields is None and definition is not None else fields or []
+        self._codes = [code for _, code, _ in fields]
+        self.codec = struct.Struct("<" + "".join(self._codes))
         self.size = self.codec.size
-        self.names: tuple[str, ...] = tuple(sub.name for sub in definition.subcons)
+        self.names: tuple[str, ...] = tuple(n for n, _, _ in fields)
         self.Fields: Any = _namedtuple(name, self.names)
         self.index = self.Fields._make(range(len(self.names)))
         """Each field's position in the codec's tuples: ``index.source``."""
         self.scalars: dict[str, Scalar] = {}
         offset = 0
-        defaults: dict[str, Any] = {}
-        for sub in definition.subcons:
-            self.scalars[sub.name] = Scalar(sub.name, offset, _code(sub))
-            offset += sub.sizeof()
-            const = _const(sub)
-            if const is not None:
-                defaults[sub.name] = const
-            elif sub.name.startswith("reserved"):
-                defaults[sub.name] = bytes(sub.sizeof()) if isinstance(_leaf(sub), Bytes | Array) else 0
-        self.defaults: Mapping[str, Any] = defaults
+        for field_name, code, _ in fields:
+            self.scalars[field_name] = Scalar(field_name, offset, code)
+            offset += struct.calcsize("<" + code)
+        self.defaults: Mapping[str, Any] = {n: d for n, _, d in fields if d is not None}
         """What ``pack`` writes for a field not given: its Const, or zero for a ``reserved*`` field."""
+
+    @classmethod
+    def lazy(cls, define: Callable[[], Struct], name: str) -> FlatStruct:
+        """The FlatStruct of what ``define()`` returns, without calling it (nor importing construct)
+        while the user's cache holds its fields for the unchanged file that defines it."""
+        return cls(None, name, fields=_LAYOUTS.fields(define), define=define)
+
+    @property
+    def definition(self) -> Struct:
+        """The construct ``Struct`` (for a lazy one, made on first use)."""
+        if self._definition is None:
+            assert self._define is not None
+            self._definition = self._define()
+        return self._definition
 
     def __getitem__(self, name: str) -> Scalar:
         return self.scalars[name]
@@ -181,4 +292,4 @@ class FlatStruct:
     def prefix(self, last: str) -> struct.Struct:
         """A codec for the fields from the first one up to and including ``last``."""
         count = self.names.index(last) + 1
-        return struct.Struct("<" + "".join(_code(sub) for sub in self.definition.subcons[:count]))
+        return struct.Struct("<" + "".join(self._codes[:count]))

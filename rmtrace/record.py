@@ -4,16 +4,18 @@ The C header is the definition; ``RecordHeader`` and ``BufferHeader`` below are
 its construct mirror, checked field by field against the header's DWARF layout
 (tests/test_record_abi.py).  The hot path (trace reading and writing) uses
 ``struct.Struct`` codecs *derived from* those construct definitions, so there
-is still one Python definition of the layout.
+is still one Python definition of the layout.  The mirrors are made on first use
+(``FlatStruct.lazy``): a process that only reads and writes records never imports
+construct.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-
-from construct import Const, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Struct
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.errors import RecordError
 from rmtrace.flat import FlatStruct, field_offset  # noqa: F401  (field_offset: the replayer takes it from here)
@@ -105,51 +107,73 @@ class BufferFlag(enum.IntFlag):
     UNREADABLE = 1 << 1
 
 
-RecordHeader = Struct(
-    "magic" / Const(RECORD_MAGIC, Int32ul),
-    "version" / Int16ul,
-    "header_size" / Int16ul,
-    "total_len" / Int32ul,
-    "source" / Int16ul,
-    "phase" / Int8ul,
-    "flags" / Int8ul,
-    "seq" / Int64ul,
-    "time_ns" / Int64ul,
-    "pid" / Int32ul,
-    "tid" / Int32ul,
-    "call_id" / Int64ul,
-    "op" / Int32ul,
-    "fd" / Int32sl,
-    "ret" / Int64sl,
-    "err" / Int32sl,
-    "nbufs" / Int16ul,
-    "reserved" / Int16ul,
-)
-"""struct rmt_record, 72 bytes."""
-
-BufferHeader = Struct(
-    "role" / Int16ul,
-    "when" / Int8ul,
-    "flags" / Int8ul,
-    "len" / Int32ul,
-    "addr" / Int64ul,
-    "orig_len" / Int32ul,
-    "slot" / Int32ul,
-)
-"""struct rmt_buffer, 24 bytes."""
-
-SysMmap = Struct(
-    "addr" / Int64ul,
-    "length" / Int64ul,
-    "offset" / Int64ul,
-    "prot" / Int32sl,
-    "flags" / Int32sl,
-)
-"""struct rmt_sys_mmap, payload of SYS MMAP/MUNMAP records."""
+if TYPE_CHECKING:
+    from construct import Struct
 
 
-RECORD = FlatStruct(RecordHeader, "rmt_record")
-BUFFER_LAYOUT = FlatStruct(BufferHeader, "rmt_buffer")
+def _record_header() -> Struct:
+    """struct rmt_record, 72 bytes (``RecordHeader``)."""
+    from construct import Const, Int8ul, Int16ul, Int32sl, Int32ul, Int64sl, Int64ul, Struct
+    return Struct(
+        "magic" / Const(RECORD_MAGIC, Int32ul),
+        "version" / Int16ul,
+        "header_size" / Int16ul,
+        "total_len" / Int32ul,
+        "source" / Int16ul,
+        "phase" / Int8ul,
+        "flags" / Int8ul,
+        "seq" / Int64ul,
+        "time_ns" / Int64ul,
+        "pid" / Int32ul,
+        "tid" / Int32ul,
+        "call_id" / Int64ul,
+        "op" / Int32ul,
+        "fd" / Int32sl,
+        "ret" / Int64sl,
+        "err" / Int32sl,
+        "nbufs" / Int16ul,
+        "reserved" / Int16ul,
+    )
+
+
+def _buffer_header() -> Struct:
+    """struct rmt_buffer, 24 bytes (``BufferHeader``)."""
+    from construct import Int8ul, Int16ul, Int32ul, Int64ul, Struct
+    return Struct(
+        "role" / Int16ul,
+        "when" / Int8ul,
+        "flags" / Int8ul,
+        "len" / Int32ul,
+        "addr" / Int64ul,
+        "orig_len" / Int32ul,
+        "slot" / Int32ul,
+    )
+
+
+def _sys_mmap() -> Struct:
+    """struct rmt_sys_mmap, payload of SYS MMAP/MUNMAP records (``SysMmap``)."""
+    from construct import Int32sl, Int64ul, Struct
+    return Struct(
+        "addr" / Int64ul,
+        "length" / Int64ul,
+        "offset" / Int64ul,
+        "prot" / Int32sl,
+        "flags" / Int32sl,
+    )
+
+
+RECORD = FlatStruct.lazy(_record_header, "rmt_record")
+BUFFER_LAYOUT = FlatStruct.lazy(_buffer_header, "rmt_buffer")
+SYS_MMAP = FlatStruct.lazy(_sys_mmap, "rmt_sys_mmap")
+_MIRRORS = {"RecordHeader": RECORD, "BufferHeader": BUFFER_LAYOUT, "SysMmap": SYS_MMAP}
+"""The construct mirrors, made on first use (PEP 562): reading and writing records needs only what
+the FlatStructs derived from them (rmtrace.flat, ``FlatStruct.lazy``)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MIRRORS:
+        return _MIRRORS[name].definition
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 HEADER = RECORD.codec
 """struct.Struct of struct rmt_record; its tuples are in ``RECORD.index`` order."""
 BUFFER = BUFFER_LAYOUT.codec
@@ -305,6 +329,7 @@ def iter_records(data: bytes | memoryview) -> Iterable[Record]:
         pos += total
 
 
+@functools.cache  # called for every record and buffer a JSON object holds; the enum lookup costs 20 times more
 def enum_name(enum_type: type[enum.IntEnum], value: int) -> str:
     """The member name, or the number for values this rmtrace does not know."""
     try:

@@ -28,9 +28,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-from construct import Const, Int16ul, Int32ul, Int64ul, Struct
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.chunk import CHUNK_HEADER_SIZE, ChunkDecoder, ChunkEncoder, ChunkInfo, decode_chunk_header
 from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
@@ -51,49 +49,81 @@ FORMAT_VERSION = 1
 INDEX_MAGIC = 0x49544D52  # "RMTI"
 FOOTER_MAGIC = 0x46544D52  # "RMTF"
 
-FileHeader = Struct(
-    "magic" / Const(FILE_MAGIC, Int64ul),
-    "format_version" / Int16ul,
-    "header_size" / Int16ul,
-    "meta_len" / Int32ul,
-    "meta_crc" / Int32ul,
-    "flags" / Int32ul,
-    "reserved" / Int64ul,
-)
-"""File header, 32 bytes, then ``meta_len`` bytes of UTF-8 JSON padded to 8."""
+if TYPE_CHECKING:
+    from construct import Struct
 
-IndexHeader = Struct(
-    "magic" / Const(INDEX_MAGIC, Int32ul),
-    "entry_size" / Int32ul,
-    "count" / Int64ul,
-)
-"""Index header, 16 bytes, followed by ``count`` IndexEntry."""
+    FileHeader: Struct  # the construct mirrors, made on first use: __getattr__ below
+    IndexHeader: Struct
+    IndexEntry: Struct
+    Footer: Struct
 
-IndexEntry = Struct(
-    "offset" / Int64ul,
-    "first_seq" / Int64ul,
-    "last_seq" / Int64ul,
-    "t_min" / Int64ul,
-    "t_max" / Int64ul,
-    "count" / Int32ul,
-    "comp_len" / Int32ul,
-)
-"""One chunk in the index, 48 bytes."""
 
-Footer = Struct(
-    "magic" / Const(FOOTER_MAGIC, Int32ul),
-    "version" / Int32ul,
-    "index_offset" / Int64ul,
-    "record_count" / Int64ul,
-    "index_crc" / Int32ul,
-    "footer_crc" / Int32ul,
-)
-"""Footer, the last 32 bytes of a finished trace; footer_crc covers its first 28 bytes."""
+def _file_header() -> Struct:
+    """File header, 32 bytes, then ``meta_len`` bytes of UTF-8 JSON padded to 8."""
+    from construct import Const, Int16ul, Int32ul, Int64ul, Struct
+    return Struct(
+        "magic" / Const(FILE_MAGIC, Int64ul),
+        "format_version" / Int16ul,
+        "header_size" / Int16ul,
+        "meta_len" / Int32ul,
+        "meta_crc" / Int32ul,
+        "flags" / Int32ul,
+        "reserved" / Int64ul,
+    )
 
-FILE_HEADER = FlatStruct(FileHeader, "FileHeader")
-INDEX_HEADER = FlatStruct(IndexHeader, "IndexHeader")
-INDEX_ENTRY = FlatStruct(IndexEntry, "IndexEntry")
-FOOTER = FlatStruct(Footer, "Footer")
+
+def _index_header() -> Struct:
+    """Index header, 16 bytes, followed by ``count`` IndexEntry."""
+    from construct import Const, Int32ul, Int64ul, Struct
+    return Struct(
+        "magic" / Const(INDEX_MAGIC, Int32ul),
+        "entry_size" / Int32ul,
+        "count" / Int64ul,
+    )
+
+
+def _index_entry() -> Struct:
+    """One chunk in the index, 48 bytes."""
+    from construct import Int32ul, Int64ul, Struct
+    return Struct(
+        "offset" / Int64ul,
+        "first_seq" / Int64ul,
+        "last_seq" / Int64ul,
+        "t_min" / Int64ul,
+        "t_max" / Int64ul,
+        "count" / Int32ul,
+        "comp_len" / Int32ul,
+    )
+
+
+def _footer() -> Struct:
+    """Footer, the last 32 bytes of a finished trace; footer_crc covers its first 28 bytes."""
+    from construct import Const, Int32ul, Int64ul, Struct
+    return Struct(
+        "magic" / Const(FOOTER_MAGIC, Int32ul),
+        "version" / Int32ul,
+        "index_offset" / Int64ul,
+        "record_count" / Int64ul,
+        "index_crc" / Int32ul,
+        "footer_crc" / Int32ul,
+    )
+
+
+FILE_HEADER = FlatStruct.lazy(_file_header, "FileHeader")
+INDEX_HEADER = FlatStruct.lazy(_index_header, "IndexHeader")
+INDEX_ENTRY = FlatStruct.lazy(_index_entry, "IndexEntry")
+FOOTER = FlatStruct.lazy(_footer, "Footer")
+_MIRRORS = {"FileHeader": FILE_HEADER, "IndexHeader": INDEX_HEADER, "IndexEntry": INDEX_ENTRY, "Footer": FOOTER}
+
+
+def __getattr__(name: str) -> Any:
+    """The construct mirrors, made on first use (rmtrace.flat, ``FlatStruct.lazy``): writing a trace
+    (``rmtrace record``) needs only the FlatStructs."""
+    if name in _MIRRORS:
+        return _MIRRORS[name].definition
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _FOOTER_CRC_AT = FOOTER.offset("footer_crc")  # footer_crc covers the bytes before it
 _ENTRY_COUNT = INDEX_ENTRY.index.count
 _entry = INDEX_ENTRY.getter("offset", "first_seq", "last_seq", "t_min", "t_max", "count", "comp_len")

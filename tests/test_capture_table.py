@@ -96,3 +96,14 @@ def test_the_recorder_takes_its_table_from_the_cache_the_second_time(tmp_path, m
     monkeypatch.undo()
     monkeypatch.setenv("RMTRACE_CACHE_DIR", str(tmp_path))
     assert recorder.capture_table("580.159.04", 1 << 16, True)[1] == "580.142"
+
+
+def test_a_cached_table_is_taken_only_for_its_own_key(tmp_path, monkeypatch):
+    """The cache file is named by a CRC of the key; the key itself, kept inside, decides."""
+    monkeypatch.setenv("RMTRACE_CACHE_DIR", str(tmp_path))
+    table = ctab.table_from_profile(small_profile())
+    ctab.store("key one", table, "580.142", None)
+    assert ctab.cached("key one") == (table, "580.142", None)
+    (entry,) = tmp_path.glob("capture-table-*.json")
+    entry.rename(tmp_path / ctab._cache_file("key two").rsplit("/", 1)[1])  # another key's name, this key inside
+    assert ctab.cached("key two") is None

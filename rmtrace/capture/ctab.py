@@ -12,24 +12,24 @@ pointer's index).  The byte layout is ``struct rmt_ctab_*`` in
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmtrace.capture.shm import (
+    CTAB_CLASS,
+    CTAB_CTRL,
+    CTAB_HEADER,
     CTAB_MAGIC,
+    CTAB_PTR,
+    CTAB_UVM,
     CTAB_VERSION,
     RING_MIN_SIZE,
-    CtabClass,
-    CtabCtrl,
     CtabFlag,
-    CtabHeader,
-    CtabPtr,
-    CtabUvm,
 )
 from rmtrace.errors import RmtraceError
 from rmtrace.flat import FlatStruct
@@ -127,8 +127,7 @@ def table_from_profile(profile: DriverProfile, *, ring_size: int = DEFAULT_RING_
                         rights.size if rights is not None else DEFAULT_RIGHTS_SIZE, uvm, controls, classes)
 
 
-_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = (FlatStruct(mirror, mirror_name) for mirror, mirror_name in (
-    (CtabUvm, "CtabUvm"), (CtabCtrl, "CtabCtrl"), (CtabPtr, "CtabPtr"), (CtabClass, "CtabClass")))
+_UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = CTAB_UVM, CTAB_CTRL, CTAB_PTR, CTAB_CLASS
 """The row arrays' codecs (rmtrace.flat): a table has hundreds of rows, and construct builds or parses
 each in tens of microseconds, which was most of a recorder's start-up."""
 
@@ -156,16 +155,16 @@ def encode(table: CaptureTable) -> bytes:
     ptr_rows = [dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
                      fixed_count=p.fixed_count, count_size=p.count_size, reserved=0) for p in pointers]
     class_rows = [dict(cls=cls, size=size) for cls, size in sorted(table.classes.items())]
-    uvm_off = CtabHeader.sizeof()
-    ctrl_off = uvm_off + CtabUvm.sizeof() * len(uvm_rows)
-    ptr_off = ctrl_off + CtabCtrl.sizeof() * len(ctrl_rows)
-    class_off = ptr_off + CtabPtr.sizeof() * len(ptr_rows)
-    total = class_off + CtabClass.sizeof() * len(class_rows)
-    header = CtabHeader.build(dict(
-        version=CTAB_VERSION, header_size=CtabHeader.sizeof(), total_size=total,
+    uvm_off = CTAB_HEADER.size
+    ctrl_off = uvm_off + _UVM_ROWS.size * len(uvm_rows)
+    ptr_off = ctrl_off + _CTRL_ROWS.size * len(ctrl_rows)
+    class_off = ptr_off + _PTR_ROWS.size * len(ptr_rows)
+    total = class_off + _CLASS_ROWS.size * len(class_rows)
+    header = CTAB_HEADER.pack(
+        version=CTAB_VERSION, header_size=CTAB_HEADER.size, total_size=total,
         flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
-        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off))
+        ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off)
     return b"".join([header, *(codec.pack(**row) for codec, rows in ((_UVM_ROWS, uvm_rows), (_CTRL_ROWS, ctrl_rows),
                                                                      (_PTR_ROWS, ptr_rows), (_CLASS_ROWS, class_rows))
                                for row in rows)])
@@ -173,10 +172,11 @@ def encode(table: CaptureTable) -> bytes:
 
 def decode(data: bytes) -> CaptureTable:
     """Read capture.tab's bytes back (the user's cache, tests, and checking what a session used)."""
-    try:
-        h = CtabHeader.parse(data)
-    except Exception as exc:  # construct raises its own error types
-        raise RmtraceError(f"not a capture table: {exc}") from None
+    if len(data) < CTAB_HEADER.size:
+        raise RmtraceError(f"not a capture table: {len(data)} bytes, a header is {CTAB_HEADER.size}")
+    h = CTAB_HEADER.unpack(data)
+    if h.magic != CTAB_MAGIC:
+        raise RmtraceError(f"not a capture table: magic {h.magic:#x}, not {CTAB_MAGIC:#x}")
     if h.version != CTAB_VERSION or h.total_size != len(data):
         raise RmtraceError(f"capture table version {h.version}, {h.total_size} bytes claimed, {len(data)} present")
     table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count)
@@ -212,18 +212,27 @@ def _profile_files() -> list[os.DirEntry[str]]:
 
 
 def cache_key(driver_version: str | None) -> str:
-    """What a cached table depends on: the driver, this rmtrace, and the shipped profiles as files."""
+    """What a cached table depends on: the driver, this rmtrace, and the shipped profiles as files.
+
+    The whole text, kept in the entry and compared on reading (``cached``): its CRC only names the
+    file, so a cryptographic hash (hashlib loads OpenSSL, a few ms of every start) is not needed."""
     from rmtrace import __version__
     stamp = sorted((e.name, st.st_size, st.st_mtime_ns) for e in _profile_files() for st in [e.stat()])
-    text = json.dumps([driver_version, __version__, CTAB_VERSION, stamp])
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return json.dumps([driver_version, __version__, CTAB_VERSION, stamp])
+
+
+def _cache_file(key: str) -> str:
+    return os.path.join(_cache_dir(), f"capture-table-{zlib.crc32(key.encode()):08x}.json")
 
 
 def cached(key: str) -> tuple[CaptureTable, str, str | None] | None:
-    """(table, profile version, warning) stored under key, or None (missing, unreadable, foreign)."""
+    """(table, profile version, warning) stored under key, or None (missing, unreadable, foreign, or
+    another key's whose name's CRC is the same)."""
     try:
-        with open(os.path.join(_cache_dir(), f"capture-table-{key}.json")) as f:
+        with open(_cache_file(key)) as f:
             entry = json.load(f)
+        if entry["key"] != key:
+            return None
         return decode(bytes.fromhex(entry["table"])), entry["profile"], entry["warning"]
     except (OSError, ValueError, KeyError, TypeError, RmtraceError):
         return None
@@ -231,13 +240,13 @@ def cached(key: str) -> tuple[CaptureTable, str, str | None] | None:
 
 def store(key: str, table: CaptureTable, profile: str, warning: str | None) -> None:
     """Keep a table for the next recording; a cache that cannot be written is no error."""
-    directory = _cache_dir()
-    tmp = os.path.join(directory, f".capture-table-{key}.{os.getpid()}")
+    path = _cache_file(key)
+    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{os.getpid()}"
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "w") as f:
-            json.dump({"profile": profile, "warning": warning, "table": encode(table).hex()}, f)
-        os.replace(tmp, os.path.join(directory, f"capture-table-{key}.json"))
+            json.dump({"key": key, "profile": profile, "warning": warning, "table": encode(table).hex()}, f)
+        os.replace(tmp, path)
     except OSError:
         pass
 

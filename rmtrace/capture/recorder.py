@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -162,6 +161,13 @@ def child_environment(shim: str, session_dir: str, base: dict[str, str] | None =
     return env
 
 
+def utc_iso(epoch_ns: int) -> str:
+    """ISO 8601 UTC time with microseconds, as ``datetime.isoformat`` writes it (``datetime`` itself is a
+    few ms of every recorder's start-up)."""
+    seconds, ns = divmod(epoch_ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ns // 1000:06d}+00:00"
+
+
 def _mark(op: int, text: dict, *, time_ns: int | None = None, pid: int | None = None, tid: int = 0,
           call_id: int = 0) -> bytes:
     """A recorder-written MARK record (flag SYNTHETIC) carrying JSON text."""
@@ -193,13 +199,12 @@ class Recorder:
     # ------------------------------------------------------------ setup
 
     def _metadata(self, host: dict, profile: str, table: ctab.CaptureTable, shim: str) -> dict:
-        now = datetime.now(timezone.utc)
         meta = dict(host)
         meta.update({
             "command": list(self.opt.command),
             "backend": "+".join(["preload", *(feed.name for feed in self.opt.feeds)]),
             **{feed.name: feed.meta() for feed in self.opt.feeds},
-            "start_time": now.isoformat(),
+            "start_time": utc_iso(time.time_ns()),
             "start_monotonic_ns": time.monotonic_ns(),
             "profile": profile,
             "profile_warning": self._profile_warning,

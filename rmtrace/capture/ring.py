@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import platform
 
 from rmtrace.capture.shm import (
     READ_COUNTERS,
@@ -37,9 +36,10 @@ ORDERED_MACHINES = ("x86_64", "AMD64", "amd64")
 
 def check_machine() -> None:
     """RmtraceError unless plain loads and stores order the ring correctly here (x86-64 TSO)."""
-    if platform.machine() not in ORDERED_MACHINES:
+    machine = os.uname().machine  # platform.machine() without platform's import
+    if machine not in ORDERED_MACHINES:
         raise RmtraceError(f"rmtrace record runs on x86-64 only (its ring consumer relies on x86-64 memory "
-                           f"ordering); this machine is {platform.machine()}")
+                           f"ordering); this machine is {machine}")
 
 
 def well_formed(raw: bytes) -> tuple | None:

@@ -13,7 +13,6 @@ import mmap
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 
 from rmtrace.capture.ring import Ring, RingNotReady
@@ -29,7 +28,21 @@ SESSION_DIR = re.compile(r"^rmtrace-(\d+)-")
 
 
 def _base_dir() -> str:
-    return SHM_DIR if os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK) else tempfile.gettempdir()
+    if os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK):
+        return SHM_DIR
+    import tempfile  # only without /dev/shm: its import (random, hashlib) is a few ms of every start
+    return tempfile.gettempdir()
+
+
+def _make_dir(base: str, prefix: str) -> str:
+    """A new directory only we may use (as tempfile.mkdtemp makes one)."""
+    while True:
+        path = os.path.join(base, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
 
 
 def alive(pid: int) -> bool:
@@ -67,7 +80,7 @@ class Session:
 
     def __init__(self, table: bytes, recorder_pid: int | None = None) -> None:
         pid = recorder_pid or os.getpid()
-        self.dir = tempfile.mkdtemp(prefix=f"rmtrace-{pid}-", dir=_base_dir())
+        self.dir = _make_dir(_base_dir(), f"rmtrace-{pid}-")
         with open(os.path.join(self.dir, TABLE_FILE), "wb") as f:
             f.write(table)
         ctl = SESSION.pack(version=SESSION_VERSION, size=SESSION.size, recorder_pid=pid, state=SessionState.RECORDING,

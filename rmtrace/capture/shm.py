@@ -10,10 +10,12 @@ derived from these definitions, never written twice.
 from __future__ import annotations
 
 import enum
-
-from construct import Array, Bytes, Const, Int16ul, Int32ul, Int64ul, Struct
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.flat import FlatStruct
+
+if TYPE_CHECKING:
+    from construct import Struct
 
 RING_MAGIC = 0x474E5252
 RING_VERSION = 3
@@ -47,91 +49,118 @@ class CtabFlag(enum.IntFlag):
     LOSSY = 1 << 0
 
 
-RingControl = Struct(
-    "magic" / Int32ul,
-    "version" / Int16ul,
-    "ctl_size" / Int16ul,
-    "data_size" / Int64ul,
-    "pid" / Int32ul,
-    "tid" / Int32ul,
-    "image_id" / Int64ul,
-    "flags" / Int32ul,
-    "state" / Int32ul,
-    "reserved0" / Bytes(24),
-    "head" / Int64ul,
-    "writing" / Int64ul,
-    "read_copy" / Int64ul,
-    "lost_full" / Int64ul,
-    "lost_nested" / Int64ul,
-    "lost_stopped" / Int64ul,
-    "trunc_big" / Int64ul,
-    "read_unreadable" / Int64ul,
-    "tail" / Int64ul,
-    "reserved2" / Bytes(56),
-    "read_syscall" / Int64ul,
-    "waits" / Int64ul,
-    "wait_ns" / Int64ul,
-    "reserved3" / Array(5, Int64ul),
-)
-"""struct rmt_ring_ctl, 256 bytes at the start of each ring file."""
+def _ring_control() -> Struct:
+    """struct rmt_ring_ctl, 256 bytes at the start of each ring file."""
+    from construct import Array, Bytes, Int16ul, Int32ul, Int64ul, Struct
+    return Struct(
+        "magic" / Int32ul,
+        "version" / Int16ul,
+        "ctl_size" / Int16ul,
+        "data_size" / Int64ul,
+        "pid" / Int32ul,
+        "tid" / Int32ul,
+        "image_id" / Int64ul,
+        "flags" / Int32ul,
+        "state" / Int32ul,
+        "reserved0" / Bytes(24),
+        "head" / Int64ul,
+        "writing" / Int64ul,
+        "read_copy" / Int64ul,
+        "lost_full" / Int64ul,
+        "lost_nested" / Int64ul,
+        "lost_stopped" / Int64ul,
+        "trunc_big" / Int64ul,
+        "read_unreadable" / Int64ul,
+        "tail" / Int64ul,
+        "reserved2" / Bytes(56),
+        "read_syscall" / Int64ul,
+        "waits" / Int64ul,
+        "wait_ns" / Int64ul,
+        "reserved3" / Array(5, Int64ul),
+    )
 
-SessionControl = Struct(
-    "magic" / Const(SESSION_MAGIC, Int32ul),
-    "version" / Int16ul,
-    "size" / Int16ul,
-    "recorder_pid" / Int32ul,
-    "state" / Int32ul,
-    "next_image" / Int64ul,
-    "lost_noring" / Int64ul,
-    "reserved" / Array(4, Int64ul),
-)
-"""struct rmt_session_ctl, the file session.ctl."""
 
-CtabHeader = Struct(
-    "magic" / Const(CTAB_MAGIC, Int32ul),
-    "version" / Int16ul,
-    "header_size" / Int16ul,
-    "total_size" / Int32ul,
-    "flags" / Int32ul,
-    "ring_size" / Int64ul,
-    "max_buffer" / Int32ul,
-    "rights_size" / Int32ul,
-    "n_uvm" / Int32ul,
-    "uvm_off" / Int32ul,
-    "n_ctrl" / Int32ul,
-    "ctrl_off" / Int32ul,
-    "n_ptr" / Int32ul,
-    "ptr_off" / Int32ul,
-    "n_class" / Int32ul,
-    "class_off" / Int32ul,
-)
-"""struct rmt_ctab_header, at the start of capture.tab."""
+def _session_control() -> Struct:
+    """struct rmt_session_ctl, the file session.ctl."""
+    from construct import Array, Const, Int16ul, Int32ul, Int64ul, Struct
+    return Struct(
+        "magic" / Const(SESSION_MAGIC, Int32ul),
+        "version" / Int16ul,
+        "size" / Int16ul,
+        "recorder_pid" / Int32ul,
+        "state" / Int32ul,
+        "next_image" / Int64ul,
+        "lost_noring" / Int64ul,
+        "reserved" / Array(4, Int64ul),
+    )
 
-CtabUvm = Struct("nr" / Int32ul, "size" / Int32ul, "first_ptr" / Int32ul, "n_ptr" / Int32ul)
-"""struct rmt_ctab_uvm"""
 
-CtabCtrl = Struct("cmd" / Int32ul, "first_ptr" / Int32ul, "n_ptr" / Int32ul, "reserved" / Int32ul)
-"""struct rmt_ctab_ctrl"""
+def _ctab_header() -> Struct:
+    """struct rmt_ctab_header, at the start of capture.tab."""
+    from construct import Const, Int16ul, Int32ul, Int64ul, Struct
+    return Struct(
+        "magic" / Const(CTAB_MAGIC, Int32ul),
+        "version" / Int16ul,
+        "header_size" / Int16ul,
+        "total_size" / Int32ul,
+        "flags" / Int32ul,
+        "ring_size" / Int64ul,
+        "max_buffer" / Int32ul,
+        "rights_size" / Int32ul,
+        "n_uvm" / Int32ul,
+        "uvm_off" / Int32ul,
+        "n_ctrl" / Int32ul,
+        "ctrl_off" / Int32ul,
+        "n_ptr" / Int32ul,
+        "ptr_off" / Int32ul,
+        "n_class" / Int32ul,
+        "class_off" / Int32ul,
+    )
 
-CtabPtr = Struct(
-    "offset" / Int32ul,
-    "count_offset" / Int32ul,
-    "elem_size" / Int32ul,
-    "fixed_count" / Int32ul,
-    "count_size" / Int32ul,
-    "reserved" / Int32ul,
-)
-"""struct rmt_ctab_ptr"""
 
-CtabClass = Struct("cls" / Int32ul, "size" / Int32ul)
-"""struct rmt_ctab_class"""
+def _ctab_uvm() -> Struct:
+    """struct rmt_ctab_uvm"""
+    from construct import Int32ul, Struct
+    return Struct(
+        "nr" / Int32ul,
+        "size" / Int32ul,
+        "first_ptr" / Int32ul,
+        "n_ptr" / Int32ul,
+    )
 
-MIRRORS = {
-    "rmt_ring_ctl": RingControl, "rmt_session_ctl": SessionControl, "rmt_ctab_header": CtabHeader,
-    "rmt_ctab_uvm": CtabUvm, "rmt_ctab_ctrl": CtabCtrl, "rmt_ctab_ptr": CtabPtr,
-    "rmt_ctab_class": CtabClass,
-}
-"""C struct name -> its mirror (the ABI test walks this)."""
+
+def _ctab_ctrl() -> Struct:
+    """struct rmt_ctab_ctrl"""
+    from construct import Int32ul, Struct
+    return Struct(
+        "cmd" / Int32ul,
+        "first_ptr" / Int32ul,
+        "n_ptr" / Int32ul,
+        "reserved" / Int32ul,
+    )
+
+
+def _ctab_ptr() -> Struct:
+    """struct rmt_ctab_ptr"""
+    from construct import Int32ul, Struct
+    return Struct(
+        "offset" / Int32ul,
+        "count_offset" / Int32ul,
+        "elem_size" / Int32ul,
+        "fixed_count" / Int32ul,
+        "count_size" / Int32ul,
+        "reserved" / Int32ul,
+    )
+
+
+def _ctab_class() -> Struct:
+    """struct rmt_ctab_class"""
+    from construct import Int32ul, Struct
+    return Struct(
+        "cls" / Int32ul,
+        "size" / Int32ul,
+    )
+
 
 RING_COUNTERS = ("lost_full", "lost_nested", "lost_stopped", "trunc_big", "waits", "wait_ns")
 """The ring's named counters, reported in the recording's MARK LOST record."""
@@ -139,6 +168,25 @@ READ_COUNTERS = ("read_copy", "read_syscall", "read_unreadable")
 """How the shim read the program's buffers: by its fault-tolerant copy, by a system call (the slow
 path, for a thread that blocks SIGSEGV or SIGBUS), or not at all (a bad pointer); in MARK STOP."""
 
-RING = FlatStruct(RingControl, "rmt_ring_ctl")
+RING = FlatStruct.lazy(_ring_control, "rmt_ring_ctl")
 """The ring control page's fields, each read or written in place (``RING["head"].get(mm)``)."""
-SESSION = FlatStruct(SessionControl, "rmt_session_ctl")
+SESSION = FlatStruct.lazy(_session_control, "rmt_session_ctl")
+CTAB_HEADER = FlatStruct.lazy(_ctab_header, "rmt_ctab_header")
+CTAB_UVM = FlatStruct.lazy(_ctab_uvm, "rmt_ctab_uvm")
+CTAB_CTRL = FlatStruct.lazy(_ctab_ctrl, "rmt_ctab_ctrl")
+CTAB_PTR = FlatStruct.lazy(_ctab_ptr, "rmt_ctab_ptr")
+CTAB_CLASS = FlatStruct.lazy(_ctab_class, "rmt_ctab_class")
+LAYOUTS = {flat.name: flat for flat in (RING, SESSION, CTAB_HEADER, CTAB_UVM, CTAB_CTRL, CTAB_PTR, CTAB_CLASS)}
+"""C struct name -> its FlatStruct; ``MIRRORS`` has their construct mirrors (the ABI test walks it)."""
+_MIRROR_NAMES = {"RingControl": RING, "SessionControl": SESSION, "CtabHeader": CTAB_HEADER, "CtabUvm": CTAB_UVM,
+                 "CtabCtrl": CTAB_CTRL, "CtabPtr": CTAB_PTR, "CtabClass": CTAB_CLASS}
+
+
+def __getattr__(name: str) -> Any:
+    """The construct mirrors, made on first use (rmtrace.flat, ``FlatStruct.lazy``): the recorder needs
+    only the FlatStructs, and construct's import is a fifth of its start-up."""
+    if name in _MIRROR_NAMES:
+        return _MIRROR_NAMES[name].definition
+    if name == "MIRRORS":
+        return {c_name: flat.definition for c_name, flat in LAYOUTS.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,7 @@ from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.base import DecodedBuffer
 from rmtrace.decoders.context import context
+from rmtrace.decoders.parse import handle_values
 from rmtrace.decoders.roles import Category, ControlRole, EscapeRole, GspRole, Roles, UvmRole, roles
 from rmtrace.decoders.sema import NO_RANK, DrainReason, ResetReason, SemaOp
 from rmtrace.record import MarkOp, Phase, Record, Role, Source, SysOp
@@ -225,7 +226,10 @@ def _rm_alloc(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     out.events.append(ev.ObjectAllocated(category, client, handle, parent or None, class_id))
     out.uses.append(Ref(RefKind.HANDLE, parent or client, client))
     out.defines.append(Ref(RefKind.HANDLE, handle, client))
-    event = alloc_params_event(category, client, handle, parent, buffer_value(d, Role.ALLOC_PARAMS))
+    params = buffer_value(d, Role.ALLOC_PARAMS)
+    if category in (Category.CHANNEL, Category.TSG):
+        out.uses.extend(_param_handle_uses(d, client, handle))
+    event = alloc_params_event(category, client, handle, parent, params)
     if event is not None:
         out.events.append(event)
 
@@ -242,6 +246,16 @@ def alloc_params_event(category: Category, client: int, handle: int, parent: int
     if category is Category.TSG:
         return ev.ChannelGroupAllocated(client, handle, field(params, "engineType"))
     return None
+
+
+def _param_handle_uses(d: Decoded, client: int, handle: int) -> list[Ref]:
+    """The objects a channel's or channel group's alloc params name (its error notifier, its GPFIFO and
+    USERD memory, its context share, its VA space): it needs them to exist, as it needs its parent."""
+    found: dict[int, None] = {}
+    for b in d.buffers:
+        if b.role == Role.ALLOC_PARAMS and b.layout is not None and b.value is not None and hasattr(b.value, "items"):
+            found.update(dict.fromkeys(handle_values(b.layout, b.value, b.layouts or {})))
+    return [Ref(RefKind.HANDLE, h, client) for h in found if h and h not in (client, handle)]
 
 
 def _rm_alloc_memory(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:

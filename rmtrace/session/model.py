@@ -162,12 +162,17 @@ class SessionModel:
 
     def lanes(self) -> list[Lane]:
         """One lane per client, then per channel (grouped by client), then per rank (the host)."""
-        out = [self.timeline.lane(c.entity, "client", c.id, c.label) for c in self.clients]
+        return [self.timeline.lane(*key) for key in self.lane_keys()]
+
+    def lane_keys(self) -> list[tuple[str, str, str, str]]:
+        """(entity, kind, group, label) of each of ``lanes``, in their order, without their segments (the
+        TUI reads a lane's segments when it draws it: a fleet's trace has thousands of lanes)."""
+        out = [(c.entity, "client", c.id, c.label) for c in self.clients]
         for chan in self.channels.values():
             label = f"{chan.id} {chan.handle:#x} {chan.engine or ''}".rstrip()
-            out.append(self.timeline.lane(chan.entity, "channel", chan.client_id, label))
+            out.append((chan.entity, "channel", chan.client_id, label))
         for rank in sorted(self.ranks.values(), key=lambda r: r.index):
-            out.append(self.timeline.lane(rank.entity, "rank", "host", f"rank {rank.index}"))
+            out.append((rank.entity, "rank", "host", f"rank {rank.index}"))
         return out
 
 
