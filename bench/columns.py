@@ -18,7 +18,8 @@ Side by side, per round:
 * the model with the cache warm: loaded, not folded;
 * stats' operations table with the cache warm;
 * the commands as a user runs them, each a whole ``rmtrace`` process
-  (interpreter start and imports included), with the cache off and warm:
+  (interpreter start and imports included), with the cache off, cold (an
+  empty cache: the table is written to it as it is built, and mapped) and warm:
   ``stats --json``, ``wedges --json``, ``show`` (every call, to /dev/null) and
   ``show --failed``.
 
@@ -54,7 +55,8 @@ COMMANDS = {
 FINE = {"wedges": (ExitCode.OK, ExitCode.FOUND, ExitCode.WEDGED)}
 """Exit codes besides OK a command ends with when it worked (docs' exit code table: wedges found)."""
 STEPS = ("zstd -dc", "zstd pass", "call table", "table + stats", "fold", "fold, cache cold", "model, cache warm",
-         "stats table, cache warm", *(f"{command}{cache}" for command in COMMANDS for cache in ("", ", cache warm")))
+         "stats table, cache warm",
+         *(f"{command}{cache}" for command in COMMANDS for cache in ("", ", cache cold", ", cache warm")))
 BASELINE = "zstd pass"
 
 
@@ -97,7 +99,7 @@ def child(step: str, path: str) -> None:
 def run_step(step: str, path: str, frames: str, env: dict[str, str]) -> dict[str, float]:
     """Run one step in a fresh process: {"seconds", "cpu", "rss_kb", "before_kb"} (a library step's own
     figures, from the child; a command's, the whole process's from its rusage)."""
-    command = step.removesuffix(", cache warm")
+    command = step.removesuffix(", cache warm").removesuffix(", cache cold")
     if step == "zstd -dc":
         argv = ["zstd", "-dc", frames]
     elif command in COMMANDS:
@@ -138,14 +140,19 @@ def measure(path: str, steps: list[str], rounds: int, tmp: str) -> dict[str, lis
     write_frames(path, frames)
     cache = os.path.join(tmp, "cache")
     times: dict[str, list[dict[str, float]]] = {step: [] for step in steps}
+    warm = False  # whether the cache holds the table and the model (a cold step may leave only the table)
     for r in range(rounds):
         for step in (steps if r % 2 == 0 else steps[::-1]):
-            if step == "fold, cache cold":
+            if step.endswith(", cache cold"):
                 shutil.rmtree(cache, ignore_errors=True)
-            elif "warm" in step and not os.path.isdir(cache):
+                warm = False
+            elif "warm" in step and not warm:
+                shutil.rmtree(cache, ignore_errors=True)
                 run_step("fold, cache cold", path, frames, {**os.environ, "RMTRACE_CACHE": cache})
+                warm = True
             env = {**os.environ, "RMTRACE_CACHE": cache if "cache" in step else "off"}
             times[step].append(run_step(step, path, frames, env))
+            warm = warm or step == "fold, cache cold"  # it stores the model
             print(f"round {r + 1}: {step}: {json.dumps(times[step][-1])}", file=sys.stderr, flush=True)
     return times
 

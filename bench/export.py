@@ -8,11 +8,12 @@ row) replicated to --records records with ``bench/session.py``'s
 of that.  Each pass runs in a fresh interpreter, so its peak resident memory
 (``ru_maxrss``) is its own:
 
-* baseline, the plain decode pass: pair the records into calls and decode
-  each at ``Level.CALL`` (name, class or control, status, handles, the
-  summary's arguments: what ``rmtrace show`` computes for a line);
+* the baseline, the plain decode pass the issue names: pair the records
+  into calls and decode each at ``Level.CALL`` (name, class or control,
+  status, handles, the summary's arguments: what ``rmtrace show`` computes
+  for a line); every format's ratio is to it;
 * the same at ``Level.FULL`` (every buffer field by field): what jsonl
-  (``show --json``) needs, so jsonl is measured against it;
+  (``show --json``) decodes, printed beside jsonl as a second ratio;
 * each format: ``rmtrace export`` to a file (parquet: a dataset directory).
 
 Rounds alternate (baseline, formats, then the same in reverse) and the best
@@ -46,8 +47,8 @@ BASELINE = "decode (baseline)"
 FULL = "decode, every field"
 BASELINES = {BASELINE: Level.CALL, FULL: Level.FULL}
 """The decode passes, by the level they decode to (jsonl needs every field)."""
-AGAINST = {"jsonl": FULL}
-"""A format measured against the decode pass of the level it needs (the others: CALL)."""
+ALSO = {"jsonl": FULL}
+"""A second ratio for a format: to the decode pass of the level it needs (jsonl decodes every field)."""
 
 
 def formats() -> list[str]:
@@ -98,6 +99,7 @@ def main() -> int:
     from session import replicate
 
     names = [BASELINE, FULL, *formats()]
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         sizes = {}
         for n in (args.records // 10, args.records):
@@ -110,6 +112,9 @@ def main() -> int:
                 for what in names if r % 2 == 0 else reversed(names):
                     out = os.path.join(tmp, f"out-{what.split()[0]}")
                     result = run_child(what, path, out)
+                    print(f"# {n:,} records, round {r + 1}: {what}: {result['cpu_seconds']:.1f} s CPU, "
+                          f"{result['seconds']:.1f} s wall, {result['maxrss_mb']:.0f} MB; load average "
+                          f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)  # what a cut-short run had
                     key = (what, n)
                     if key not in best:
                         best[key] = result
@@ -117,19 +122,22 @@ def main() -> int:
                         best[key][measure] = keep(best[key][measure], result[measure])
     small, large = args.records // 10, args.records
     rows = [("records", f"{large:,} (and {small:,} for memory), replicated from {os.path.basename(args.trace)}; "
-                        f"best of {args.rounds} alternating rounds; load average at the end {os.getloadavg()[0]:.2f}")]
+                        f"best of {args.rounds} alternating rounds; load average {load_at_start:.2f} at the start, "
+                        f"{os.getloadavg()[0]:.2f} at the end")]
     for what in names:
         run = best[(what, large)]
         rate = large / run["cpu_seconds"]
         ratio = ""
         if what not in BASELINES:
-            against = best[(AGAINST.get(what, BASELINE), large)]
-            cpu, wall = against["cpu_seconds"] / run["cpu_seconds"], against["seconds"] / run["seconds"]
-            ratio = (f"   {cpu:.2f}x {'baseline' if AGAINST.get(what, BASELINE) == BASELINE else 'full decode'} "
-                     f"({'met' if cpu >= GOAL else 'NOT met'}; wall {wall:.2f}x)")
+            base = best[(BASELINE, large)]
+            cpu, wall = base["cpu_seconds"] / run["cpu_seconds"], base["seconds"] / run["seconds"]
+            ratio = f"   {cpu:.2f}x baseline ({'met' if cpu >= GOAL else 'NOT met'}; wall {wall:.2f}x)"
+        also = ""
+        if what in ALSO:
+            also = f"; {best[(ALSO[what], large)]['cpu_seconds'] / run['cpu_seconds']:.2f}x {ALSO[what]}"
         mem_small, mem_large = best[(what, small)]["maxrss_mb"], run["maxrss_mb"]
         rows.append((what, f"{rate:>9,.0f} records/s{ratio:<44}   peak {mem_small:5.0f} MB at {small:,}, "
-                           f"{mem_large:5.0f} MB at {large:,} ({mem_large / mem_small:.2f}x)"))
+                           f"{mem_large:5.0f} MB at {large:,} ({mem_large / mem_small:.2f}x){also}"))
     print_rows(rows)
     return 0
 

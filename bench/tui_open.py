@@ -11,8 +11,9 @@ run:
 * `rmtrace tui FILE` in a fresh process, headless at 120x34: wall time from
   spawning it to the first events row on screen, to the last row on screen
   after End in the events table, to the timeline at the trace's end after End
-  there, and to the session model attached (it folds the whole trace in a
-  worker; the first screen does not wait for it).
+  there, to the session model attached (it folds the whole trace in a
+  worker; the first screen does not wait for it): lanes and wedges, and
+  then to the Objects tab's trees, which the worker builds after those.
 
 The TUI runs twice a round: with the cache cold (emptied first: the session
 model is folded and stored) and warm (the model loaded from the cache).  The
@@ -46,7 +47,7 @@ def child(path: str, wait_model: bool) -> None:
     import asyncio
 
     from rmtrace.tui.app import RmtraceApp
-    from rmtrace.tui.messages import ModelFailed, ModelLoaded
+    from rmtrace.tui.messages import ModelFailed, ModelLoaded, TreesReady
     from rmtrace.tui.services import library_services
     from rmtrace.tui.widgets.events.table import EventsTable
     from rmtrace.tui.widgets.timeline.timeline import Timeline
@@ -84,8 +85,10 @@ def child(path: str, wait_model: bool) -> None:
         model_done = asyncio.Event()
 
         def hook(message) -> None:
-            if isinstance(message, (ModelLoaded, ModelFailed)):
-                say("model" if isinstance(message, ModelLoaded) else "model_failed")
+            if isinstance(message, ModelLoaded):
+                say("model")
+            elif isinstance(message, (TreesReady, ModelFailed)):
+                say("trees" if isinstance(message, TreesReady) else "model_failed")
                 model_done.set()
 
         async with app.run_test(size=(120, 34), message_hook=hook) as pilot:
@@ -197,6 +200,9 @@ def main() -> int:
         if model is not None:
             rows.append((f"cache {step}: lanes and wedges", f"{model:7.3f} s   {model - paint:+.3f} s after first "
                                                            f"paint, ratio to info {model / info:.2f}"))
+            trees = median(step, "trees")
+            if trees is not None:
+                rows.append((f"cache {step}: object trees", f"{trees:7.3f} s   {trees - paint:+.3f} s after first paint"))
         elif any("model_failed" in t for t in runs[step]):
             rows.append((f"cache {step}: session model", "failed to fold (the TUI said why on screen)"))
     print_rows(rows)

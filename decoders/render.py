@@ -8,11 +8,12 @@ and the TUI both use it.
 
 from __future__ import annotations
 
+import math
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rmtrace.decoders.base import Decoded
+from rmtrace.decoders.base import Decoded, DecodedBuffer
 from rmtrace.decoders.parse import HANDLE_TYPES, STATUS_FIELDS
 
 from rmtrace.calls import Call, CallState
@@ -34,15 +35,48 @@ StatusNamer = Callable[[int], str | None]
 def plain(value: Any, layout: Any = None, layouts: Mapping[str, Any] | None = None) -> Any:
     """``value`` as JSON-ready data: Containers as dicts (plumbing members left out), bytes as hex,
     char arrays as text, float members as floats; with ``layout`` each member by its type."""
+    if type(value) in ATOMS:
+        return value
     if layout is not None and hasattr(value, "items"):
-        return {name: _plain_member(f, v, layouts) for name, f, v in members(layout, value)}
+        return _plain_struct(value, layout, layouts)
     if hasattr(value, "items"):
         return {k: plain(v) for k, v in value.items() if not str(k).startswith("_")}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return list(value) if set(map(type, value)) <= ATOMS else _each(value, plain)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     return value
+
+
+ATOMS = frozenset({int, str, bool, float, type(None)})
+"""Types ``plain`` gives back as they are (checked first: most values are numbers)."""
+_ABSENT = object()
+
+
+def _each(values: list[Any] | tuple[Any, ...], convert: Callable[[Any], Any]) -> list[Any]:
+    """``[convert(x) for x in values]``, converting each distinct object once: the decoders share one
+    value among identical array elements (256 per-GPU slots, most of them unused)."""
+    ids = list(map(id, values))
+    done = {key: convert(x) for key, x in dict(zip(ids, values)).items()}
+    return list(map(done.__getitem__, ids))
+
+
+def buffer_fields(buffers: Sequence[DecodedBuffer]) -> list[Any]:
+    """Each buffer's value as plain data (by its layout); a buffer parsed by the same layout from the
+    same bytes as one before it (an argument struct the call left as it was, before and after, a
+    third of a capture's buffers) is converted once."""
+    done: dict[tuple[int, int, bytes], Any] = {}
+    out = []
+    for b in buffers:
+        if b.layout is None:
+            out.append(plain(b.value, None, b.layouts))
+            continue
+        key = (id(b.layout), id(b.layouts), b.data)
+        found = done.get(key, _ABSENT)
+        if found is _ABSENT:
+            found = done[key] = plain(b.value, b.layout, b.layouts)
+        out.append(found)
+    return out
 
 
 def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
@@ -58,14 +92,51 @@ def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
             yield name, f, value[name]
 
 
-def _plain_member(f: Any, v: Any, layouts: Mapping[str, Any] | None) -> Any:
-    if f.kind in ("struct", "union"):
-        return plain(v, (layouts or {}).get(f.type), layouts)
-    if f.kind == "array":
-        return _plain_array(f, v, layouts)
-    if f.kind == "float":
-        return _float(v, f.size)
-    return plain(v)
+SCALAR, BITS, STRUCT, ARRAY, FLOAT = range(5)
+"""How ``_plain_struct`` takes a member: as ``plain`` does, out of its bitfield unit, by its layout, ..."""
+_PLANS: dict[int, tuple[Any, tuple[tuple[str, str, int, Any], ...]]] = {}
+"""Per layout (by id, the layout kept beside its plan so that the id stays its own): ``members`` worked out once."""
+
+
+def _plan(layout: Any) -> tuple[tuple[str, str, int, Any], ...]:
+    """(name, key in the parsed value, how, Field) per member, in layout order, as ``members`` finds them."""
+    found = _PLANS.get(id(layout))
+    if found is not None and found[0] is layout:
+        return found[1]
+    plan = []
+    for index, f in enumerate(layout.fields):
+        if f.bit_size is not None:
+            plan.append((f.name, f"_bits{f.offset}", BITS, f))
+            continue
+        how = {"struct": STRUCT, "union": STRUCT, "array": ARRAY, "float": FLOAT}.get(f.kind, SCALAR)
+        plan.append((f.name or f"anon{index}", f.name or f"anon{index}", how, f))
+    _PLANS[id(layout)] = (layout, tuple(plan))
+    return tuple(plan)
+
+
+def _plain_struct(value: Any, layout: Any, layouts: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A parsed struct by its layout, each member (as ``members`` finds them) by its kind, the kinds
+    worked out once per layout (jsonl converts every field of every call)."""
+    out: dict[str, Any] = {}
+    get = value.get
+    for name, key, how, f in _plan(layout):
+        v = get(key, _ABSENT)
+        if v is _ABSENT:
+            continue
+        if how == BITS:
+            if v is None or name not in v:
+                continue
+            v = v[name]
+            how = SCALAR
+        if how == SCALAR:
+            out[name] = v if type(v) in ATOMS else plain(v)
+        elif how == STRUCT:
+            out[name] = plain(v, (layouts or {}).get(f.type), layouts)
+        elif how == ARRAY:
+            out[name] = _plain_array(f, v, layouts)
+        else:
+            out[name] = _json_float(v, f.size)
+    return out
 
 
 def _plain_array(f: Any, v: Any, layouts: Mapping[str, Any] | None) -> Any:
@@ -73,17 +144,22 @@ def _plain_array(f: Any, v: Any, layouts: Mapping[str, Any] | None) -> Any:
         return _text(v) if f.elem_kind == "char" else bytes(v).hex()
     if f.elem_kind in ("struct", "union"):
         inner = (layouts or {}).get(f.elem)
-        done: dict[int, Any] = {}  # the decoders share one value among identical elements: convert it once
 
         def element(x: Any) -> Any:
+            return plain(x, inner, layouts)
+        if isinstance(v, list) and v and not isinstance(v[0], list):  # one dimension, the usual case
+            return _each(v, element)
+        done: dict[int, Any] = {}  # the decoders share one value among identical elements: convert it once
+
+        def shared(x: Any) -> Any:
             found = done.get(id(x))
             if found is None:
-                found = done[id(x)] = plain(x, inner, layouts)
+                found = done[id(x)] = element(x)
             return found
-        return _nested(v, element)
+        return _nested(v, shared)
     if f.elem_kind == "float":
         size = f.size // f.count if f.count else 4
-        return _nested(v, lambda x: _float(x, size))
+        return _nested(v, lambda x: _json_float(x, size))
     return plain(v)
 
 
@@ -93,6 +169,13 @@ def _nested(v: Any, leaf: Callable[[Any], Any]) -> Any:
 
 def _float(bits: int, size: int) -> float:
     return struct.unpack("<f" if size == 4 else "<d", bits.to_bytes(size, "little"))[0]
+
+
+def _json_float(bits: int, size: int) -> float | None:
+    """A float member as JSON: null for NaN and the infinities, which JSON has no number for (the
+    member's bits are in its buffer's hex)."""
+    value = _float(bits, size)
+    return value if math.isfinite(value) else None
 
 
 def _text(data: bytes | bytearray) -> str:

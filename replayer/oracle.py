@@ -17,13 +17,23 @@ field (the AFTER buffers, leaf by leaf, ``targets/nvidia/fields.py``) except the
 ones the replay tables mask for that command (addresses, timestamps, counters,
 board identity: each mask with its reason), differences named by field path
 with both values, as ``rmtrace diff`` shows them.
+
+A status that depends on other clients running at the same time (the tables'
+``across``: RELEASE_COMPUTE_MODE_RESERVATION answers NV_ERR_STATE_IN_USE to
+whichever of two clients at once releases first) is judged once the replay is
+over (``Oracle.settle``): among clients that overlapped in the replay, across
+them -- the multiset of their statuses for the same call (the k-th such call of
+each) must equal the multiset the oracle gives for it; a client that ran alone
+is judged exactly, as every other call is.
 """
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Hashable
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmtrace.decoders.parse import STATUS_FIELDS
@@ -44,6 +54,22 @@ FIELD_DIFFERENCES_SHOWN = 6
 ORACLE_TIMEOUT_NS = 10_000_000_000
 
 
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A status judged across clients, waiting for the end of the replay (see the module docstring)."""
+
+    client: str
+    msg: Message
+    key: str
+    """Its call key in the tables' ``across``."""
+    got: int
+    want: int
+
+
+Late = tuple[str, Message, list[Difference]]
+"""(client id, message, differences) of an answer judged once the replay was over."""
+
+
 class Judge:
     """One answer against an expected one (see the module docstring)."""
 
@@ -51,16 +77,26 @@ class Judge:
         self.semantics = semantics
         self.walker = Walker(semantics.profile)
         self.tables = tables
+        self.deferred: list[Deferred] = []
+        self.across: list[str] = []
+        """What settle judged across clients, a line each (the replay prints them)."""
+        self.judged_across: Counter[str] = Counter()
+        """Per client id: how many of its answers were judged across clients."""
 
     def differences(self, msg: Message, expect: Expect, expected: bytes | None, outcome: Outcome,
-                    fields: bool = True, ret: bool = True) -> list[Difference]:
+                    fields: bool = True, ret: bool = True, client: Any = None) -> list[Difference]:
+        """Where ``outcome`` differs from ``expect``; with ``client``, a status the tables judge across
+        clients is deferred to ``settle`` instead."""
         name = self.semantics.status_name
         if not expect.response:
             if expect.response is False and outcome.ret is not None and outcome.ret < 0 and outcome.err:
                 return [Difference("result", "done", f"failed (errno {outcome.err})")]
             return []
         diffs: list[Difference] = []
-        if outcome.status is not None and expect.status is not None and outcome.status != expect.status:
+        across = self._across_key(msg) if client is not None else None
+        if across is not None and outcome.status is not None and expect.status is not None:
+            self.deferred.append(Deferred(client.id, msg, across, outcome.status, expect.status))
+        elif outcome.status is not None and expect.status is not None and outcome.status != expect.status:
             diffs.append(Difference("status", name(expect.status), name(outcome.status)))
         if ret and outcome.ret is not None and outcome.ret != expect.ret:
             diffs.append(Difference("return value", expect.ret, outcome.ret))
@@ -99,6 +135,51 @@ class Judge:
             out.append(Difference(f"{more} more fields", "as recorded", "differ"))
         return out
 
+    def _across_key(self, msg: Message) -> str | None:
+        if self.tables is None or not self.tables.across:
+            return None
+        return next((k for k in call_keys(self.walker, decode_record(msg.request)) if k in self.tables.across), None)
+
+    def settle(self, overlapping: Iterable[frozenset[str]], against: str) -> list[Late]:
+        """Judge the deferred statuses, now that the replay is over: across each set of clients that
+        overlapped, the k-th answer to a call of each compared as a multiset with the oracle's; a client
+        in no such set (it ran alone) exactly.  Returns the answers that differ."""
+        name = self.semantics.status_name
+        together = {c: group for group in overlapping if len(group) > 1 for c in group}
+        rank: dict[tuple[str, str], int] = {}
+        groups: dict[tuple[Any, str, int], list[Deferred]] = {}
+        for d in sorted(self.deferred, key=lambda d: (d.client, d.msg.index)):
+            k = rank[(d.client, d.key)] = rank.get((d.client, d.key), 0) + 1
+            groups.setdefault((together.get(d.client) or d.client, d.key, k), []).append(d)
+        self.deferred = []
+        late: list[Late] = []
+        for group in groups.values():
+            if len(group) == 1:
+                d = group[0]
+                if d.got != d.want:
+                    late.append((d.client, d.msg, [Difference("status", name(d.want), name(d.got))]))
+                continue
+            ids = ", ".join(d.client for d in group)
+            got, want = Counter(d.got for d in group), Counter(d.want for d in group)
+            shown_got = ", ".join(f"{name(d.got)} ({d.client})" for d in group)
+            shown_want = ", ".join(name(s) for s in sorted(want.elements()))
+            self.judged_across.update(d.client for d in group)
+            verdict = "the same" if got == want else "differ"
+            self.across.append(f"{group[0].msg.name} of {ids}: {shown_got}; {against}: {shown_want}: {verdict}")
+            for status, extra in (got - want).items():
+                # the clients that got a status too many: first those whose own expected answer differs
+                holders = sorted((d for d in group if d.got == status), key=lambda d: d.got == d.want)
+                for d in holders[:extra]:
+                    late.append((d.client, d.msg, [Difference(f"status (judged across {ids})", shown_want,
+                                                              shown_got)]))
+        return late
+
+    def across_report(self) -> list[str]:
+        if not self.across:
+            return []
+        return ["judged across clients (a status that depends on other clients running at once: the replay "
+                "tables' across):", *(f"    {line}" for line in self.across)]
+
     def _masks(self, request: Record) -> tuple[str, ...]:
         if self.tables is None:
             return ()
@@ -125,6 +206,7 @@ class Oracle(ABC):
     """Judges each answer of a replay (see the module docstring)."""
 
     name = "?"
+    judge: Judge
 
     def open(self, info: RunInfo) -> None:  # noqa: B027 (a default that does nothing, on purpose)
         """Start (a live oracle starts its target)."""
@@ -132,9 +214,18 @@ class Oracle(ABC):
     @abstractmethod
     def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]: ...
 
+    def settle(self, overlapping: Sequence[frozenset[str]]) -> list[Late]:
+        """The replay is over: judge what waited for it (statuses judged across the clients that overlapped,
+        ``overlapping`` being the sets of client ids whose runs overlapped)."""
+        return self.judge.settle(overlapping, self.name)
+
+    def judged_across(self, client: str) -> int:
+        """How many of a client's answers were judged across clients."""
+        return self.judge.judged_across[client]
+
     def report(self) -> list[str]:
         """Lines a replay prints after its table (what the oracle could not judge, what it found)."""
-        return []
+        return self.judge.across_report()
 
     def close(self) -> None:  # noqa: B027 (a default that does nothing, on purpose)
         """Stop; a live oracle frees what its target holds."""
@@ -149,7 +240,7 @@ class RecordingOracle(Oracle):
         self.judge = Judge(plan.semantics, _tables(plan.semantics))
 
     def differences(self, client: Any, msg: Message, outcome: Outcome) -> list[Difference]:
-        return self.judge.differences(msg, msg.expect, msg.reply, outcome)
+        return self.judge.differences(msg, msg.expect, msg.reply, outcome, client=client)
 
 
 class TraceOracle(Oracle):
@@ -188,11 +279,12 @@ class TraceOracle(Oracle):
         # another recording's mmap addresses and fds are its own: its system calls are judged by errno alone
         ioctl = decode_record(msg.request).source in (Source.RM, Source.UVM)
         return self.judge.differences(msg, theirs.expect, theirs.reply, outcome, fields=self.by_call,
-                                      ret=self.by_call or ioctl)
+                                      ret=self.by_call or ioctl, client=client)
 
     def report(self) -> list[str]:
-        return [f"oracle {self.name}: {self.unjudged} messages it holds no answer for (not judged)"] \
+        unjudged = [f"oracle {self.name}: {self.unjudged} messages it holds no answer for (not judged)"] \
             if self.unjudged else []
+        return unjudged + super().report()
 
 
 def _same_call(a: Message, b: Message) -> bool:
@@ -225,11 +317,20 @@ class TargetOracle(Oracle):
                         theirs.err if theirs.err is not None else 0)
         got = Outcome(outcome.status, outcome.ret if theirs.ret is not None else None,
                       outcome.err if theirs.err is not None else None, outcome.fields, outcome.record)
-        diffs = self.judge.differences(msg, expect, theirs.record, got, fields=theirs.fields is not None)
-        for d in diffs:
-            if d.what == "status":
-                self.mismatches.append((client.id, msg.index + 1, msg.name, str(d.got), str(d.expected)))
+        diffs = self.judge.differences(msg, expect, theirs.record, got, fields=theirs.fields is not None, client=client)
+        self._mismatched(client.id, msg, diffs)
         return diffs
+
+    def _mismatched(self, client: str, msg: Message, diffs: list[Difference]) -> None:
+        for d in diffs:
+            if d.what.startswith("status"):
+                self.mismatches.append((client, msg.index + 1, msg.name, str(d.got), str(d.expected)))
+
+    def settle(self, overlapping: Sequence[frozenset[str]]) -> list[Late]:
+        late = super().settle(overlapping)
+        for client, msg, diffs in late:
+            self._mismatched(client, msg, diffs)
+        return late
 
     def _ask(self, client: Any, msg: Message) -> Outcome | None:
         ticket: Hashable = ("oracle", client.id, msg.index)
@@ -249,9 +350,9 @@ class TargetOracle(Oracle):
     def report(self) -> list[str]:
         lines = [f"oracle {self.name}: {len(self.mismatches)} status mismatches, {self.skipped} messages it did not "
                  f"send (its safety table), {self.unanswered} it did not answer in time"]
-        for cid, n, name, got, want in self.mismatches:
+        for cid, n, name, got, want in sorted(self.mismatches, key=lambda m: (m[0], m[1])):
             lines.append(f"    {cid} message {n} {name}: the target says {got}, {self.name} says {want}")
-        return lines
+        return lines + super().report()
 
     def close(self) -> None:
         self.target.close()

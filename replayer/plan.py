@@ -208,11 +208,25 @@ def dependency_closure(messages: Sequence[Message], keep: Iterable[int]) -> set[
 # --------------------------------------------------------------------------- streams
 
 
+STREAM_ROOTS = frozenset({Category.TSG, Category.CHANNEL})
+"""Objects a stream is made of, with everything allocated under them: a channel group (its context
+shares, its channels, their engine objects), or a channel outside any group.  A channel cloned into
+the recorded group would share that group's runlist entry and scheduling state, which the real
+driver refuses (NV_ERR_INVALID_STATE): a lane gets the whole group."""
+
+
 def channel_work(messages: Sequence[Message]) -> tuple[set[int], set[int]]:
-    """(indices of the messages that are channel work, handles of channels and their children)."""
+    """(indices of the messages that are channel work, handles of the channel groups, the channels
+    outside them, and everything allocated under either).
+
+    The categories are the semantic layer's (class numbers of the driver profile); the work is every
+    message that uses or defines one of those handles: the allocations, their controls, UVM's
+    REGISTER_CHANNEL and UNREGISTER_CHANNEL of them, their frees.  The memory their alloc params
+    name (the GPFIFO and USERD buffer, the error notifiers) is the program's own and stays shared:
+    ``--streams`` lanes get room inside it (targets/nvidia/compile.py ``_lane_room``)."""
     handles: set[int] = set()
     for msg in messages:
-        if msg.kind == Kind.RM_ALLOC and (msg.category == Category.CHANNEL or msg.h_parent in handles):
+        if msg.kind == Kind.RM_ALLOC and (msg.category in STREAM_ROOTS or msg.h_parent in handles):
             handles.add(msg.h_object)
     work = {m.index for m in messages
             if any(ref.kind is RefKind.HANDLE and ref.value in handles for ref in m.uses + m.defines)}
@@ -230,17 +244,30 @@ def multiply_streams(client: PlanClient, count: int, semantics: Semantics) -> Pl
     lanes: list[list[Message]] = [[] for _ in range(count)]
     last_work = max(work)
     joined = False
+    before: list[tuple[Message, Message]] = []
+    """(clone, the lane-0 message its original came after)."""
+    previous: Message | None = None
     for msg in client.messages:
         if msg.index > last_work and not joined:
             joined = True
             out.extend(m for lane in lanes[1:] for m in lane)
-        out.append(replace(msg))  # a copy: repeats of a client share their message objects
+        copy = replace(msg)  # a copy: repeats of a client share their message objects
+        out.append(copy)
         if msg.index in work:
             for lane in range(1, count):
-                lanes[lane].append(_clone(msg, lane, mappings[lane], semantics))
+                clone = _clone(msg, lane, mappings[lane], semantics)
+                lanes[lane].append(clone)
+                if previous is not None:
+                    before.append((clone, previous))
+        previous = copy
     if not joined:
         out.extend(m for lane in lanes[1:] for m in lane)
     _renumber(out)
+    # A clone goes no earlier than its original could: after what lane 0 did before it.  What a call
+    # needs is more than the handles it names (a context share needs its VA space set up, a channel
+    # group its device's); lane 0's order is the one the program was recorded in.
+    for clone, after in before:
+        clone.deps = tuple(sorted(set(clone.deps) | {after.index}))
     join = next((m for m in out if m.lane == 0 and m.index > max(m2.index for m2 in out if m2.lane)), None)
     if join is not None:
         tails = tuple(max(m.index for m in out if m.lane == lane) for lane in range(1, count))

@@ -12,7 +12,9 @@ as a stuck process does.
 
 Each answer is compared with what the recording says came back (only the
 parts the target answers), giving per client: green, diverged at message N
-(with the difference) or wedged at message N (with the chain of why).
+(with the difference) or wedged at message N (with the chain of why).  An
+oracle may keep some answers for the end (a status that depends on other
+clients, judged across the clients whose runs overlapped: ``Oracle.settle``).
 """
 
 from __future__ import annotations
@@ -65,11 +67,14 @@ class ClientResult:
     """How many messages differed (the verdict names the first)."""
     skipped: list[tuple[int, str]] = field(default_factory=list)
     """(message index, why) of the messages the target left out (never sent, never compared)."""
+    across: int = 0
+    """How many of its answers were judged across the clients running beside it (see oracle.py)."""
 
     def summary(self) -> str:
         if self.verdict is Verdict.GREEN or self.at is None:
             left_out = f", {len(self.skipped)} skipped" if self.skipped else ""
-            return f"green ({self.answered} messages{left_out})"
+            across = f", {self.across} judged across clients" if self.across else ""
+            return f"green ({self.answered} messages{left_out}{across})"
         where = f"at message {self.at.index + 1} {self.at.name}"
         if self.verdict is Verdict.DIVERGED:
             more = f" (+{self.diverged - 1} more)" if self.diverged > 1 else ""
@@ -196,6 +201,10 @@ class Runner:
         self.status_name = status_name or plan.semantics.status_name
         self.output = output
         self.writer: ReplayWriter | None = None
+        self.overlaps: list[tuple[str, str]] = []
+        """Pairs of clients whose runs overlapped: one started while the other still had calls to make (a
+        client whose last call, its exit, is still in flight has made them all: the recorded schedule lets
+        the next client of a sequential recording start then)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -216,6 +225,7 @@ class Runner:
                 finally:
                     if self.oracle is not None:
                         self.oracle.close()
+            self._settle()
             self._finish()
         finally:
             if self.writer is not None:
@@ -306,6 +316,9 @@ class Runner:
         now = target.now()
         if self.writer is not None and not run.started and client.argv:
             self.writer.exec(now, client.pid, client.argv)
+        if not run.started:  # it starts while these have calls still to make: their runs overlap
+            self.overlaps.extend((other.client.id, client.id) for other in self.runs
+                                 if other is not run and other.started and other.unsent > 0)
         run.started = True
         reason = target.skip(ticket, client, msg)
         if reason is not None:
@@ -356,9 +369,35 @@ class Runner:
         else:
             diffs = compare(msg.expect, outcome, self.status_name)
         if diffs:
-            result.diverged += 1
-            if result.verdict is Verdict.GREEN:
-                result.verdict, result.at, result.differences = Verdict.DIVERGED, msg, diffs
+            self._diverged(result, msg, diffs)
+
+    @staticmethod
+    def _diverged(result: ClientResult, msg: Message, diffs: list[Difference]) -> None:
+        """A difference at ``msg``: the verdict names the client's first (in message order: an oracle
+        may judge an answer late)."""
+        result.diverged += 1
+        if result.verdict is Verdict.GREEN or (result.verdict is Verdict.DIVERGED and result.at is not None
+                                               and msg.index < result.at.index):
+            result.verdict, result.at, result.differences = Verdict.DIVERGED, msg, diffs
+
+    def _settle(self) -> None:
+        """The oracle's late judgements: statuses judged across the clients whose runs overlapped."""
+        if self.oracle is None:
+            return
+        results = {run.client.id: run.result for run in self.runs}
+        for client, msg, diffs in self.oracle.settle(self._overlapping()):
+            self._diverged(results[client], msg, diffs)
+        for cid, result in results.items():
+            result.across = self.oracle.judged_across(cid)
+
+    def _overlapping(self) -> list[frozenset[str]]:
+        """The sets of clients whose runs overlapped (a client that ran alone is a set of its own)."""
+        group = {run.client.id: frozenset({run.client.id}) for run in self.runs}
+        for a, b in self.overlaps:
+            merged = group[a] | group[b]
+            for cid in merged:
+                group[cid] = merged
+        return list(dict.fromkeys(group.values()))
 
     def _expire(self, now: int) -> None:
         """The watchdog: every message past its deadline wedges its client."""

@@ -12,6 +12,7 @@ construct.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -328,6 +329,7 @@ def iter_records(data: bytes | memoryview) -> Iterable[Record]:
         pos += total
 
 
+@functools.cache  # called for every record and buffer a JSON object holds; the enum lookup costs 20 times more
 def enum_name(enum_type: type[enum.IntEnum], value: int) -> str:
     """The member name, or the number for values this rmtrace does not know."""
     try:

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import io
+import json
+import math
+import struct
+from datetime import datetime, timezone
 
+import numpy as np
+from construct import Container
+from rmtrace.decoders import render
+from rmtrace.decoders.base import Label
+
+from rmtrace import jsonschema
 from rmtrace.cli.main import main
 from rmtrace.export.progress import Progress
+from rmtrace.layout import Field, Layout
 from tests.export_support import legacy_replay, shipped  # noqa: F401 -- legacy_replay is a fixture
 
 
@@ -32,3 +43,106 @@ def test_progress_draws_on_a_terminal_and_stays_quiet_elsewhere():
     assert sum(1 for _ in quiet.count(range(5000))) == 5000
     quiet.finish()
     assert pipe.getvalue() == ""
+
+
+def _objects(path: str) -> list[dict]:
+    from rmtrace.decoders import Level, decoders_for
+
+    from rmtrace.trace import TraceReader
+    with TraceReader(path) as reader:
+        decoders = decoders_for(reader)
+        start = reader.time_span[0]
+        return [jsonschema.call(decoders.decode(call, Level.FULL), call, start) for call in decoders.calls(reader.records())]
+
+
+def _stdlib(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=str).encode("ascii")
+
+
+def test_the_encoder_writes_the_bytes_json_writes(legacy_replay):  # noqa: F811
+    """orjson, with json itself for what orjson would write otherwise: the same bytes, object for object."""
+    for path in (str(shipped("nvidia-smi-q")), legacy_replay):
+        objects = _objects(path)
+        assert len(objects) > 200 and all(jsonschema.encode(o) == _stdlib(o) for o in objects)
+    odd = [{"text": "größe ∞ 🚀", "del": "a\x7fb", "control": "\x00\x1b\t\n\"\\"}, {"big": 2**64, "small": -2**63 - 1},
+           {"u64": 2**64 - 1, "s64": -2**63}, {7: "int key", None: 1}, {"lone": "\ud800"},
+           {"np": np.float64(1.5), "npint": np.int64(3)}, {"when": datetime(2026, 12, 1, tzinfo=timezone.utc)},
+           {"record": Label("RM_ALLOC")}, {"bytes": b"\x01"}, {"tuple": (1, "x"), "bool": True, "none": None}]
+    for obj in odd:
+        assert jsonschema.encode(obj) == _stdlib(obj), obj
+        assert jsonschema.dumps(obj) == _stdlib(obj).decode()
+        assert jsonschema.encode(obj, newline=True) == _stdlib(obj) + b"\n"
+
+
+def test_floats_read_back_as_the_same_number():
+    """A float is written in its shortest form that reads back the same (below 1e-4 orjson spells some
+    otherwise than json: 0.00001 for 1e-05); docs/json-schema.md says so."""
+    for x in (0.1, 1e-05, 1.5e-07, 5e-324, 1.7976931348623157e308, -0.0, 123456789.125, 3.4028234663852886e38):
+        assert json.loads(jsonschema.encode({"f": x})) == {"f": x}
+
+
+def test_a_float_member_that_is_not_a_number_is_null():
+    """JSON has no NaN or infinity: such a member is null in JSON (its bits are in the buffer's hex), while
+    the field tree still shows it."""
+    layout = Layout("FLOATS", 12, (Field("a", 0, 4, "NvF32", "float"), Field("b", 4, 4, "NvF32", "float"),
+                                   Field("c", 8, 4, "NvF32", "float")))
+    value = Container(a=0x3F800000, b=0x7FC00000, c=0xFF800000)
+    assert render.plain(value, layout) == {"a": 1.0, "b": None, "c": None}
+    assert [render.scalar_text(f, value[f.name]) for f in layout.fields] == ["1.0", "nan", "-inf"]
+
+
+def _oracle(value, layout=None, layouts=None):
+    """What plain gives, written the plain way (as it was before its per-layout plan): each member as
+    render.members finds it, converted by its kind, recursively."""
+    if layout is not None and hasattr(value, "items"):
+        return {name: _oracle_member(f, v, layouts) for name, f, v in render.members(layout, value)}
+    if hasattr(value, "items"):
+        return {k: _oracle(v) for k, v in value.items() if not str(k).startswith("_")}
+    if isinstance(value, (list, tuple)):
+        return [_oracle(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    return value
+
+
+def _oracle_member(f, v, layouts):
+    def nested(x, leaf):
+        return [nested(y, leaf) for y in x] if isinstance(x, list) else leaf(x)
+
+    def number(bits, size):
+        x = struct.unpack("<f" if size == 4 else "<d", bits.to_bytes(size, "little"))[0]
+        return x if math.isfinite(x) else None
+    if f.kind in ("struct", "union"):
+        return _oracle(v, (layouts or {}).get(f.type), layouts)
+    if f.kind == "float":
+        return number(v, f.size)
+    if f.kind != "array":
+        return _oracle(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).split(b"\0", 1)[0].decode("utf-8", "replace") if f.elem_kind == "char" else bytes(v).hex()
+    if f.elem_kind in ("struct", "union"):
+        return nested(v, lambda x: _oracle(x, (layouts or {}).get(f.elem), layouts))
+    if f.elem_kind == "float":
+        return nested(v, lambda x: number(x, f.size // f.count if f.count else 4))
+    return _oracle(v)
+
+
+def test_plain_takes_every_member_as_members_finds_it():
+    """render.plain's per-layout plan and shared elements against the plain way: every buffer of two real
+    captures, and every call's args and extra."""
+    from rmtrace.decoders import Level, decoders_for
+
+    from rmtrace.trace import TraceReader
+    checked = 0
+    for name in ("nvidia-smi-q", "cuda-streams"):
+        with TraceReader(str(shipped(name))) as reader:
+            decoders = decoders_for(reader)
+            for call in decoders.calls(reader.records()):
+                decoded = decoders.decode(call, Level.FULL)
+                assert (render.plain(decoded.args), render.plain(decoded.extra)) == (_oracle(decoded.args),
+                                                                                    _oracle(decoded.extra))
+                for b in decoded.buffers:
+                    if b.layout is not None and hasattr(b.value, "items"):
+                        assert render.plain(b.value, b.layout, b.layouts) == _oracle(b.value, b.layout, b.layouts)
+                        checked += 1
+    assert checked > 1000

@@ -88,3 +88,58 @@ def test_an_interrupted_replay_left_nothing_behind_on_the_gpu(name, status):
     assert "after: replaying processes alive: 0; GPU compute processes: 0" in text
     for t in tables(name):  # a live client's teardown freed its RM client; a killed one's the kernel did
         assert t["ended"] == "killed by SIGKILL" or [f["status"] for f in t["teardown_freed"]] == [0], t
+
+
+@pytest.mark.parametrize("capture,name,schedule,across", [
+    ("cuda-streams-2-together", "cuda-streams-2-together.nvidia", "recorded", 1),
+    ("cuda-streams-2-together", "cuda-streams-2-together.concurrent.nvidia", "concurrent", 1),
+    ("cuda-streams-3x-sequential", "cuda-streams-3x-sequential.nvidia", "recorded", 0),
+])
+def test_clients_at_once_match_bare_metal_across_clients(repo_root, capture, name, schedule, across):
+    """The compute-mode release's NV_ERR_STATE_IN_USE went to whichever client released first: judged across
+    the clients that overlapped it matches; clients one after another are judged exactly."""
+    plan = build_plan(str(repo_root / "captures" / f"{capture}.trace"))
+    result = replay(plan, Schedule.parse(schedule), make_target("recorded", plan),
+                    oracle=TraceOracle(str(REPLAYS / f"{name}.trace"), plan))
+    assert [c.verdict for c in result.clients] == [Verdict.GREEN] * len(plan.clients), \
+        [c.summary() for c in result.clients]
+    assert [c.across for c in result.clients] == [across] * len(plan.clients)
+
+
+def test_two_at_once_do_not_match_a_recording_of_one_alone(repo_root):
+    """Bare metal gave one of two clients at once NV_ERR_STATE_IN_USE; the program recorded alone got NV_OK:
+    the multisets differ, whichever client got it."""
+    plan = build_plan(str(repo_root / "captures" / "cuda-streams.trace")).repeat(2)
+    result = replay(plan, Schedule.parse("concurrent"), make_target("recorded", plan),
+                    oracle=TraceOracle(str(REPLAYS / "cuda-streams.concurrent-2.nvidia.trace"), plan))
+    (diverged,) = [c for c in result.clients if c.verdict is Verdict.DIVERGED]
+    assert diverged.at.name == "RM_CONTROL(NV2080_CTRL_CMD_GPU_0x46)" and diverged.diverged == 1
+    assert diverged.differences[0].what == "status (judged across c1, c2)"
+
+
+def test_simultaneous_streams_differ_only_in_the_compute_groups_uvm_range(repo_root):
+    """--streams 4 on bare metal: every cloned channel group, context share, channel and engine object was
+    accepted; what differs is each cloned compute group's UVM_REGISTER_CHANNEL (its context buffers' UVM range
+    is lane 0's: NV_ERR_INVALID_ADDRESS), the UNREGISTER of what was never registered, and scheduling the
+    group (NV_ERR_INVALID_STATE) -- the known limit of docs/replay-nvidia.md."""
+    plan = build_plan(str(repo_root / "captures" / "cuda-streams.trace")).streams(4)
+    oracle = TraceOracle(str(REPLAYS / "cuda-streams.simultaneous-4.nvidia.trace"), plan)
+    messages = plan.clients[0].messages
+    answers = oracle.answers["c1"]
+    theirs = {m.index: answers.get((decode_record(m.request).source, m.call_id)) for m in messages}
+    differ = [m for m in messages if theirs[m.index] is not None and theirs[m.index].expect.status != m.expect.status]
+    compute_groups = {m.h_object for m in messages if m.lane and m.name == "RM_ALLOC(KEPLER_CHANNEL_GROUP_A)"
+                      and any(x.h_parent == m.h_object and x.name == "RM_ALLOC(FERMI_CONTEXT_SHARE_A)" for x in messages)}
+    compute_channels = {m.h_object for m in messages if m.category.name == "CHANNEL" and m.h_parent in compute_groups}
+    assert len(compute_groups) == 3 and len(compute_channels) == 24
+    by_name: dict[str, int] = {}
+    for m in differ:
+        by_name[m.name] = by_name.get(m.name, 0) + 1
+        handle = m.h_object if m.name.startswith("RM_CONTROL") else \
+            plan.semantics.decoders.decode(decode_record(m.request)).handles.get("hChannel")
+        assert m.lane and handle in compute_groups | compute_channels, m.name
+    assert by_name == {"UVM_REGISTER_CHANNEL": 24, "UVM_UNREGISTER_CHANNEL": 24,
+                       "RM_CONTROL(NVA06C_CTRL_CMD_GPFIFO_SCHEDULE)": 3}
+    cloned = [m for m in messages if m.lane and m.kind.name == "RM_ALLOC"]
+    assert len(cloned) == 3 * 57 and all(theirs[m.index] is not None and theirs[m.index].expect.status == 0
+                                         for m in cloned)

@@ -10,6 +10,7 @@ from rmtrace.replayer.plan import build_plan, channel_work, dependency_closure, 
 
 from rmtrace.errors import RmtraceError
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, decode_record
+from rmtrace.semantics import Category
 from rmtrace.trace import TraceWriter
 from tests.cuda_traffic import COMPUTE_RING, DRIVER, PROFILE, cuda_client, write_trace
 
@@ -93,6 +94,40 @@ def test_streams_clone_channel_work_onto_new_handles_rings_and_ranks(one):
     assert any(c1.messages[d].h_object == token.h_object and c1.messages[d].lane == 2 for d in token.deps)
     join = next(m for m in c1.messages if m.lane == 0 and m.index > max(x.index for x in c1.messages if x.lane))
     assert {c1.messages[d].lane for d in join.deps} >= {1, 2, 3}
+
+
+def test_streams_clone_whole_channel_groups_each_lane_its_own(repo_root):
+    """A lane's channels go into a channel group of its own (a clone of the recorded one, with its context
+    share), never into the recorded group, which the real driver refuses (NV_ERR_INVALID_STATE)."""
+    plan = build_plan(str(repo_root / "captures" / "cuda-streams.trace")).streams(4)
+    (c1,) = plan.clients
+    messages = c1.messages
+    allocs = {m.h_object: m for m in messages if m.kind == Kind.RM_ALLOC}
+    groups = [m for m in allocs.values() if m.category is Category.TSG]
+    assert len(groups) == 4 * 4 and {sum(g.lane == lane for g in groups) for lane in range(4)} == {4}
+    channels = [m for m in allocs.values() if m.category is Category.CHANNEL]
+    assert len(channels) == 4 * 20
+    for ch in channels:
+        group = allocs[ch.h_parent]
+        assert group.category is Category.TSG and group.lane == ch.lane
+        params = next(b.value for b in plan.semantics.decoders.decode(decode_record(ch.request)).buffers
+                      if b.role == Role.ALLOC_PARAMS)
+        if params.hContextShare:  # the compute group's channels name its context share: the lane's own
+            share = allocs[params.hContextShare]
+            assert share.lane == ch.lane and share.h_parent == group.h_object
+        assert allocs[params.hObjectBuffer].lane == 0  # the GPFIFO/USERD memory stays the program's own
+        needs = {messages[d].h_object for d in ch.deps}
+        assert {group.h_object, params.hObjectBuffer, params.hObjectError} <= needs
+    registered = [m for m in messages if m.name == "UVM_REGISTER_CHANNEL"]
+    assert {m.lane for m in registered} == {0, 1, 2, 3} and len(registered) == 80
+    # a clone goes no earlier than its original could (lane 0 runs in its order): the VA space its context
+    # share names is set up by then, in lane 0, though no handle says so
+    vaspace = next(m for m in messages if m.name == "RM_ALLOC(FERMI_VASPACE_A)")
+    for share in (m for m in allocs.values() if m.lane and m.name == "RM_ALLOC(FERMI_CONTEXT_SHARE_A)"):
+        closure = dependency_closure(messages, [share.index])
+        assert max(i for i in closure if messages[i].lane == 0) > vaspace.index
+    frees = [m for m in messages if m.kind == Kind.RM_FREE and m.lane == 3]
+    assert {f.h_object for f in frees} >= {g.h_object for g in groups if g.lane == 3}
 
 
 def test_streams_need_a_channel(tmp_path):

@@ -188,3 +188,66 @@ def test_every_name_and_status_of_the_real_captures_is_accepted(capsys):
                 assert d.name in names and (d.detail is None or d.detail in names or "0x" in d.detail), (name, d.name)
                 if d.status_name and d.status_name.startswith("NV_"):
                     assert d.status_name in statuses
+
+
+def _streamed(reader, decoders, table, records, wanted):
+    """How show chose its calls before the call table: every record paired, every call decoded."""
+    import dataclasses
+    return decoders.calls(reader.iter_filtered(dataclasses.replace(records, t1=None)))
+
+
+def _show_in_process(argv, capsys):
+    from rmtrace.cli.main import main
+    code = main(["show", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out
+
+
+SHIPPED = ("cuda-streams-3x-sequential", "torch-one-kernel", "nvidia-smi-q")
+REPLAYS = ("cuda-streams.sequential-3.sigint.nvidia.trace", "cuda-streams.sequential-2.client-killed.nvidia.trace")
+
+
+def _filters(path):
+    """Every filter show has, each alone and a few together, with times that cut calls in two."""
+    from rmtrace.trace import TraceReader
+    with TraceReader(path) as reader:
+        t0, t1 = reader.time_span
+        pid = reader.record_at(reader.record_count // 2).pid
+    third = (t1 - t0) // 3
+    return [[], ["--failed"], ["--name", "RM_CONTROL,UVM_*,NV2080_CTRL_CMD_GPU_*"], ["--status", "NV_ERR_*,0x0"],
+            ["--status", "EINVAL"], ["--pid", pid], ["--source", "gsp,sema,sys"], ["--op", "0x2b,0x2a"],
+            ["--phase", "exit"], ["--from", f"{third}ns"], ["--from", f"{third}ns", "--to", f"{2 * third}ns"],
+            ["--to", f"{third}ns", "--name", "RM_*"], ["--from", f"{2 * third}ns", "--failed"],
+            ["-V", "--name", "RM_ALLOC", "--limit", "7"], ["--json", "--from", f"{third}ns", "--limit", "40"],
+            ["--handle", "0xcaf000d4"]]
+
+
+@pytest.mark.parametrize("name", SHIPPED + REPLAYS)
+def test_show_chooses_on_the_call_table_what_it_chose_decoding_every_call(name, trace, monkeypatch, capsys, tmp_path):
+    """The columns choose the calls (decoding only those printed): the output is the streamed one's, byte
+    for byte, for every filter, on the real captures, replays cut by a signal or a killed client, and
+    the constructed trace with GSP and sema traffic."""
+    from pathlib import Path
+
+    from rmtrace import captures
+    from rmtrace.columns import select
+    path = trace if name == "two-clients" else (Path(captures.path()).parent / "replays" / name
+                                                if name.endswith(".trace") else captures.path(name))
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
+    for argv in _filters(path):
+        code, chosen = _show_in_process([*argv, path], capsys)
+        with monkeypatch.context() as m:
+            m.setattr(select, "selected_calls", _streamed)
+            streamed_code, streamed = _show_in_process([*argv, path], capsys)
+        assert (code, chosen) == (streamed_code, streamed), argv
+    assert any((tmp_path / "cache").iterdir())  # a finished trace's table was kept: the next show loads it
+
+
+def test_show_chooses_on_the_columns_in_the_constructed_trace(trace, monkeypatch, capsys):
+    from rmtrace.columns import select
+    monkeypatch.setenv("RMTRACE_CACHE", "off")
+    for argv in _filters(trace) + [["--source", "gsp"], ["--from", "9000500ns"], ["--name", "SEMA_*", "--status", "-22"]]:
+        code, chosen = _show_in_process([*argv, trace], capsys)
+        with monkeypatch.context() as m:
+            m.setattr(select, "selected_calls", _streamed)
+            assert (code, chosen) == _show_in_process([*argv, trace], capsys), argv

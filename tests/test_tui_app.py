@@ -21,6 +21,7 @@ from rmtrace.tui.messages import (
     ObjectSelected,
     RecordChosen,
     TraceGrew,
+    TreesReady,
     WedgeShown,
 )
 from rmtrace.tui.screens.detail import RecordDetail
@@ -90,6 +91,32 @@ async def test_first_screen_needs_only_the_index(boots):
         assert any(isinstance(m, ModelLoaded) for m in messages)
         assert app.workspace.run.loaded and len(timeline.rows) == ROWS
         assert "3 clients, 7 lanes, 6 wedges" in str(app.main.query_one("#run-line").render())
+
+
+@pilot_test
+async def test_lanes_and_wedges_come_before_the_object_trees(boots, monkeypatch):
+    """The worker posts the lanes and wedges, then builds the object trees (on a large trace they take
+    as long as the rest): until they come the Objects tab says so, and the lanes and wedges are drawn."""
+    from rmtrace.tui import view
+    gate = threading.Event()
+    build = view.object_trees
+    monkeypatch.setattr(view, "object_trees", lambda model, start_ns: (gate.wait(10), build(model, start_ns))[1])
+    app = open_app(boots[0])
+    messages = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        for _ in range(500):
+            if app.workspace.run.loaded:
+                break
+            await pilot.pause(0.02)
+        await pilot.pause()
+        timeline, _, _ = parts(app)
+        assert len(timeline.rows) == ROWS and app.workspace.run.wedges() and not app.workspace.run.trees_ready
+        await pilot.press("o")
+        assert labels_of(app.main.query_one(ObjectsTree)) == ["objects", "building the object trees…"]
+        gate.set()
+        await settle(pilot)
+        assert any(isinstance(m, TreesReady) for m in messages)
+        assert any("NV01_ROOT_CLIENT" in label for label in labels_of(app.main.query_one(ObjectsTree)))
 
 
 @pilot_test

@@ -61,11 +61,19 @@ def test_lanes_are_relative_to_the_start(folded):
     assert all(0 <= seg[0] <= seg[1] <= run.end_rel for lane in lanes.values() for seg in lane.segments)
     assert lanes["chan/c2/ch0"].segments[-1][2] == "stale"
     assert run.group_labels()["c2"] == "c2 pid 1002"
+    model = run.model  # lanes read their segments when asked: the same as the model's, shifted to the start
+    assert [(lane.entity, lane.kind, lane.group, lane.label) for lane in run.lanes()] == [
+        (lane.entity, lane.kind, lane.group, lane.label) for lane in model.lanes()]
+    assert [lane.segments for lane in run.lanes()] == [
+        tuple((s.t0 - run.start_ns, s.t1 - run.start_ns, s.state, s.detail) for s in lane.segments)
+        for lane in model.lanes()]
 
 
 def test_objects_nest_by_parent_and_map_to_lanes(folded):
     run = folded
+    assert not run.trees_ready  # the worker builds them after the lanes and wedges are on screen
     trees = run.object_trees()
+    assert run.trees_ready and run.object_trees() is trees
     assert list(trees) == ["c1", "c2", "c3"]
     root = trees["c1"][0]
     assert root.class_name == "NV01_ROOT_CLIENT" and root.children[0].class_name == "NV01_DEVICE_0"
@@ -128,8 +136,8 @@ def test_the_state_table_lists_the_selected_client_first_past_its_cap(monkeypatc
     from rmtrace.tui.view import LaneRow
     from rmtrace.tui.widgets.state import panel
     monkeypatch.setattr(panel, "MAX_ROWS", 4)
-    lanes = [LaneRow(f"client/c{i}", "client", f"c{i}", f"c{i} pid {100 + i}", ()) for i in range(6)]
-    lanes += [LaneRow("rank/2", "rank", "host", "rank 2", ())]
+    lanes = [LaneRow(f"client/c{i}", "client", f"c{i}", f"c{i} pid {100 + i}", tuple) for i in range(6)]
+    lanes += [LaneRow("rank/2", "rank", "host", "rank 2", tuple)]
     assert panel.shown_lanes(lanes[:3], None) == lanes[:3]
     shown = panel.shown_lanes(lanes, "client/c5")
     assert [lane.entity for lane in shown] == ["client/c5", "rank/2", "client/c0", "client/c1"]

@@ -25,6 +25,7 @@ from rmtrace.tui.messages import (
     ObjectSelected,
     RecordChosen,
     TraceGrew,
+    TreesReady,
     WedgeShown,
 )
 from rmtrace.tui.screens.detail import RecordDetail
@@ -36,7 +37,6 @@ from rmtrace.tui.view import RunView
 from rmtrace.tui.widgets.events.table import EventsTable
 from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel
-from rmtrace.tui.widgets.timeline.rows import index_lanes
 from rmtrace.tui.widgets.timeline.timeline import Timeline
 from rmtrace.tui.widgets.wedges.panel import DiffPanel, WedgePanel
 from rmtrace.tui.workspace import Workspace
@@ -153,7 +153,9 @@ class RmtraceApp(App):
             self.post_message(ModelFailed(index, f"could not fold this trace ({type(exc).__name__}: {exc}); "
                                                  "the events table still shows every record"))
             return
-        self.post_message(ModelLoaded(index, folded, index_lanes(folded.lanes)))
+        self.post_message(ModelLoaded(index, folded))
+        folded.trees()
+        self.post_message(TreesReady(index, folded))
 
     def _folded(self, index: int) -> None:
         """A fold ended: with none left, the interpreter switches threads at its usual pace again."""
@@ -166,7 +168,6 @@ class RmtraceApp(App):
         self._folded(message.run)
         run = self.workspace.runs[message.run]
         run.attach(message.folded)
-        self.main.query_one(Timeline).adopt_indexes(message.lane_indexes)
         if run.record_count > self._folded_upto[message.run]:
             self._refold_soon(message.run)  # it grew while this fold ran
         if self.workspace.is_diff:
@@ -174,6 +175,11 @@ class RmtraceApp(App):
             if a is not None and b is not None:
                 self._diverge(a, b)
         self.redraw()
+
+    @on(TreesReady)
+    def _trees_ready(self, message: TreesReady) -> None:
+        if self.workspace.runs[message.run].folded is message.folded and message.run == self.workspace.active:
+            self.main.query_one(ObjectsTree).reload()
 
     @on(ModelFailed)
     def _model_failed(self, message: ModelFailed) -> None:

@@ -59,11 +59,18 @@ class ObjectCleared(Message):
 
 @dataclass
 class ModelLoaded(Message):
-    """A worker finished folding a run (``rmtrace.tui.view.Folded``) and indexing its lanes; the app attaches it."""
+    """A worker finished folding a run (``rmtrace.tui.view.Folded``: lanes, wedges); the app attaches it."""
 
     run: int
     folded: Folded
-    lane_indexes: dict
+
+
+@dataclass
+class TreesReady(Message):
+    """The worker built the object trees of ``folded`` (after posting it): the Objects tab fills in."""
+
+    run: int
+    folded: Folded
 
 
 @dataclass

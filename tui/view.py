@@ -20,6 +20,7 @@ import itertools
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -72,16 +73,24 @@ class EventRow:
                          f"{self.pid}/{self.tid}", " ".join(f"{h:#x}" for h in sorted(self.handles))))
 
 
-@dataclass(frozen=True)
+SegmentRow = tuple[int, int, str, str]
+"""(t0, t1, state, detail), relative to the run's start."""
+
+
+@dataclass(frozen=True, eq=False)
 class LaneRow:
-    """One timeline lane, its segments relative to the run's start."""
+    """One timeline lane; its segments are read from the model when first asked for (when the lane is
+    drawn or its state is looked at): a fleet's trace has thousands of lanes and a screen shows twenty."""
 
     entity: str
     kind: str
     group: str
     label: str
-    segments: tuple[tuple[int, int, str, str], ...]
-    """(t0, t1, state, detail)"""
+    read_segments: Callable[[], tuple[SegmentRow, ...]] = field(repr=False)
+
+    @cached_property
+    def segments(self) -> tuple[SegmentRow, ...]:
+        return self.read_segments()
 
 
 @dataclass(frozen=True)
@@ -156,14 +165,27 @@ class Folded:
     calls: CallIndex
     lanes: list[LaneRow]
     wedges: list[Wedge]
-    trees: dict[str, list[ObjectNode]]
+    start_ns: int
+    _trees: dict[str, list[ObjectNode]] | None = None
+
+    @property
+    def trees_ready(self) -> bool:
+        return self._trees is not None
+
+    def trees(self) -> dict[str, list[ObjectNode]]:
+        """The object trees (built on first call: the worker builds them after the lanes and wedges are on
+        screen, since they take as long as the rest together on a large trace)."""
+        if self._trees is None:
+            self._trees = object_trees(self.model, self.start_ns)
+        return self._trees
 
 
 def lane_rows(model: SessionModel, start_ns: int) -> list[LaneRow]:
-    """The model's lanes with their segments relative to ``start_ns``."""
-    return [LaneRow(lane.entity, lane.kind, lane.group, lane.label,
-                    tuple((s.t0 - start_ns, s.t1 - start_ns, s.state, s.detail) for s in lane.segments))
-            for lane in model.lanes()]
+    """The model's lanes, their segments relative to ``start_ns`` (read when asked for)."""
+    def reader(entity: str) -> Callable[[], tuple[SegmentRow, ...]]:
+        return lambda: tuple((s.t0 - start_ns, s.t1 - start_ns, s.state, s.detail)
+                             for s in model.timeline.segments(entity))
+    return [LaneRow(entity, kind, group, label, reader(entity)) for entity, kind, group, label in model.lane_keys()]
 
 
 def object_trees(model: SessionModel, start_ns: int) -> dict[str, list[ObjectNode]]:
@@ -253,9 +275,9 @@ class RunView:
         return self.fold(self.services.load_model(self.path, decoders))
 
     def fold(self, model: SessionModel) -> Folded:
-        """What the screen draws from ``model``: lanes, wedges, object trees, the call index."""
+        """What the screen draws from ``model``: lanes, wedges, the call index (object trees: ``Folded.trees``)."""
         return Folded(model, CallIndex.of_model(model), lane_rows(model, self.start_ns),
-                      list(self.services.find_wedges(model)), object_trees(model, self.start_ns))
+                      list(self.services.find_wedges(model)), self.start_ns)
 
     def attach(self, folded: Folded) -> None:
         """Use this folded model from now on (on the UI thread)."""
@@ -263,6 +285,11 @@ class RunView:
         self.model = folded.model
         self._children = None
         self.generation += 1
+
+    @property
+    def folded(self) -> Folded | None:
+        """What was last attached."""
+        return self._folded
 
     def call_at(self, seq: int) -> CallInfo | None:
         return self._folded.calls.call_at(seq) if self._folded is not None else None
@@ -359,7 +386,12 @@ class RunView:
     # -- objects and wedges
 
     def object_trees(self) -> dict[str, list[ObjectNode]]:
-        return self._folded.trees if self._folded is not None else {}
+        return self._folded.trees() if self._folded is not None else {}
+
+    @property
+    def trees_ready(self) -> bool:
+        """The object trees are built (``object_trees`` answers at once)."""
+        return self._folded is not None and self._folded.trees_ready
 
     def entities_of(self, client_id: str, handle: int) -> set[str]:
         """Lane entities an object is about: a channel it is, or the channels and ranks below it."""

@@ -6,8 +6,10 @@ profiles, says per number of the profile (RM escape, class id, control
 command, UVM request number) whether a call is known to be harmless, always
 with the reason; which fields of a call hold handles, fds, addresses or
 values the driver hands out (so the replay can remap them); which address
-ranges a call needs reserved in the replaying process; and which output
-fields legitimately differ from the recording (the comparison's masks).
+ranges a call needs reserved in the replaying process; which output
+fields legitimately differ from the recording (the comparison's masks); and
+which statuses depend on other clients running at the same time (``across``:
+judged across the clients that overlap, not client by client).
 
 Every entry names the call it was written for.  The loader checks that name
 against the profile's own name for the number (for numbers no public header
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -40,6 +42,8 @@ PROTS = frozenset({"none", "rw"})
 KINDS = ("esc", "ctrl", "class", "memclass", "uvm")
 """Call keys: ``esc:NR`` (every RM escape), ``ctrl:CMD`` (RM_CONTROL), ``class:ID`` (RM_ALLOC's alloc params),
 ``memclass:ID`` (RM_ALLOC_MEMORY by class), ``uvm:NR``."""
+CALL_TABLES = {"esc": "escapes", "ctrl": "controls", "class": "classes", "memclass": "classes", "uvm": "uvm"}
+"""The table that names each kind of call key's number."""
 BY = frozenset({"control", "class", "inner"})
 """Escapes decided by something inside them: the control command, the class, the escape XFER carries."""
 
@@ -72,6 +76,14 @@ class Mask:
 
 
 @dataclass(frozen=True)
+class Across:
+    """A call whose status depends on other clients running at the same time (see ``oracle.Judge``)."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class ReplayTables:
     branch: str
     escapes: Mapping[int, Rule]
@@ -88,6 +100,8 @@ class ReplayTables:
     masks: Mapping[str, Mask]
     dropped: tuple[str, ...]
     """Entries whose number the profile names otherwise: left out, each said in a sentence."""
+    across: Mapping[str, Across] = field(default_factory=dict)
+    """Call key -> a status judged across the clients that overlap (the multiset of their statuses)."""
 
     def device(self, name: str) -> str | None:
         """What the node /dev/NAME is, or None when a replay must not open it."""
@@ -156,9 +170,21 @@ def parse_tables(raw: Mapping[str, Any], profile: DriverProfile) -> ReplayTables
         if not entry.get("reason"):
             raise RmtraceError(f"replay tables: mask {call} has no reason")
         masks[call] = Mask(tuple(entry["paths"]), entry["reason"])
+    across = {}
+    for call, entry in raw.get("across", {}).items():
+        _check_call(call)
+        if not entry.get("reason") or not entry.get("name"):
+            raise RmtraceError(f"replay tables: across {call} needs a name and a reason")
+        kind, _, number = call.partition(":")
+        actual = expected[CALL_TABLES[kind]](int(number, 0))
+        if actual != entry["name"]:
+            dropped.append(f"across {call} was written for {entry['name']}, but profile {profile.version} "
+                           f"names it {actual or 'nothing'}: left out (judged client by client)")
+            continue
+        across[call] = Across(entry["name"], entry["reason"])
     devices = tuple((re.compile(pattern), what) for pattern, what in raw.get("devices", {}).items())
     return ReplayTables(str(raw.get("branch", profile.branch)), rules["escapes"], rules["classes"], rules["controls"],
-                        rules["uvm"], devices, links, fields, reserve, masks, tuple(dropped))
+                        rules["uvm"], devices, links, fields, reserve, masks, tuple(dropped), across)
 
 
 def _rule(table: str, key: str, entry: Mapping[str, Any]) -> Rule:
@@ -180,4 +206,4 @@ def _check_call(call: str) -> None:
     int(number, 0)
 
 
-__all__ = ["ReplayTables", "Rule", "Reserve", "Mask", "replay_tables", "parse_tables", "available_branches", "ROLES"]
+__all__ = ["ReplayTables", "Across", "Rule", "Reserve", "Mask", "replay_tables", "parse_tables", "available_branches", "ROLES"]

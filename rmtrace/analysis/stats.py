@@ -10,8 +10,9 @@ from typing import Any
 
 from rmtrace.columns.stats import client_sources, operation_rows
 from rmtrace.record import Source, enum_name
-from rmtrace.session import CallInfo, SessionModel
+from rmtrace.session import CallInfo
 from rmtrace.session.entities import FreedBy
+from rmtrace.session.model import Objects
 
 
 @dataclass
@@ -58,9 +59,10 @@ def op_stats(calls: Iterable[CallInfo]) -> list[OpStats]:
     return sorted(table.values(), key=lambda s: (s.pid, s.client or "", s.source, -s.count, s.operation))
 
 
-def session_stats(model: SessionModel) -> dict[str, Any]:
+def session_stats(model: Objects) -> dict[str, Any]:
     """Everything ``rmtrace stats`` prints, as one JSON-ready dict (the operations from the call table,
-    ``rmtrace.columns.stats``: what ``op_stats`` gives over every call, without a Python visit per call)."""
+    ``rmtrace.columns.stats``: what ``op_stats`` gives over every call, without a Python visit per call).
+    ``model``: a ``SessionModel``, or as much of one as stats reads (``rmtrace.session.model.load_objects``)."""
     rows = operation_rows(model.table)
     per_client = client_sources(rows)
     objects = _object_counts(model)
@@ -74,7 +76,7 @@ def session_stats(model: SessionModel) -> dict[str, Any]:
     }
 
 
-def _object_counts(model: SessionModel) -> dict[str, dict[str, int]]:
+def _object_counts(model: Objects) -> dict[str, dict[str, int]]:
     """Objects allocated, freed, freed at exit and leaked, per client, in one pass over the objects."""
     by: dict[str, Counter] = defaultdict(Counter)
     for o in model.object_list:

@@ -149,6 +149,8 @@ def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
 def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     import dataclasses
 
+    from rmtrace.columns.cache import call_table
+    from rmtrace.columns.select import selected_calls
     from rmtrace.decoders import Level, decoders_for, render
     if args.json:
         from rmtrace import jsonschema
@@ -166,7 +168,10 @@ def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     phases, until = records.phase, records.t1
     out = sys.stdout
     shown = 0
-    for call in decoders.calls(reader.iter_filtered(dataclasses.replace(records, phase=None, t1=None))):
+    # the call table (built, or loaded from the cache) chooses the calls on its columns: only those
+    # printed are read and decoded (rmtrace.columns.select); each is still checked against every filter
+    table = call_table(reader, decoders)
+    for call in selected_calls(reader, decoders, table, dataclasses.replace(records, phase=None), wanted):
         if args.limit is not None and shown >= args.limit:
             break
         if until is not None and call.first.time_ns > until:

@@ -45,8 +45,8 @@ class Section(NamedTuple):  # not a dataclass: dataclasses imports inspect, a co
 
 def _calls(path: str, args: argparse.Namespace) -> dict[str, Any]:
     from rmtrace.analysis.stats import session_stats
-    from rmtrace.session import load_session
-    return session_stats(load_session(path, driver=args.driver))
+    from rmtrace.session.model import load_objects
+    return session_stats(load_objects(path, driver=args.driver))  # the table and the objects: not the whole fold
 
 
 def _latency(lat: dict | None) -> str:

@@ -30,8 +30,12 @@ call means the same from its row as from its records.
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Iterator
+import gc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rmtrace.decoders import Decoded
@@ -40,15 +44,32 @@ from rmtrace.decoders.rm import NamedByArg
 from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
-from rmtrace.columns.argspec import CLASS_MEMBER, Kind, Plan
+from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
+from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers
-from rmtrace.record import Phase, Record, Source, SysOp
+from rmtrace.record import Phase, Record, Role, Source, SysOp
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
+from rmtrace.semantics.effects import CATEGORIES, NO_CLASS, NO_COMMAND, EffectKind, Effects, effect_kinds, row_effects
+from rmtrace.semantics.interpret import alloc_params_event, control_event, value_of
 from rmtrace.session.entities import CallInfo, Client, LaneState, Process
-from rmtrace.session.fold import EFFECTS, Folder
+from rmtrace.session.fold import (
+    EFFECTS,
+    Folder,
+    bound,
+    channel_allocated,
+    duplicate,
+    free,
+    scheduled,
+    token_issued,
+    tsg_allocated,
+    uvm_channel,
+)
 from rmtrace.trace import TraceReader
+
+COMMAND_MEMBER = "cmd"
+"""The argument member that names a control (``Interpreter``'s ``_rm_control`` reads it)."""
 
 
 class Need(enum.IntEnum):
@@ -108,9 +129,33 @@ def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
     return Need.RECORDS if source in RECORDS_SOURCES or source not in tuple(Source) else Need.NONE
 
 
-def fold_table(folder: Folder, table: CallTable, reader: TraceReader) -> None:
-    """Bring ``folder`` to where folding every call of ``table`` in order would bring it."""
-    TableFold(folder, reader).advance(table, final=True)
+def fold_table(folder: Folder, table: CallTable, reader: TraceReader, objects_only: bool = False) -> None:
+    """Bring ``folder`` to where folding every call of ``table`` in order would bring it; with
+    ``objects_only``, as far as its processes, clients and RM objects go (``OBJECTS_ONLY``)."""
+    with young_collections():
+        TableFold(folder, reader, objects_only=objects_only).advance(table, final=True)
+
+
+@contextlib.contextmanager
+def young_collections() -> Iterator[None]:
+    """Only the collector's young generations run meanwhile (``_blocks`` collects them after each block).
+    The fold makes millions of objects that live as long as the model; each full collection walks them
+    all again, a fifth of the fold's time, while the cycles a decode leaves are young when they die."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+OBJECTS_ONLY = "the processes, clients and RM objects"
+"""What a fold with ``objects_only`` makes as the whole fold would: the processes (their tree, argv,
+exit status), the clients, and every RM object with its life (allocated, freed, freed at exit).  It
+folds only the calls that can change those: allocations (of channels and TSGs too: their params do not
+make the object), frees and duplicates from their rows, GSP messages (they carry RM calls) and
+fork/exec/exit from their records; channels, ranks, host state and the timeline it leaves as they are."""
 
 
 WINDOW = 65_536
@@ -127,8 +172,9 @@ class TableFold:
     yields a call UNFINISHED and its close RESUMED.  With ``final`` every row is folded as it stands.
     """
 
-    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW) -> None:
+    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW, objects_only: bool = False) -> None:
         self.folder = folder
+        self.objects_only = objects_only
         self.reader = reader
         self.window = window
         self.plan = Plan(folder.decoders)
@@ -143,6 +189,8 @@ class TableFold:
         start, n = self.next_row, len(table)
         need = np.zeros(n, dtype=np.int8)
         need[start:] = needs(table, self.plan, folder.interpreter.roles, start)
+        if self.objects_only:
+            need[start:] = np.where(_objects_rows(table, start), need[start:], Need.NONE)
         rows = start + np.flatnonzero(need[start:] != Need.NONE)
         stop = n
         if not final and not flush and rows.size:
@@ -152,18 +200,31 @@ class TableFold:
                 stop = int(rows[np.argmax(young)])
                 rows = rows[rows < stop]
         resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
+        by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles)
+        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader))
+        slow = np.setdiff1d(rows, by_row.rows, assume_unique=True)
+        if self.objects_only:  # a control the model reads means nothing to the objects
+            slow = slow[need[slow] == Need.RECORDS]
+        merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
+        tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
+        order = np.argsort(merged, kind="stable")
         touches = iter(sorted(((pid, t) for pid, t in table.processes.items() if pid not in self._processes
                                and (final or t.first[0] < stop)), key=lambda item: item[1].first[:2]))
         creations = iter(sorted((m for m in table.clients if m.id not in self._clients and (final or m.row < stop)),
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
-        for row, info, meaning in _blocks(table, rows, need, folder, self.plan, self.reader):
+        blocks = _blocks(table, slow, need, folder, self.plan, self.reader)
+        for row, effect in zip(merged[order].tolist(), tags[order].tolist()):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
                 next_touch = next(touches, None)
             while next_client is not None and next_client.row <= row:
                 self._client(next_client)
                 next_client = next(creations, None)
+            if effect >= 0:  # what the row says it did: applied without a CallMeaning
+                effects.apply(effect)
+                continue
+            _, info, meaning = next(blocks)
             self._apply(meaning, info)
             if not final and meaning.call.state is CallState.IN_FLIGHT:
                 self._unfinished.add(row)
@@ -244,6 +305,164 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
             found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
 
 
+@dataclass
+class RowEffects:
+    """The rows whose meaning the semantic layer reads from their columns alone
+    (``rmtrace.semantics.effects``), and their effects (``effects.at`` indexes ``rows``)."""
+
+    rows: np.ndarray
+    effects: Effects
+
+
+def _objects_rows(table: CallTable, start: int) -> np.ndarray:
+    """Which rows from ``start`` on a fold of ``OBJECTS_ONLY`` folds, as far as their need allows: the
+    RM calls (read from their rows: allocations, frees, duplicates), GSP messages, fork/exec/exit."""
+    source, op = table.columns["source"][start:], table.columns["op"][start:]
+    return ((source == Source.RM) | (source == Source.GSP)
+            | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
+
+
+def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
+    """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
+    (one in flight may still end, and its end be folded then) whose handles fit the columns."""
+    c = table.columns
+    rows = rows[~np.isin(c["state"][rows], IN_FLIGHT_STATES)]
+    if table.extra_handles:
+        rows = rows[~np.isin(rows, np.fromiter(table.extra_handles, dtype=np.int64))]
+    source, op, key = c["source"][rows], c["op"][rows], c["key"][rows].astype(np.int64)
+    class_id, command = _class_and_command(plan, source, op, key)
+    kinds = effect_kinds(roles, source, op, command)
+    kept = kinds != EffectKind.NONE
+    rows, class_id, command, kinds = rows[kept], class_id[kept], command[kept], kinds[kept]
+    return RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, command, _handles(table, rows)))
+
+
+def _class_and_command(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's class and command as ``Interpreter.class_id`` and ``_rm_control`` read them from the
+    Decoded ``_key_member`` makes: the key, when the operation is named by its class (or keeps one) or
+    by its command; ``NO_CLASS`` and ``NO_COMMAND`` otherwise."""
+    ops = (source.astype(np.int64) << 32) | op.astype(np.int64)
+    uniq, inverse = np.unique(ops, return_inverse=True)
+    names = [_key_name(plan, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()]
+    inverse = inverse.ravel()
+
+    def by_name(test: Callable[[str | None], bool]) -> np.ndarray:
+        return np.array([test(n) for n in names] + [False], dtype=bool)[inverse if len(names) else inverse - 1]
+    is_class, unnamed, is_command = by_name(lambda n: n == CLASS_MEMBER), by_name(lambda n: n is None), \
+        by_name(lambda n: n == COMMAND_MEMBER)
+    return (np.where(is_class | (unnamed & (key != 0)), key, NO_CLASS), np.where(is_command, key, NO_COMMAND))
+
+
+def _handles(table: CallTable, rows: np.ndarray) -> Callable[[str], np.ndarray]:
+    """handle(member): each of ``rows``' handle of that name (``CallTable._handles``), 0 where it has none."""
+    c = table.columns
+    sets = c["handles"][rows]
+    values = np.stack([c[f"h{k}"][rows] for k in range(MAX_HANDLES)], axis=1).astype(np.int64)
+    picked = np.arange(len(rows))
+
+    def handle(name: str) -> np.ndarray:
+        where = np.array([names.index(name) if name in names else -1 for names in table.handle_sets.values] + [-1])
+        at = where[sets]  # a row without handles (NONE) reads the last entry: -1
+        return np.where(at >= 0, values[picked, np.maximum(at, 0)], 0)
+    return handle
+
+
+class _EffectRows:
+    """Applies ``RowEffects`` one at a time, in their rows' order among the other rows, as the event
+    handlers of ``rmtrace.session.fold.EFFECTS`` apply the events these rows' meanings hold.  Where a
+    row's params say more (``Effects.params``), its records' params buffers are read (``ParamsReader``)
+    and the interpreter says what they mean (``alloc_params_event``, ``control_event``); without
+    ``params`` (a fold of ``OBJECTS_ONLY``) only the objects are made."""
+
+    def __init__(self, folder: Folder, table: CallTable, found: RowEffects, params: ParamsReader | None) -> None:
+        self.folder, self.table, self.params = folder, table, params
+        e, c = found.effects, table.columns
+        rows = found.rows[e.at]
+        self.rows = rows.tolist()
+        exit_seq = c["exit_seq"][rows]
+        ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
+        self.first_seq = c["enter_seq"][rows].tolist()
+        self.last_seq = np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64)).tolist()
+        self.last_ns = np.where(ends, c["t_exit"][rows], c["t_enter"][rows]).tolist()
+        clients = [m.id for m in table.clients]
+        self.client = [clients[i] if i >= 0 else None for i in c["client"][rows].tolist()]
+        self.status = [name or "NV_OK" for name in table.status_names.lookup(c["status_name"][rows])]
+        self.kind, self.h_client, self.handle, self.parent = (a.tolist() for a in (e.kind, e.h_client, e.handle,
+                                                                                    e.parent))
+        self.class_id = [None if k == NO_CLASS else k for k in e.class_id.tolist()]
+        self.category = [CATEGORIES[k] for k in e.category.tolist()]
+        self.src_client, self.src_handle = e.src_client.tolist(), e.src_handle.tolist()
+        self.command, self.with_params = e.command.tolist(), e.params.tolist()
+        self._class_names: dict[int | None, str] = {}
+        self._defs = context(folder.decoders.profile).defs
+        self._apply = {EffectKind.ALLOCATED: self._allocated, EffectKind.ALLOCATED_MEMORY: self._allocated,
+                       EffectKind.FREED: self._freed, EffectKind.DUPLICATED: self._duplicated,
+                       EffectKind.UVM_CHANNEL_REGISTERED: lambda i: self._uvm_channel(i, True),
+                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda i: self._uvm_channel(i, False),
+                       EffectKind.CONTROL: self._control}
+
+    def apply(self, i: int) -> None:
+        self._apply[self.kind[i]](i)
+
+    def params_value(self, i: int, role: Role, key: int) -> Any:
+        """The value of the params buffer of ``role`` of row ``i``'s records, as ``buffer_value`` reads it
+        from the Decoded the interpreter is given (``params_buffers``: views by the class or command ``key``)."""
+        assert self.params is not None
+        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq))  # only the buffers are read
+                   for seq, _ in self.table.records_of(self.rows[i])]
+        return value_of(params_buffers(self._defs, self.folder.profile, records, key), role)
+
+    def params_event(self, i: int) -> ev.Event | None:
+        """What row ``i``'s params say beyond its row (None for a row whose params say nothing more)."""
+        if not self.with_params[i]:
+            return None
+        if self.kind[i] == EffectKind.CONTROL:
+            command = self.command[i]
+            return control_event(self.folder.interpreter.roles.controls[command], self.h_client[i], self.handle[i],
+                                 self.params_value(i, Role.PARAMS, command))
+        cls = self.class_id[i]
+        return alloc_params_event(self.category[i], self.h_client[i], self.handle[i], self.parent[i],
+                                  self.params_value(i, Role.ALLOC_PARAMS, cls if cls is not None else 0))
+
+    def _allocated(self, i: int) -> None:
+        cls = self.class_id[i]
+        name = self._class_names.get(cls)
+        if name is None:
+            name = self._class_names[cls] = self.folder.interpreter.class_name(cls)
+        self.folder.add_object(self.client[i], self.h_client[i], self.handle[i], self.parent[i] or None, cls,
+                               self.category[i], name, self.first_seq[i], self.last_ns[i], self.status[i])
+        if self.with_params[i] and self.params is not None:
+            event = self.params_event(i)
+            if isinstance(event, ev.ChannelAllocated):
+                channel_allocated(self.folder, event, self.first_seq[i], self.last_ns[i], self.last_seq[i])
+            elif isinstance(event, ev.ChannelGroupAllocated):
+                tsg_allocated(self.folder, event, self.first_seq[i])
+
+    def _control(self, i: int) -> None:
+        if self.params is None:
+            return
+        event = self.params_event(i)
+        t, seq = self.last_ns[i], self.last_seq[i]
+        if isinstance(event, ev.WorkTokenIssued):
+            token_issued(self.folder, event, t, seq)
+        elif isinstance(event, ev.ChannelBound):
+            bound(self.folder, event, t, seq)
+        elif isinstance(event, ev.ChannelScheduled):
+            scheduled(self.folder, event, t, seq)
+
+    def _duplicated(self, i: int) -> None:
+        duplicate(self.folder, self.client[i], self.h_client[i], self.handle[i], self.parent[i] or None,
+                  self.src_client[i], self.src_handle[i], self.first_seq[i], self.last_ns[i], self.status[i])
+
+    def _freed(self, i: int) -> None:
+        if not free(self.folder, self.h_client[i], self.handle[i], self.last_ns[i], self.last_seq[i]):
+            self.folder.stray_frees.append(self.table.info(self.rows[i]))
+
+    def _uvm_channel(self, i: int, registered: bool) -> None:
+        uvm_channel(self.folder, self.h_client[i], self.handle[i], registered, self.last_ns[i], self.last_seq[i])
+
+
 BLOCK = 4096
 """Rows whose CallInfo and Decoded are made at once: numpy's cost per call is paid per block, and the
 objects of one block at a time are alive."""
@@ -257,6 +476,8 @@ def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder
         infos, decoded = table.infos_and_decoded(block)
         yield from zip(block.tolist(), infos, _meanings(table, block, need[block], decoded, folder, plan, reader))
         table.release(int(block[0]), int(block[-1]))
+        if not gc.isenabled():
+            gc.collect(1)
 
 
 def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: list[Decoded], folder: Folder,
@@ -267,6 +488,7 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
     cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
                                                       "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
+    params = ParamsReader(reader)
     states = [STATES[s] for s in cols["state"]]
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
@@ -276,12 +498,12 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             if not interpreter.needs_params(d):
                 yield interpreter.meaning(Call(_header_records(cols, i, state), state), d)
                 continue
-        records = tuple(reader.record_at(seq) for seq, _ in table.records_of(row))
         if by_row:  # the row, and the few params members the semantic layer reads from views
+            records = _header_records(cols, i, state, params)
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(records, state))
+            yield interpreter.interpret(Call(tuple(reader.record_at(seq) for seq, _ in table.records_of(row)), state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:
@@ -300,16 +522,18 @@ def _key_name(plan: Plan, source: int, op: int) -> str | None:
     return decoder.key if isinstance(decoder, NamedByArg) else None
 
 
-def _header_records(cols: dict[str, list], i: int, state: CallState) -> tuple[Record, ...]:
-    """A call's records as far as the table keeps them: their header fields, no buffers."""
+def _header_records(cols: dict[str, list], i: int, state: CallState,
+                    params: ParamsReader | None = None) -> tuple[Record, ...]:
+    """A call's records as far as the table keeps them: their header fields, and with ``params`` their
+    params buffers (no other buffer)."""
     def record(phase: Phase, seq: int, time: int) -> Record:
         return Record(cols["source"][i], phase, cols["op"][i], seq, time, cols["pid"][i], cols["tid"][i],
-                      cols["call_id"][i], cols["fd"][i])
-    enter = record(_ENTER, cols["enter_seq"][i], cols["t_enter"][i])
-    if state is _IN_FLIGHT:
-        return (enter,)
+                      cols["call_id"][i], cols["fd"][i], buffers=params.buffers(seq) if params is not None else ())
     if state is _RESUMED:  # an exit whose enter the trace lacks
         return (record(_EXIT, cols["enter_seq"][i], cols["t_enter"][i]),)
+    enter = record(_ENTER, cols["enter_seq"][i], cols["t_enter"][i])
+    if state is _IN_FLIGHT or cols["exit_seq"][i] < 0:
+        return (enter,)
     return enter, record(_EXIT, cols["exit_seq"][i], cols["t_exit"][i])
 
 

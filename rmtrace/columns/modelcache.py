@@ -27,7 +27,7 @@ from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, enc
 from rmtrace.columns.table import CallTable
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, RmObject, Transition
 from rmtrace.session.fold import Folder
-from rmtrace.session.model import SessionModel, client_ids
+from rmtrace.session.model import SNAPSHOT_EVERY, Objects, SessionModel, client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 
@@ -52,6 +52,22 @@ def session(reader: TraceReader, decoders: DecoderSet, snapshot_every: int, fold
         if (root / key).is_dir():
             store_model(root / key, model)
     return model
+
+
+FoldObjects = Callable[[TraceReader, DecoderSet, CallTable], Objects]
+"""Folds a trace's call table as far as its objects (``rmtrace.session.model.fold_objects``)."""
+
+
+def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache: bool = True) -> Objects:
+    """The trace's processes, clients and objects: its whole model when the entry holds one, else ``fold``
+    over its call table (loaded, or built into the entry)."""
+    root = cache_root() if cache and cacheable(reader) else None
+    if root is None:
+        return fold(reader, decoders, call_table(reader, decoders, cache=False))
+    key = entry_key(reader, decoders)
+    table = load(root / key) or build_into(root, key, reader, decoders)
+    model = load_model(root / key, reader, decoders, table, SNAPSHOT_EVERY)
+    return model if model is not None else fold(reader, decoders, table)
 
 
 def store_model(entry: Path, model: SessionModel) -> bool:

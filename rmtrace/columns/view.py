@@ -13,7 +13,6 @@ params layouts against construct, for every shipped profile.
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
@@ -87,13 +86,20 @@ class StructView(Mapping[str, Any]):
         return None
 
 
-@functools.lru_cache(maxsize=4096)
+_MEMBERS: dict[int, tuple[Layout, dict[str, Field]]] = {}
+"""``_members`` of each layout by its identity (the layout kept, so its id is not reused): a Layout's hash
+walks every one of its fields, more than reading the members costs."""
+
+
 def _members(layout: Layout) -> dict[str, Field]:
     """The named members a parse of ``layout`` holds under their own name (not bitfields, which live in
     their units; none for a union, whose parse the view asks for)."""
-    if layout.kind == "union":
-        return {}
-    return {f.name: f for f, _ in laid_out(layout) if f.name and f.bit_size is None}
+    found = _MEMBERS.get(id(layout))
+    if found is None:
+        members = {} if layout.kind == "union" else {f.name: f for f, _ in laid_out(layout)
+                                                     if f.name and f.bit_size is None}
+        found = _MEMBERS[id(layout)] = (layout, members)
+    return found[1]
 
 
 def params_buffers(defs: Definitions, profile: DriverProfile, records: Sequence[Record], key: int) -> list[DecodedBuffer]:

@@ -13,13 +13,15 @@ one entry per role; a call no table knows means nothing beyond itself (no events
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rmtrace.calls import Call, CallState
 from rmtrace.decoders import Decoded, DecoderSet, Level
+from rmtrace.decoders.base import DecodedBuffer
 from rmtrace.decoders.context import context
+from rmtrace.decoders.parse import handle_values
 from rmtrace.decoders.roles import Category, ControlRole, EscapeRole, GspRole, Roles, UvmRole, roles
 from rmtrace.decoders.sema import NO_RANK, DrainReason, ResetReason, SemaOp
 from rmtrace.record import MarkOp, Phase, Record, Role, Source, SysOp
@@ -52,8 +54,13 @@ def device_of(path: str) -> ev.Device:
 
 def buffer_value(d: Decoded, role: int, after: bool = True) -> Any:
     """The parsed value of the decoded buffer with ``role`` (the AFTER copy first, unless not ``after``)."""
+    return value_of(d.buffers, role, after)
+
+
+def value_of(buffers: Iterable[DecodedBuffer], role: int, after: bool = True) -> Any:
+    """``buffer_value`` over ``buffers``."""
     best = None
-    for b in d.buffers:
+    for b in buffers:
         if b.role == role and b.value is not None:
             if b.when == (2 if after else 1):
                 return b.value
@@ -220,13 +227,35 @@ def _rm_alloc(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     out.uses.append(Ref(RefKind.HANDLE, parent or client, client))
     out.defines.append(Ref(RefKind.HANDLE, handle, client))
     params = buffer_value(d, Role.ALLOC_PARAMS)
+    if category in (Category.CHANNEL, Category.TSG):
+        out.uses.extend(_param_handle_uses(d, client, handle))
+    event = alloc_params_event(category, client, handle, parent, params)
+    if event is not None:
+        out.events.append(event)
+
+
+def alloc_params_event(category: Category, client: int, handle: int, parent: int, params: Any
+                       ) -> ev.ChannelAllocated | ev.ChannelGroupAllocated | None:
+    """What an allocation's params say beyond the object (``params``: its ALLOC_PARAMS' value): a channel's
+    engine and ring, a TSG's engine; None for any other category."""
     if category is Category.CHANNEL:
         userd = field(params, "userdOffset")
-        out.events.append(ev.ChannelAllocated(
+        return ev.ChannelAllocated(
             client, handle, parent or None, field(params, "engineType"), field(params, "gpFifoOffset"),
-            field(params, "gpFifoEntries"), userd[0] if isinstance(userd, list) and userd else None))
-    elif category is Category.TSG:
-        out.events.append(ev.ChannelGroupAllocated(client, handle, field(params, "engineType")))
+            field(params, "gpFifoEntries"), userd[0] if isinstance(userd, list) and userd else None)
+    if category is Category.TSG:
+        return ev.ChannelGroupAllocated(client, handle, field(params, "engineType"))
+    return None
+
+
+def _param_handle_uses(d: Decoded, client: int, handle: int) -> list[Ref]:
+    """The objects a channel's or channel group's alloc params name (its error notifier, its GPFIFO and
+    USERD memory, its context share, its VA space): it needs them to exist, as it needs its parent."""
+    found: dict[int, None] = {}
+    for b in d.buffers:
+        if b.role == Role.ALLOC_PARAMS and b.layout is not None and b.value is not None and hasattr(b.value, "items"):
+            found.update(dict.fromkeys(handle_values(b.layout, b.value, b.layouts or {})))
+    return [Ref(RefKind.HANDLE, h, client) for h in found if h and h not in (client, handle)]
 
 
 def _rm_alloc_memory(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
@@ -264,16 +293,23 @@ def _rm_control(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
     role = it.roles.controls.get(cmd) if isinstance(cmd, int) else None
     if role is None:
         return
-    params = buffer_value(d, Role.PARAMS)
+    event = control_event(role, client, handle, buffer_value(d, Role.PARAMS))
+    if event is not None:
+        out.events.append(event)
+    if isinstance(event, ev.WorkTokenIssued) and isinstance(event.token, int):
+        out.defines.append(Ref(RefKind.TOKEN, event.token, client))
+
+
+def control_event(role: ControlRole, client: int, handle: int, params: Any
+                  ) -> ev.WorkTokenIssued | ev.ChannelBound | ev.ChannelScheduled | None:
+    """What a control the model reads did (``params``: its PARAMS' value)."""
     if role is ControlRole.WORK_SUBMIT_TOKEN:
-        token = field(params, "workSubmitToken")
-        out.events.append(ev.WorkTokenIssued(client, handle, token))
-        if isinstance(token, int):
-            out.defines.append(Ref(RefKind.TOKEN, token, client))
-    elif role is ControlRole.BIND:
-        out.events.append(ev.ChannelBound(client, handle, field(params, "engineType")))
-    elif role is ControlRole.SCHEDULE:
-        out.events.append(ev.ChannelScheduled(client, handle, bool(field(params, "bEnable"))))
+        return ev.WorkTokenIssued(client, handle, field(params, "workSubmitToken"))
+    if role is ControlRole.BIND:
+        return ev.ChannelBound(client, handle, field(params, "engineType"))
+    if role is ControlRole.SCHEDULE:
+        return ev.ChannelScheduled(client, handle, bool(field(params, "bEnable")))
+    return None
 
 
 def _rm_other(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:

@@ -179,7 +179,9 @@ class Folder:
     # -- RM objects --------------------------------------------------------------------
 
     def add_object(self, client_id: str | None, h_client: int, handle: int, parent: int | None, cls: int | None,
-                   category: Category, class_name: str, call: Call, status: str) -> RmObject | None:
+                   category: Category, class_name: str, alloc_seq: int, alloc_ns: int, status: str) -> RmObject | None:
+        """The object ``handle`` of RM client ``h_client``, allocated by the call whose first record is
+        ``alloc_seq`` and whose last one came at ``alloc_ns``."""
         client = self.clients.get(client_id or "")
         if client is None:
             return None
@@ -193,8 +195,8 @@ class Folder:
         order = self._siblings[order_key]
         self._siblings[order_key] += 1
         stable = f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
-        obj = RmObject(client.id, handle, parent, cls if cls is not None else -1, class_name, stable, call.first.seq,
-                       call.last.time_ns, h_client=h_client, status=status, category=category)
+        obj = RmObject(client.id, handle, parent, cls if cls is not None else -1, class_name, stable, alloc_seq,
+                       alloc_ns, h_client=h_client, status=status, category=category)
         self.objects[(client.id, handle)] = obj
         self.object_list.append(obj)
         self._by_handle[(h_client, handle)] = obj
@@ -323,49 +325,60 @@ def _end(m: CallMeaning) -> tuple[int, int]:
 
 def _object(f: Folder, e: ev.ObjectAllocated, m: CallMeaning, info: CallInfo) -> None:
     f.add_object(info.client_id, e.h_client, e.handle, e.parent, e.class_id, e.category,
-                 f.interpreter.class_name(e.class_id), m.call, m.decoded.status_name or "NV_OK")
-
-
-def _dup(f: Folder, e: ev.ObjectDuplicated, m: CallMeaning, info: CallInfo) -> None:
-    src = f._by_handle.get((e.src_client, e.src_handle))
-    f.add_object(info.client_id, e.h_client, e.handle, e.parent, src.cls if src else None,
-                 src.category if src else Category.OTHER, src.class_name if src else "DUP", m.call,
+                 f.interpreter.class_name(e.class_id), m.call.first.seq, m.call.last.time_ns,
                  m.decoded.status_name or "NV_OK")
 
 
-def _channel(f: Folder, e: ev.ChannelAllocated, m: CallMeaning, info: CallInfo) -> None:
-    obj = f._by_handle.get((e.h_client, e.handle))
-    if obj is not None and obj.alloc_seq == m.call.first.seq:
-        f.add_channel(obj, e, *_end(m))
+def _dup(f: Folder, e: ev.ObjectDuplicated, m: CallMeaning, info: CallInfo) -> None:
+    duplicate(f, info.client_id, e.h_client, e.handle, e.parent, e.src_client, e.src_handle, m.call.first.seq,
+              m.call.last.time_ns, m.decoded.status_name or "NV_OK")
 
 
-def _tsg(f: Folder, e: ev.ChannelGroupAllocated, m: CallMeaning, info: CallInfo) -> None:
+def duplicate(f: Folder, client_id: str | None, h_client: int, handle: int, parent: int | None, src_client: int,
+              src_handle: int, alloc_seq: int, alloc_ns: int, status: str) -> None:
+    """``handle`` now names the object ``src_handle`` of ``src_client``: an object of the same class."""
+    src = f._by_handle.get((src_client, src_handle))
+    f.add_object(client_id, h_client, handle, parent, src.cls if src else None,
+                 src.category if src else Category.OTHER, src.class_name if src else "DUP", alloc_seq, alloc_ns,
+                 status)
+
+
+def channel_allocated(f: Folder, e: ev.ChannelAllocated, alloc_seq: int, t: int, seq: int) -> None:
+    """The object the call whose first record is ``alloc_seq`` allocated is a channel."""
     obj = f._by_handle.get((e.h_client, e.handle))
-    if obj is not None and obj.alloc_seq == m.call.first.seq:
+    if obj is not None and obj.alloc_seq == alloc_seq:
+        f.add_channel(obj, e, t, seq)
+
+
+def tsg_allocated(f: Folder, e: ev.ChannelGroupAllocated, alloc_seq: int) -> None:
+    obj = f._by_handle.get((e.h_client, e.handle))
+    if obj is not None and obj.alloc_seq == alloc_seq:
         f.add_tsg(obj, e.engine_type)
 
 
 def _free(f: Folder, e: ev.ObjectFreed, m: CallMeaning, info: CallInfo) -> None:
-    h_client, handle = e.h_client, e.handle
+    if not free(f, e.h_client, e.handle, *_end(m)):
+        f.stray_frees.append(info)
+
+
+def free(f: Folder, h_client: int, handle: int, t: int, seq: int) -> bool:
+    """RM_FREE of ``handle``; False when the trace never saw it allocated (a stray free)."""
     if not h_client or h_client == handle:  # a root client freed by itself (or named without its client)
         h_client = handle if (handle, handle) in f._by_handle else h_client
     if (h_client, handle) not in f._by_handle:
-        f.stray_frees.append(info)  # RM_FREE of a handle this trace never saw allocated
-        return
-    t, seq = _end(m)
+        return False
     f.free_object(h_client, handle, seq, t)
+    return True
 
 
-def _token(f: Folder, e: ev.WorkTokenIssued, m: CallMeaning, info: CallInfo) -> None:
+def token_issued(f: Folder, e: ev.WorkTokenIssued, t: int, seq: int) -> None:
     chan = f.channel(e.h_client, e.channel)
     if chan is not None and e.token is not None:
         chan.token = e.token
-        t, seq = _end(m)
         f.tl.set(t, seq, chan.entity, "token", e.token)
 
 
-def _bind(f: Folder, e: ev.ChannelBound, m: CallMeaning, info: CallInfo) -> None:
-    t, seq = _end(m)
+def bound(f: Folder, e: ev.ChannelBound, t: int, seq: int) -> None:
     for chan in f.channels_of(e.h_client, e.handle):
         if e.engine_type is not None and chan.engine_type is None:
             chan.engine_type = e.engine_type
@@ -373,8 +386,7 @@ def _bind(f: Folder, e: ev.ChannelBound, m: CallMeaning, info: CallInfo) -> None
         f.channel_flag(chan, LaneState.BOUND, True, t, seq)
 
 
-def _schedule(f: Folder, e: ev.ChannelScheduled, m: CallMeaning, info: CallInfo) -> None:
-    t, seq = _end(m)
+def scheduled(f: Folder, e: ev.ChannelScheduled, t: int, seq: int) -> None:
     for chan in f.channels_of(e.h_client, e.handle):
         f.channel_flag(chan, LaneState.SCHEDULED, e.enabled, t, seq)
 
@@ -387,11 +399,12 @@ def _uvm_gpus(f: Folder, info: CallInfo, m: CallMeaning, gpu: bytes, registered:
         f.tl.set(t, seq, client.entity, "uvm_gpus", len(client.uvm_gpus))
 
 
-def _uvm_channel(f: Folder, h_client: int, handle: int, registered: bool, m: CallMeaning) -> None:
+def uvm_channel(f: Folder, h_client: int, handle: int, registered: bool, t: int, seq: int) -> None:
+    """UVM (un)registered the channel ``handle`` of RM client ``h_client``."""
     chan = f.channel(h_client, handle)
     if chan is not None:
         chan.uvm_registered = registered
-        f.channel_flag(chan, LaneState.REGISTERED, registered, *_end(m))
+        f.channel_flag(chan, LaneState.REGISTERED, registered, t, seq)
 
 
 # -- the host service ------------------------------------------------------------------
@@ -542,16 +555,16 @@ def _marked(f: Folder, e: ev.CallInFlightAtStop, m: CallMeaning, info: CallInfo)
 EFFECTS: Mapping[type[ev.Event], Effect] = {
     ev.ObjectAllocated: _object,
     ev.ObjectDuplicated: _dup,
-    ev.ChannelAllocated: _channel,
-    ev.ChannelGroupAllocated: _tsg,
+    ev.ChannelAllocated: lambda f, e, m, info: channel_allocated(f, e, m.call.first.seq, *_end(m)),
+    ev.ChannelGroupAllocated: lambda f, e, m, info: tsg_allocated(f, e, m.call.first.seq),
     ev.ObjectFreed: _free,
-    ev.WorkTokenIssued: _token,
-    ev.ChannelBound: _bind,
-    ev.ChannelScheduled: _schedule,
+    ev.WorkTokenIssued: lambda f, e, m, info: token_issued(f, e, *_end(m)),
+    ev.ChannelBound: lambda f, e, m, info: bound(f, e, *_end(m)),
+    ev.ChannelScheduled: lambda f, e, m, info: scheduled(f, e, *_end(m)),
     ev.UvmRegistered: lambda f, e, m, info: _uvm_gpus(f, info, m, e.gpu, True),
     ev.UvmUnregistered: lambda f, e, m, info: _uvm_gpus(f, info, m, e.gpu, False),
-    ev.UvmChannelRegistered: lambda f, e, m, info: _uvm_channel(f, e.h_client, e.channel, True, m),
-    ev.UvmChannelUnregistered: lambda f, e, m, info: _uvm_channel(f, e.h_client, e.channel, False, m),
+    ev.UvmChannelRegistered: lambda f, e, m, info: uvm_channel(f, e.h_client, e.channel, True, *_end(m)),
+    ev.UvmChannelUnregistered: lambda f, e, m, info: uvm_channel(f, e.h_client, e.channel, False, *_end(m)),
     ev.HostChannelRegistered: _host_registered,
     ev.Published: _published,
     ev.SemaHint: _hint,

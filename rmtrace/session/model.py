@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -34,6 +35,8 @@ from rmtrace.session.fold import Folder
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import Recovery, TraceReader
 
+SNAPSHOT_EVERY = 20_000
+"""Transitions between the timeline's snapshots (``Timeline``): "state at t" replays at most this many."""
 LIVE = "live"
 """``Recovery.reason`` of a trace still being written (read as it grows): not cut, only unfinished."""
 
@@ -69,10 +72,7 @@ class SessionModel:
         self.recovery: Recovery = reader.recovery
         self.timeline = timeline
         self._seqs, self._seq_clients = table.record_clients()
-        for client in self.clients:
-            proc = self.processes.get(client.pid)
-            name = os.path.basename(proc.argv[0]) if proc and proc.argv else ""
-            client.label = f"{client.id} pid {client.pid}" + (f" ({name})" if name else "")
+        label_clients(self.clients, self.processes)
 
     @property
     def cut(self) -> bool:
@@ -162,17 +162,76 @@ class SessionModel:
 
     def lanes(self) -> list[Lane]:
         """One lane per client, then per channel (grouped by client), then per rank (the host)."""
-        out = [self.timeline.lane(c.entity, "client", c.id, c.label) for c in self.clients]
+        return [self.timeline.lane(*key) for key in self.lane_keys()]
+
+    def lane_keys(self) -> list[tuple[str, str, str, str]]:
+        """(entity, kind, group, label) of each of ``lanes``, in their order, without their segments (the
+        TUI reads a lane's segments when it draws it: a fleet's trace has thousands of lanes)."""
+        out = [(c.entity, "client", c.id, c.label) for c in self.clients]
         for chan in self.channels.values():
             label = f"{chan.id} {chan.handle:#x} {chan.engine or ''}".rstrip()
-            out.append(self.timeline.lane(chan.entity, "channel", chan.client_id, label))
+            out.append((chan.entity, "channel", chan.client_id, label))
         for rank in sorted(self.ranks.values(), key=lambda r: r.index):
-            out.append(self.timeline.lane(rank.entity, "rank", "host", f"rank {rank.index}"))
+            out.append((rank.entity, "rank", "host", f"rank {rank.index}"))
         return out
 
 
+def label_clients(clients: Iterable[Client], processes: Mapping[int, Process]) -> None:
+    """Each client's label: its id, pid and program (``c2 pid 1002 (cuda_streams)``)."""
+    for client in clients:
+        proc = processes.get(client.pid)
+        name = os.path.basename(proc.argv[0]) if proc and proc.argv else ""
+        client.label = f"{client.id} pid {client.pid}" + (f" ({name})" if name else "")
+
+
+class Objects(Protocol):
+    """A trace's calls, processes, clients and RM objects: what a ``SessionModel`` has, and what
+    ``load_objects`` gives without the rest of the fold."""
+
+    @property
+    def table(self) -> CallTable: ...
+    @property
+    def processes(self) -> Mapping[int, Process]: ...
+    @property
+    def clients(self) -> tuple[Client, ...]: ...
+    @property
+    def object_list(self) -> Sequence[RmObject]: ...
+
+
+@dataclass
+class ObjectsModel:
+    """The part of a trace's model that its calls' rows and a few records make (``fold_table``'s
+    ``OBJECTS_ONLY``): the same processes, clients and objects the whole model has."""
+
+    table: CallTable
+    processes: Mapping[int, Process]
+    clients: tuple[Client, ...]
+    object_list: Sequence[RmObject]
+
+
+def load_objects(source: str | os.PathLike | TraceReader, driver: str | None = None,
+                 decoders: DecoderSet | None = None, cache: bool = True) -> Objects:
+    """A trace's processes, clients and objects: the whole model when the cache holds it, else only the
+    fold of the calls that make them (the call table cached as ``load_session`` caches it)."""
+    from rmtrace.columns.modelcache import objects
+    reader = source if isinstance(source, TraceReader) else TraceReader(source)
+    decoders = decoders or decoders_for(reader, override=driver)
+    return objects(reader, decoders, fold_objects, cache=cache)
+
+
+def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> ObjectsModel:
+    """The processes, clients and objects of the trace whose call table is ``table``."""
+    from rmtrace.columns.fold import fold_table
+    folder = Folder(decoders, Timeline(), client_ids(reader.meta))
+    fold_table(folder, table, reader, objects_only=True)
+    clients = tuple(folder.clients.values())
+    label_clients(clients, folder.processes)
+    return ObjectsModel(table, folder.processes, clients, folder.object_list)
+
+
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
-                 snapshot_every: int = 20_000, decoders: DecoderSet | None = None, cache: bool = True) -> SessionModel:
+                 snapshot_every: int = SNAPSHOT_EVERY, decoders: DecoderSet | None = None,
+                 cache: bool = True) -> SessionModel:
     """Fold a trace (a path or an open reader) into a SessionModel; with ``cache``, the model (or at least
     its call table) comes from the trace's cache entry, and goes there (``rmtrace.columns.modelcache``)."""
     from rmtrace.columns.modelcache import session

@@ -2,31 +2,43 @@
 
 The fold records transitions as it learns them (a call's effects are known at
 its exit, but a call is folded in order of its enter), so ``freeze`` sorts them
-by time once, then takes a snapshot of every entity's attributes every
-``snapshot_every`` transitions.  ``state_at(t)`` is a bisect to the last
-snapshot before ``t`` plus the transitions since: no re-read of the trace.
+by time once.  Everything else is built when first asked for, and only as far
+as asked: a model loaded from the cache to draw one screen of lanes should not
+pay for the state of every entity at every time.  ``state_at(t)`` is a bisect
+to the last snapshot before ``t`` (a copy of every entity's attributes, taken
+every ``snapshot_every`` transitions, up to ``t`` only) plus the transitions
+since; ``segments(entity)`` reads just that entity's transitions.  No re-read
+of the trace.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Sequence
+from functools import cached_property
+from operator import itemgetter
 from typing import Any
 
 from rmtrace.session.entities import Lane, Segment, State, Transition
 
 COUNTERS_ENTITY = "host"
 
+_Change = tuple[int, int, str, str, Any]
+"""(t_ns, seq, entity, attr, value): a transition before it is asked for as a ``Transition``."""
+
 
 class Timeline:
     def __init__(self, snapshot_every: int = 20_000) -> None:
         self.snapshot_every = snapshot_every
-        self._pending: list[tuple[int, int, str, str, Any]] = []
-        self.transitions: list[Transition] = []
+        self._pending: list[_Change] = []
+        self._changes: list[_Change] = []
         self._times: list[int] = []
-        self._snapshots: list[tuple[int, dict[str, dict[str, Any]]]] = []  # (index into transitions, state)
-        self._snapshot_starts: list[int] = []
-        self._by_entity: dict[str, list[int]] = {}
+        self._snapshots: list[tuple[int, dict[str, dict[str, Any]]]] = [(0, {})]  # (index into changes, state)
+        self._snapshot_starts: list[int] = [0]
+        self._state: dict[str, dict[str, Any]] = {}
+        """Every entity's attributes after the changes up to the last snapshot taken (where the next starts)."""
+        self._lock = threading.Lock()  # the TUI asks for state on its UI thread while a worker reads lanes
         self.end_ns = 0
 
     def set(self, t_ns: int, seq: int, entity: str, attr: str, value: Any) -> None:
@@ -34,44 +46,67 @@ class Timeline:
         self._pending.append((t_ns, seq, entity, attr, value))
 
     def freeze(self, end_ns: int) -> None:
-        """Sort what the fold recorded and build the snapshots; call once, after the fold."""
+        """Sort what the fold recorded (by time, then record; a stable sort keeps the fold's order within
+        one record); call once, after the fold."""
         self.end_ns = end_ns
-        self._pending.sort(key=lambda x: (x[0], x[1]))
-        state: dict[str, dict[str, Any]] = {}
-        self._snapshots.append((0, {}))
-        for i, (t, seq, entity, attr, value) in enumerate(self._pending):
-            if i and i % self.snapshot_every == 0:
-                self._snapshots.append((i, {k: dict(v) for k, v in state.items()}))
-            state.setdefault(entity, {})[attr] = value
-            self.transitions.append(Transition(t, seq, entity, attr, value))
-            self._times.append(t)
-            self._by_entity.setdefault(entity, []).append(i)
-        self._pending = []
-        self._snapshot_starts = [i for i, _ in self._snapshots]
+        self._pending.sort(key=itemgetter(0, 1))
+        self._changes, self._pending = self._pending, []
+        self._times = [change[0] for change in self._changes]
+
+    @cached_property
+    def transitions(self) -> Sequence[Transition]:
+        """Every transition in time order."""
+        return [Transition(*change) for change in self._changes]
+
+    @cached_property
+    def _by_entity(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for i, change in enumerate(self._changes):
+            out.setdefault(change[2], []).append(i)
+        return out
 
     def state_at(self, t_ns: int) -> State:
         """Every entity's attributes as they were at ``t_ns`` (transitions at ``t_ns`` included)."""
         end = bisect.bisect_right(self._times, t_ns)
+        self._snapshot_upto(end)
         k = bisect.bisect_right(self._snapshot_starts, end) - 1
         start, snap = self._snapshots[max(k, 0)]
         state = {entity: dict(attrs) for entity, attrs in snap.items()}
-        for tr in self.transitions[start:end]:
-            state.setdefault(tr.entity, {})[tr.attr] = tr.value
+        for _, _, entity, attr, value in self._changes[start:end]:
+            state.setdefault(entity, {})[attr] = value
         counters = {k: v for k, v in state.get(COUNTERS_ENTITY, {}).items() if isinstance(v, int)}
         return State(t_ns, state, counters)
 
+    def _snapshot_upto(self, end: int) -> None:
+        """Take the snapshots due at or before change ``end`` that are not taken yet."""
+        every = self.snapshot_every
+        if self._snapshot_starts[-1] + every > end:
+            return
+        with self._lock:
+            state = self._state
+            i = self._snapshot_starts[-1]
+            while i + every <= end:
+                for _, _, entity, attr, value in self._changes[i:i + every]:
+                    state.setdefault(entity, {})[attr] = value
+                i += every
+                self._snapshots.append((i, {k: dict(v) for k, v in state.items()}))
+                self._snapshot_starts.append(i)
+
     def history(self, entity: str) -> Sequence[Transition]:
-        return [self.transitions[i] for i in self._by_entity.get(entity, ())]
+        return [Transition(*self._changes[i]) for i in self._by_entity.get(entity, ())]
 
     def segments(self, entity: str, attr: str = "state") -> tuple[Segment, ...]:
         """The entity's ``attr`` as consecutive segments; the last runs to the end of the trace."""
-        changes = [(tr.t_ns, tr.value, tr.attr) for tr in self.history(entity) if tr.attr in (attr, "detail")]
+        changes = self._changes
         out: list[Segment] = []
         current: tuple[int, str, str] | None = None
-        for t, value, which in changes:
+        for i in self._by_entity.get(entity, ()):
+            t, _, _, which, value = changes[i]
             if which == "detail":
                 if current is not None:
                     current = (current[0], current[1], str(value))
+                continue
+            if which != attr:
                 continue
             if current is not None:
                 if current[1] == value:

@@ -26,6 +26,13 @@
  * names a file each process appends what it did to: "alloc PID CLIENT
  * HANDLE", "free PID CLIENT HANDLE", "closefree PID FD CLIENT", "exitfree PID
  * CLIENT", and "unsafe PID CMD" for the commands a replay must never send.
+ * $FAKEDRV_RESERVATIONS names a file every process shares, counting the
+ * compute-mode reservations held (ACQUIRE/RELEASE_COMPUTE_MODE_RESERVATION,
+ * NV2080_CTRL_CMD_GPU_0x45/0x46): a release while another process still
+ * holds one answers NV_ERR_STATE_IN_USE, as the H200 answers the first of
+ * two CUDA processes at once to release.  With $FAKEDRV_RESERVATION_PEERS=N
+ * an acquire waits (up to 10 s) until N acquires were made, so that N
+ * processes are known to overlap, whichever of them then releases first.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -51,9 +59,12 @@
 #define NV_ERR_INVALID_CLIENT 0x23
 #define NV_ERR_INVALID_OBJECT_HANDLE 0x33
 #define NV_ERR_OBJECT_NOT_FOUND 0x57
+#define NV_ERR_STATE_IN_USE 0x63
 #define CTRL_GET_CLASSLIST 0x00800201u
 #define CTRL_GET_GID_INFO 0x2080014au
 #define CTRL_PERF_BOOST 0x2080200au
+#define CTRL_ACQUIRE_COMPUTE_MODE 0x20800145u
+#define CTRL_RELEASE_COMPUTE_MODE 0x20800146u
 #define CLASS_OS_EVENT 0x79u
 #define CLASS_OS_DESCRIPTOR 0x71u
 
@@ -73,7 +84,7 @@ static struct stat node_stat[NODES];
 static int node_ok[NODES];
 
 static int trusting, strict;
-static const char *block_req, *block_note, *ledger;
+static const char *block_req, *block_note, *ledger, *reservations;
 static uint8_t board_uuid[16];
 static int have_uuid;
 
@@ -89,6 +100,7 @@ static void resolve(void)
 	block_req = getenv("FAKEDRV_BLOCK_REQ");
 	block_note = getenv("FAKEDRV_BLOCK_NOTE");
 	ledger = getenv("FAKEDRV_LEDGER");
+	reservations = getenv("FAKEDRV_RESERVATIONS");
 	if (getenv("FAKEDRV_HANDLE_BASE"))
 		next_handle = (uint32_t)strtoul(getenv("FAKEDRV_HANDLE_BASE"), NULL, 16);
 	if (getenv("FAKEDRV_UUID") && strlen(getenv("FAKEDRV_UUID")) == 32) {
@@ -275,6 +287,48 @@ static int ncookies;
 static uint8_t os_event_fd[MAX_FDS], uvm_ready[MAX_FDS];
 static pthread_mutex_t rm_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The compute-mode reservations every process holds, counted in the file
+ * $FAKEDRV_RESERVATIONS under a lock ({held, acquired ever}, two int32): an
+ * acquire adds one; a release drops one and answers NV_ERR_STATE_IN_USE when
+ * another is still held.  $FAKEDRV_RESERVATION_PEERS counts acquires ever,
+ * not those held: a peer may acquire and release between two looks. */
+static uint32_t reservation(int acquire)
+{
+	int fd = open(reservations, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	int32_t count[2] = { 0, 0 }; /* held, acquired ever */
+	int peers = getenv("FAKEDRV_RESERVATION_PEERS") ? atoi(getenv("FAKEDRV_RESERVATION_PEERS")) : 0;
+	uint32_t status = NV_OK;
+
+	if (fd < 0)
+		return NV_ERR_INVALID_ARGUMENT;
+	flock(fd, LOCK_EX);
+	if (pread(fd, count, sizeof(count), 0) < (ssize_t)sizeof(count[0]))
+		count[0] = count[1] = 0;
+	if (acquire) {
+		count[0]++;
+		count[1]++;
+		for (int waited = 0; count[1] < peers && waited < 10000; waited++) {
+			if (pwrite(fd, count, sizeof(count), 0) != sizeof(count))
+				break;
+			flock(fd, LOCK_UN);
+			usleep(1000);
+			flock(fd, LOCK_EX);
+			if (pread(fd, count, sizeof(count), 0) != sizeof(count))
+				break;
+		}
+	} else {
+		if (count[0] > 1)
+			status = NV_ERR_STATE_IN_USE;
+		if (count[0] > 0)
+			count[0]--;
+	}
+	if (pwrite(fd, count, sizeof(count), 0) != sizeof(count))
+		status = NV_ERR_INVALID_ARGUMENT;
+	flock(fd, LOCK_UN);
+	real_close(fd);
+	return status;
+}
+
 static void note(const char *fmt, ...)
 {
 	char line[256];
@@ -426,6 +480,10 @@ static int strict_escape(int fd, unsigned nr, uint8_t *arg, uint32_t size)
 		}
 		if (cmd == CTRL_PERF_BOOST)
 			note("unsafe %d %#x\n", getpid(), cmd);
+		if (reservations && (cmd == CTRL_ACQUIRE_COMPUTE_MODE || cmd == CTRL_RELEASE_COMPUTE_MODE)) {
+			w[7] = reservation(cmd == CTRL_ACQUIRE_COMPUTE_MODE);
+			return 0;
+		}
 		if (cmd == CTRL_GET_GID_INFO && psize >= 28 && readable((void *)ptr, psize)) {
 			uint32_t *gid = (uint32_t *)ptr;
 			gid[2] = 16; /* length */

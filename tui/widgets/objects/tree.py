@@ -48,6 +48,9 @@ class ObjectsTree(Tree[ObjectNode | str]):
         if not run.loaded:
             self.root.add_leaf("building the session model…")
             return
+        if not run.trees_ready:
+            self.root.add_leaf("building the object trees…")
+            return
         labels = run.group_labels()
         trees = run.object_trees()
         if not trees:

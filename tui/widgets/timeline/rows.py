@@ -8,7 +8,8 @@ across runs of the same program.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from rmtrace.tui.states import LOOKS
 from rmtrace.tui.view import LaneRow
@@ -25,7 +26,13 @@ class TimelineRow:
     label: str
     run: int = 0
     lane: LaneRow | None = None
-    index: LaneIndex | None = None
+    cache: dict[int, tuple[LaneRow, LaneIndex]] = field(default_factory=dict, repr=False, compare=False)
+    """Where the lane's index is kept between ``build_rows`` calls (``build_rows``' cache)."""
+
+    @cached_property
+    def index(self) -> LaneIndex | None:
+        """The lane's index, built when the row is first drawn or asked about (most rows never are)."""
+        return None if self.lane is None else _index(self.lane, self.cache)
 
     @property
     def is_group(self) -> bool:
@@ -41,10 +48,14 @@ def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
     """Every row in screen order; a collapsed group keeps only its heading.
 
     ``cache`` keeps each lane's index between calls (by lane identity; the
-    entry holds the lane so the id stays valid).
+    entry holds the lane so the id stays valid); a row indexes its lane when
+    first drawn.
     """
     cache = {} if cache is None else cache
     per_run = [run.lanes() for run in workspace.runs]
+    current = {id(lane) for lanes in per_run for lane in lanes}
+    for gone in [key for key in cache if key not in current]:  # a refold's old lanes (a followed trace)
+        del cache[gone]
     headings: dict[str, str] = {}
     for run in workspace.runs:
         for group, label in run.group_labels().items():
@@ -75,7 +86,7 @@ def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
                     continue
                 tag = workspace.tag(run_index)
                 rows.append(TimelineRow(group, f"  {tag + ' ' if tag else ''}{lane_label(shown)}", run_index, shown,
-                                        _index(shown, cache)))
+                                        cache))
     return rows
 
 
@@ -85,14 +96,6 @@ def lane_label(lane: LaneRow) -> str:
         return "calls"
     prefix = f"{lane.group}/"
     return lane.label[len(prefix):] if lane.label.startswith(prefix) else lane.label
-
-
-def index_lanes(lanes: Sequence[LaneRow]) -> dict[int, tuple[LaneRow, LaneIndex]]:
-    """Every lane's index, for ``build_rows``' cache (a worker builds it: many lanes take a while)."""
-    cache: dict[int, tuple[LaneRow, LaneIndex]] = {}
-    for lane in lanes:
-        _index(lane, cache)
-    return cache
 
 
 def _index(lane: LaneRow, cache: dict[int, tuple[LaneRow, LaneIndex]]) -> LaneIndex:

@@ -109,10 +109,6 @@ class Timeline(Widget, can_focus=True):
             self._strips.clear()
         self.refresh()
 
-    def adopt_indexes(self, indexes: dict) -> None:
-        """Lane indexes a worker built (see ``rows.index_lanes``), for the next ``rebuild``."""
-        self._index_cache.update(indexes)
-
     @property
     def label_width(self) -> int:
         """As wide as the longest label, within LABEL_MIN..LABEL_MAX and 3/10 of the widget."""

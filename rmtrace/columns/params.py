@@ -1,0 +1,54 @@
+"""The params buffers of a record, read where they lie in its chunk.
+
+The fold needs the params of a few calls (a channel's or TSG's allocation, the
+controls the model reads) and nothing else of their records: the call table has
+their header fields already.  ``ParamsReader.buffers(seq)`` walks the record's
+buffer headers (``rmtrace.record``'s codecs, so every offset is the mirror's) and
+makes a ``Buffer`` of the params ones only, where ``TraceReader.record_at``
+decodes every buffer into a whole ``Record``, three times the cost.  The chunks
+were checked when the call table was built from them (``rmtrace.columns.scan``
+checks what ``decode_record`` checks), so the walk does not check them again.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from rmtrace.record import ALIGN, BUFFER, BUFFER_HEADER_SIZE, BUFFER_LAYOUT, RECORD, Buffer, Role
+from rmtrace.trace import TraceReader
+
+PARAMS_ROLES = frozenset({int(Role.ALLOC_PARAMS), int(Role.PARAMS)})
+"""The buffers read: an allocation's params, a control's."""
+_B = BUFFER_LAYOUT.index
+_HEADER_SIZE, _NBUFS = RECORD["header_size"], RECORD["nbufs"]
+_ROLE, _LEN = BUFFER_LAYOUT["role"], BUFFER_LAYOUT["len"]
+"""The header fields the walk reads (one field each: unpacking a whole header costs more than the walk)."""
+
+
+class ParamsReader:
+    """The params buffers of records of one trace, by sequence number."""
+
+    def __init__(self, reader: TraceReader) -> None:
+        self.reader = reader
+        self._first_seqs: list[int] = []
+
+    def buffers(self, seq: int) -> tuple[Buffer, ...]:
+        """The params buffers of record ``seq``, in the record's order."""
+        chunks = self.reader.chunks
+        if len(self._first_seqs) != len(chunks):  # a growing trace has new chunks
+            self._first_seqs = [c.first_seq for c in chunks]
+        index = bisect.bisect_right(self._first_seqs, seq) - 1
+        if index < 0 or seq > chunks[index].last_seq:
+            raise IndexError(f"sequence {seq} is not in this trace (0..{self.reader.record_count - 1})")
+        offsets, view = self.reader.chunk_records(index)
+        at = offsets[seq - chunks[index].first_seq]
+        pos = at + _HEADER_SIZE.get(view, at)
+        out = []
+        for _ in range(_NBUFS.get(view, at)):
+            n = _LEN.get(view, pos)
+            if _ROLE.get(view, pos) in PARAMS_ROLES:
+                b = BUFFER.unpack_from(view, pos)
+                out.append(Buffer(b[_B.role], b[_B.when], bytes(view[pos + BUFFER_HEADER_SIZE:pos + BUFFER_HEADER_SIZE + n]),
+                                  b[_B.flags], b[_B.addr], b[_B.orig_len], b[_B.slot]))
+            pos += BUFFER_HEADER_SIZE + ((n + ALIGN - 1) & ~(ALIGN - 1))
+        return tuple(out)

@@ -1,0 +1,107 @@
+"""Which calls a view wants, chosen on the call table's columns before anything is decoded.
+
+``rmtrace show`` used to pair and decode every call of a trace to print the
+few its filters keep.  Here the header filters (pid, source, operation
+number, time range) and the call filters the columns can answer (names by
+glob, statuses, failures) become one boolean mask over the rows; only the
+rows it keeps have their records read and decoded.  A filter the columns
+cannot answer (handles inside buffers, phases of a call's records) is left
+to the caller, which checks every call it prints against the whole filter
+anyway: the mask only saves work, never decides alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from fnmatch import fnmatchcase
+
+import numpy as np
+from rmtrace.decoders import DecoderSet
+from rmtrace.decoders.filters import CallFilter
+
+from rmtrace.calls import Call
+from rmtrace.columns.strings import Strings
+from rmtrace.columns.table import STATES, CallTable
+from rmtrace.record import Record
+from rmtrace.trace import RecordFilter, TraceReader
+
+
+def row_mask(table: CallTable, records: RecordFilter, wanted: CallFilter) -> np.ndarray:
+    """The rows whose calls start in ``records``' time range and pass its header fields and ``wanted``'s
+    names, statuses and failure (a call's records share its pid, source and operation number)."""
+    c = table.columns
+    keep = np.ones(len(table), dtype=bool)
+    for column, values in (("source", records.source), ("pid", records.pid), ("op", records.op)):
+        if values is not None:
+            keep &= np.isin(c[column], list(values))
+    if records.t0 is not None:
+        keep &= c["t_enter"] >= records.t0
+    if records.t1 is not None:
+        keep &= c["t_enter"] <= records.t1
+    if wanted.names:
+        keep &= (np.isin(c["name"], _matching(table.names, wanted.names))
+                 | np.isin(c["detail"], _matching(table.details, wanted.names)))
+    if wanted.failed:
+        keep &= c["ok"] == 0
+    if wanted.statuses:
+        numbers = [int(p, 0) for p in wanted.statuses if _is_number(p)]
+        by_number = (c["has_status"] != 0) & np.isin(c["status"], numbers)
+        keep &= np.isin(c["status_name"], _matching(table.status_names, wanted.statuses)) | by_number
+    return keep
+
+
+def _matching(strings: Strings[str], patterns: Iterable[str]) -> list[int]:
+    """The ids of the strings a glob of ``patterns`` matches."""
+    patterns = tuple(patterns)
+    return [i for i, text in enumerate(strings.values) if any(fnmatchcase(text, p) for p in patterns)]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        int(text, 0)
+    except ValueError:
+        return False
+    return True
+
+
+def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, records: RecordFilter,
+                   wanted: CallFilter) -> Iterator[Call]:
+    """The calls of the rows ``row_mask`` keeps, records read from ``reader``, in order of their first
+    record, as ``decoders.calls`` makes them from the records ``records`` lets through.
+
+    With a start time, a call that began before it and ended after is, as the records after the start
+    pair on their own, the part of it after the start (its exit: a resumed call).
+    """
+    rows = np.flatnonzero(row_mask(table, records, wanted))
+    whole = _row_calls(reader, table, rows)
+    if records.t0 is None:
+        return whole
+    c = table.columns
+    ends_late = (c["exit_seq"] >= 0) & (c["t_exit"] >= records.t0)
+    ends_late[list(table.members)] = True  # a GSP exchange in parts: its records say
+    before = row_mask(table, _without_start(records), wanted) & (c["t_enter"] < records.t0)
+    straddling = np.flatnonzero(before & ends_late)
+    parts = sorted((seq, reader.record_at(seq)) for row in straddling.tolist()
+                   for seq, t in table.records_of(row) if t >= records.t0)
+    late = decoders.calls(rec for _, rec in parts)
+    return heapq.merge(whole, late, key=lambda call: call.first.seq)
+
+
+def _without_start(records: RecordFilter) -> RecordFilter:
+    return RecordFilter(records.source, records.phase, records.pid, records.op, None, records.t1, records.predicate)
+
+
+def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray) -> Iterator[Call]:
+    # a row at a time through plain arrays: an element of a column mapped from the cache (np.memmap)
+    # costs twice an ndarray's to read
+    plain = dataclasses.replace(table, columns={name: np.asarray(table.columns[name]) for name in _RECORD_COLUMNS})
+    state = plain.columns["state"].tolist()
+    record: Callable[[int], Record] = reader.record_at
+    for row in rows.tolist():
+        yield Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+
+
+_RECORD_COLUMNS = ("enter_seq", "t_enter", "exit_seq", "t_exit", "state")
+"""What ``CallTable.records_of`` and a row's call state read."""
