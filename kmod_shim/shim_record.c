@@ -228,7 +228,11 @@ SHIM_COLD uint64_t shim_now_sync(struct shim_thread *t, uint64_t tsc)
 	uint64_t ns = 0, mid = 0, gap = UINT64_MAX;
 	int i;
 
-	for (i = 0; i < SYNC_TRIES && gap >= SYNC_GAP / 4; i++) {
+	if (t->base_tsc && !t->clk_mult && tsc - t->base_tsc < RATE_BASE_MIN) {
+		ns = shim_monotonic(); /* no rate yet, and no sample needed until the base is old enough */
+		return ns > t->last_ns ? ns : t->last_ns;
+	}
+	for (i = 0; i < SYNC_TRIES && gap >= SYNC_GAP / 2; i++) {
 		uint64_t before = i ? shim_rdtsc() : tsc, now = shim_monotonic(), after = shim_rdtsc();
 		if (after - before < gap) {
 			gap = after - before;
