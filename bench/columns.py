@@ -163,6 +163,17 @@ def medians(runs: list[dict[str, float]]) -> tuple[float, float, float]:
             max(t["rss_kb"] - t["before_kb"] for t in runs) * 1024)
 
 
+def bench_trace(given: str | None, records: int, tmp: str) -> str:
+    """The trace a bench times: ``given`` as it is, or the shipped 3-client capture replicated to ``records``."""
+    if given is not None:
+        return given
+    from session import replicate
+
+    from rmtrace import captures
+    path = os.path.join(tmp, "bench.trace")
+    replicate(str(captures.path("cuda-streams-3x-sequential")), path, records)
+    return path
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -177,13 +188,7 @@ def main() -> int:
         return 0
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
-        path = args.trace
-        if path is None:
-            from session import replicate
-
-            from rmtrace import captures
-            path = os.path.join(tmp, "bench.trace")
-            replicate(str(captures.path("cuda-streams-3x-sequential")), path, args.records)
+        path = bench_trace(args.trace, args.records, tmp)
         steps = [s for s in STEPS if s in args.steps or s in ("zstd -dc", BASELINE)]
         times = measure(path, steps, args.rounds, tmp)
         from rmtrace.trace import TraceReader

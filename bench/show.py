@@ -58,13 +58,7 @@ def main() -> int:
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
-        path = args.trace
-        if path is None:
-            from session import replicate
-
-            from rmtrace import captures
-            path = os.path.join(tmp, "bench.trace")
-            replicate(str(captures.path("cuda-streams-3x-sequential")), path, args.records)
+        path = columns.bench_trace(args.trace, args.records, tmp)
         for flt, argv in filter_arguments(path).items():  # columns' runner times a command by its name
             columns.COMMANDS[f"show{' ' if flt else ''}{flt}"] = ["show", *argv]
         steps = [s for s in STEPS if s in args.steps or s in ("zstd -dc", columns.BASELINE)]

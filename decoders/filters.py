@@ -47,15 +47,20 @@ class CallFilter:
         return not self.handles or bool(self.handles & set(all_handles(d)))
 
 
+def status_number(pattern: str) -> int | None:
+    """The status a ``--status`` pattern names by number (0x0, -22), or None: the pattern is a glob on names."""
+    try:
+        return int(pattern, 0)
+    except ValueError:
+        return None
+
+
 def _status_matches(d: Decoded, patterns: Iterable[str]) -> bool:
     for p in patterns:
         if d.status_name is not None and fnmatchcase(d.status_name, p):
             return True
-        try:
-            if d.status is not None and d.status == int(p, 0):
-                return True
-        except ValueError:
-            continue
+        if d.status is not None and d.status == status_number(p):
+            return True
     return False
 
 

@@ -77,7 +77,7 @@ def _split(text: str | None) -> tuple[str, ...]:
 
 def call_filter(args: argparse.Namespace, decoders: DecoderSet) -> CallFilter:
     """--name, --status, --failed and --handle, each name or glob checked against what the profile can say."""
-    from rmtrace.decoders.filters import CallFilter
+    from rmtrace.decoders.filters import CallFilter, status_number
     try:
         handles = frozenset(int(h, 0) for h in _split(args.handle))
     except ValueError:
@@ -86,7 +86,7 @@ def call_filter(args: argparse.Namespace, decoders: DecoderSet) -> CallFilter:
     _check_globs("--name", names, operation_names(decoders),
                  "an operation (RM_CONTROL, UVM_REGISTER_GPU), a control, class or GSP function of profile "
                  f"{decoders.profile.version}, or a glob of them (NV2080_CTRL_CMD_GPU_*)")
-    _check_globs("--status", [s for s in statuses if not _is_number(s)], status_names(decoders),
+    _check_globs("--status", [s for s in statuses if status_number(s) is None], status_names(decoders),
                  f"a number (0x56), an NV_STATUS of profile {decoders.profile.version} (NV_ERR_NOT_SUPPORTED), "
                  "an errno name (EINVAL), or a glob of them (NV_ERR_*)")
     return CallFilter(names, statuses, args.failed, handles)
@@ -106,14 +106,6 @@ def operation_names(decoders: DecoderSet) -> set[str]:
 def status_names(decoders: DecoderSet) -> set[str]:
     import errno
     return set(decoders.profile.status.values()) | set(errno.errorcode.values())
-
-
-def _is_number(text: str) -> bool:
-    try:
-        int(text, 0)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_globs(option: str, patterns: Iterable[str], known: set[str], what: str) -> None:

@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 from rmtrace.decoders import DecoderSet
-from rmtrace.decoders.filters import CallFilter
+from rmtrace.decoders.filters import CallFilter, status_number
 
 from rmtrace.calls import Call
 from rmtrace.columns.strings import Strings
@@ -46,7 +46,7 @@ def row_mask(table: CallTable, records: RecordFilter, wanted: CallFilter) -> np.
     if wanted.failed:
         keep &= c["ok"] == 0
     if wanted.statuses:
-        numbers = [int(p, 0) for p in wanted.statuses if _is_number(p)]
+        numbers = [n for n in map(status_number, wanted.statuses) if n is not None]
         by_number = (c["has_status"] != 0) & np.isin(c["status"], numbers)
         keep &= np.isin(c["status_name"], _matching(table.status_names, wanted.statuses)) | by_number
     return keep
@@ -56,14 +56,6 @@ def _matching(strings: Strings[str], patterns: Iterable[str]) -> list[int]:
     """The ids of the strings a glob of ``patterns`` matches."""
     patterns = tuple(patterns)
     return [i for i, text in enumerate(strings.values) if any(fnmatchcase(text, p) for p in patterns)]
-
-
-def _is_number(text: str) -> bool:
-    try:
-        int(text, 0)
-    except ValueError:
-        return False
-    return True
 
 
 def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, records: RecordFilter,
