@@ -38,7 +38,7 @@ from typing import Any
 
 from rmtrace.decoders.profiles.safety import ReplayTables, Rule
 from rmtrace.replayer.messages import Message
-from rmtrace.replayer.plan import lane_shift
+from rmtrace.replayer.plan import LANE_VA_SHIFT, lane_shift
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.nvidia.fields import RM_ALLOC, RM_CONTROL, RM_XFER, Leaf, Walker, buffer_name, call_keys
 
@@ -463,6 +463,8 @@ class Compiler:
         for key in keys:
             reserve = self.tables.reserve.get(key)
             if reserve is not None:
+                if msg.lane:
+                    restore += self._own_range(bufs, leaves, reserve.base, reserve.length, msg.lane)
                 base, length = self._value(bufs, leaves, reserve.base), self._value(bufs, leaves, reserve.length)
                 if base and length:
                     ranges.append((base, length + reserve.plus, reserve.prot == "rw"))
@@ -585,6 +587,32 @@ class Compiler:
                         moved.append((i, leaf.offset, raw))
             bufs[i] = bytes(data)
         return moved
+
+    @staticmethod
+    def _own_range(bufs: list[bytes], leaves: Sequence[Sequence[Leaf]], base_path: str, length_path: str,
+                   lane: int) -> list[tuple[int, int, bytes]]:
+        """A lane's clone of a call that names a range (the tables' ``reserve``) gets a range of its own,
+        ``lane << LANE_VA_SHIFT`` further, reserved like lane 0's.
+
+        UVM_REGISTER_CHANNEL names the range UVM places a channel group's context buffers in (channels of
+        one group share them): lane 0's group fills its range, so another group's buffers find no room
+        there (NV_ERR_INVALID_ADDRESS on the H200, then INVALID_CHANNEL to its unregistration and
+        INVALID_STATE to scheduling the group).  The answer shows the recorded range."""
+        if not Compiler._value(bufs, leaves, length_path):
+            return []  # (a copy-engine channel has no context buffers: no range)
+        for i, ls in enumerate(leaves):
+            leaf = next((leaf for leaf in ls if leaf.path == base_path), None)
+            if leaf is None:
+                continue
+            raw = bufs[i][leaf.offset:leaf.offset + leaf.size]
+            value = int.from_bytes(raw, "little")
+            if not value:
+                return []
+            data = bytearray(bufs[i])
+            data[leaf.offset:leaf.offset + leaf.size] = (value + (lane << LANE_VA_SHIFT)).to_bytes(leaf.size, "little")
+            bufs[i] = bytes(data)
+            return [(i, leaf.offset, raw)]
+        return []
 
     def _extra_refs(self, record: Record, call: Ioctl) -> tuple[tuple[Ref, ...], tuple[Ref, ...]]:
         """What the call uses and defines that the semantic layer does not say (see the module docstring):
