@@ -350,6 +350,13 @@ def test_what_the_capture_does_not_show_is_rebuilt_from_what_it_does(repo_root):
                                                                    if m.lane and length else [])
     assert registered == {0: {(0x204000000, 0x52F000), (0, 0)}, 3: {(0x204000000 + (3 << 32), 0x52F000), (0, 0)}}
     assert any(lo <= 0x304000000 and 0x304000000 + 0x52F000 <= lo + n for lo, n, _rw in program.reservations)
+    # had the recording used memory where a lane's range goes, the driver would refuse it: skipped instead
+    lane1 = [(m.index, 0x304000000, 0x52F000) for m in messages if m.lane == 1 and m.name == "UVM_REGISTER_CHANNEL"
+             and program.actions[m.index].call.restore]
+    actions = list(program.actions)
+    Compiler._lanes_apart(messages, actions, lane1, [(0x304400000, 0x200000, False)])
+    assert len(lane1) == 8 and {actions[i].reason for i, _b, _n in lane1} == \
+        {"lane 1's range 0x304000000+0x52f000 overlaps 0x304400000+0x200000, which the recording used"}
 
 
 def test_an_unregistration_depends_on_its_registration(repo_root):

@@ -178,7 +178,16 @@ class Compiler:
     def compile(self, messages: Sequence[Message]) -> Program:
         ranges: list[tuple[int, int, bool]] = []
         self._room = self._lane_room(messages)
-        actions = [self._with_meaning(m, self._message(m, ranges)) for m in messages]
+        actions = []
+        lanes: list[tuple[int, int, int]] = []
+        """(message, base, length) of each range a lane's clone names (``_own_range``)."""
+        for m in messages:
+            before = len(ranges)
+            actions.append(self._with_meaning(m, self._message(m, ranges)))
+            if m.lane:
+                lanes.extend((m.index, base, length) for base, length, _rw in ranges[before:])
+        self._lanes_apart(messages, actions, lanes, [r for r in ranges if (r[0], r[1]) not in
+                                                     {(b, n) for _i, b, n in lanes}])
         self._pool_unmaps(messages, actions)
         for a in actions:  # fixed mmaps land inside the process's own reservations
             if a.kind == "mmap" and a.mmap[3] & MAP_FIXED:
@@ -188,6 +197,19 @@ class Compiler:
         self._va_checks(messages, program)
         self._dependencies(messages, program)
         return program
+
+    @staticmethod
+    def _lanes_apart(messages: Sequence[Message], actions: list[Action], lanes: Sequence[tuple[int, int, int]],
+                     recorded: Sequence[tuple[int, int, bool]]) -> None:
+        """A lane's range that overlaps one the recording used is skipped, with that reason (the driver
+        would refuse it, or place the lane's buffers among lane 0's)."""
+        for index, base, length in lanes:
+            hit = next(((b, n) for b, n, _rw in recorded if b < base + length and base < b + n), None)
+            if hit is not None:
+                action = actions[index]
+                actions[index] = Action("skip", reason=f"lane {messages[index].lane}'s range {base:#x}+{length:#x} "
+                                        f"overlaps {hit[0]:#x}+{hit[1]:#x}, which the recording used",
+                                        uses=action.uses, defines=action.defines)
 
     def _with_meaning(self, msg: Message, action: Action) -> Action:
         """The action with what the semantic layer says its message uses and defines (before its own refs)."""
