@@ -71,7 +71,7 @@ def buffer_fields(buffers: Sequence[DecodedBuffer]) -> list[Any]:
         if b.layout is None:
             out.append(plain(b.value, None, b.layouts))
             continue
-        key = (id(b.layout), id(b.layouts), b.data)
+        key = (id(b.layout), id(b.layouts), bytes(b.data))  # bytes(): the same object when it is bytes already
         found = done.get(key, _ABSENT)
         if found is _ABSENT:
             found = done[key] = plain(b.value, b.layout, b.layouts)
