@@ -1,6 +1,6 @@
 """Export throughput and memory: every format beside a plain decode pass, in the same run.
 
-    python bench/export.py [--records 1000000] [--rounds 2] [--trace FILE]
+    python bench/export.py [--records 1000000] [--rounds 2] [--trace FILE] [--formats jsonl ...]
 
 The trace is FILE (default: the shipped capture of three CUDA clients in a
 row) replicated to --records records with ``bench/session.py``'s
@@ -91,6 +91,8 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--trace", default=str(ROOT / "captures" / "cuda-streams-3x-sequential.trace"))
+    parser.add_argument("--formats", nargs="+", choices=formats(), metavar="FORMAT",
+                        help="only these formats (the decode passes always run): a quicker run for one format")
     parser.add_argument("--one", nargs=3, metavar=("WHAT", "TRACE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -98,7 +100,7 @@ def main() -> int:
         return 0
     from session import replicate
 
-    names = [BASELINE, FULL, *formats()]
+    names = [BASELINE, FULL, *(args.formats or formats())]
     load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         sizes = {}

@@ -188,6 +188,8 @@ struct rmt_session_ctl {
 
 enum rmt_ctab_flag {
 	RMT_CTAB_LOSSY = 1u << 0, /* drop on a full ring instead of waiting */
+	RMT_CTAB_TSC   = 1u << 1, /* the kernel's clocksource is the TSC: records' times from
+	                           * rdtsc, extrapolated from CLOCK_MONOTONIC (shim.h, shim_now) */
 };
 
 struct rmt_ctab_header {

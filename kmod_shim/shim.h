@@ -130,6 +130,7 @@ struct shim_process {
 	uint32_t max_buffer;
 	uint32_t rights_size;
 	int lossy;
+	int tsc;                          /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
 	char session_dir[PATH_MAX];
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
 #ifdef RMTRACE_TEST_HOOKS
@@ -146,11 +147,19 @@ extern struct shim_process shim_proc;
 void shim_init(void);
 /* Whether this process records; also notices a fork (reset) cheaply. */
 int shim_active(void);
-static inline uint64_t shim_now(void)
+/* CLOCK_MONOTONIC in ns, through the vDSO. */
+static inline uint64_t shim_monotonic(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t shim_rdtsc(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
 }
 
 /* ------------------------------------------------------- thread state */
@@ -167,6 +176,11 @@ struct shim_thread {
 	uint64_t ids_end;       /*   [ids_next, ids_end) of image ids_gen     */
 	uint64_t ids_gen;
 	uint64_t last_ns;       /* time of this thread's last record: a floor for its next */
+	uint64_t clk_tsc;       /* shim_now's last sample of (TSC, CLOCK_MONOTONIC) ...   */
+	uint64_t clk_ns;
+	uint64_t base_tsc;      /* ... and the older one the rate is measured from        */
+	uint64_t base_ns;
+	uint64_t clk_mult;      /* ns per TSC tick << 32 between the two; 0: none yet     */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
 	int broken;             /* no ring could be made under gen           */
@@ -180,6 +194,28 @@ extern __thread struct shim_thread shim_self __attribute__((tls_model("initial-e
 /* &forkpage->gen (shim_state.c) once this process records; NULL before. */
 extern const uint64_t *shim_forkgen;
 struct shim_thread *shim_enter_slow(void);
+
+/* TSC ticks a thread extrapolates CLOCK_MONOTONIC over before it samples the clock again (~3-4 ms at
+ * 2-3 GHz), at a rate measured over a longer base (shim_record.c): the error stays tens of ns. */
+#define SHIM_TSC_SPAN (1ull << 23)
+uint64_t shim_now_sync(struct shim_thread *t, uint64_t tsc);
+
+/* A record's time: CLOCK_MONOTONIC in ns.  Where the kernel's clocksource is the TSC (RMT_CTAB_TSC),
+ * rdtsc extrapolated from this thread's last sample of CLOCK_MONOTONIC at the rate measured between
+ * two samples (the vDSO's clock_gettime costs about twice a rdtsc: bench/clock_cost.c); a sample
+ * is taken again every SHIM_TSC_SPAN ticks (shim_now_sync).  Never below the thread's last record. */
+static inline uint64_t shim_now(struct shim_thread *t)
+{
+	if (likely(shim_proc.tsc)) {
+		uint64_t tsc = shim_rdtsc(), since = tsc - t->clk_tsc;
+		if (likely(since < SHIM_TSC_SPAN && t->clk_mult)) {
+			uint64_t ns = t->clk_ns + (uint64_t)(((unsigned __int128)since * t->clk_mult) >> 32);
+			return ns > t->last_ns ? ns : t->last_ns;
+		}
+		return shim_now_sync(t, tsc);
+	}
+	return shim_monotonic();
+}
 
 /* Call ids a thread takes from the process counter at a time: one atomic add per this many calls,
  * not per call (threads calling at once would fight over its cache line). */

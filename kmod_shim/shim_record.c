@@ -204,8 +204,57 @@ SHIM_HOT void rec_stamp(struct shim_rec *r)
 	/* The floor first, then the clock: a recorder that finds the ring idle may take its own
 	 * time as this ring's floor, so this store must come before the time is read. */
 	__atomic_store_n(&t->ctl->writing, t->last_ns ? t->last_ns : 1, __ATOMIC_RELAXED);
-	r->time_ns = shim_now();
+	r->time_ns = shim_now(t);
 	__atomic_store_n(&t->ctl->writing, r->time_ns, __ATOMIC_RELAXED);
+}
+
+/* Ticks a sample may take from its first rdtsc to its second (a clock_gettime is about a hundred): a
+ * pair further apart was interrupted in between, and its ns may lie anywhere between its ticks.
+ * 256 ticks bound a sample's own error to ~50 ns at 2.5 GHz. */
+#define SYNC_GAP 256
+#define SYNC_TRIES 3
+/* The rate is measured from a base sample at least RATE_BASE_MIN ticks (4 spans) older, so that the
+ * samples' own error moves an extrapolation by at most half as much again; until then the
+ * thread reads the clock.  The base moves up once it is RATE_BASE_MAX old (~1.5 s), the rate kept,
+ * so that the rate follows the kernel's (NTP) adjustments of CLOCK_MONOTONIC. */
+#define RATE_BASE_MIN (1ull << 25)
+#define RATE_BASE_MAX (1ull << 32)
+
+/* shim_now's way once every SHIM_TSC_SPAN ticks (and in a thread's first RATE_BASE_MIN ticks):
+ * CLOCK_MONOTONIC read between two rdtsc, the tightest of a few tries; that pair becomes the thread's
+ * sample, and the rate since the base sample is what shim_now extrapolates with until the next. */
+SHIM_COLD uint64_t shim_now_sync(struct shim_thread *t, uint64_t tsc)
+{
+	uint64_t ns = 0, mid = 0, gap = UINT64_MAX;
+	int i;
+
+	if (t->base_tsc && !t->clk_mult && tsc - t->base_tsc < RATE_BASE_MIN) {
+		ns = shim_monotonic(); /* no rate yet, and no sample needed until the base is old enough */
+		return ns > t->last_ns ? ns : t->last_ns;
+	}
+	for (i = 0; i < SYNC_TRIES && gap >= SYNC_GAP / 2; i++) {
+		uint64_t before = i ? shim_rdtsc() : tsc, now = shim_monotonic(), after = shim_rdtsc();
+		if (after - before < gap) {
+			gap = after - before;
+			ns = now;
+			mid = before + gap / 2;
+		}
+	}
+	if (gap < SYNC_GAP) {
+		if (!t->base_tsc || mid <= t->base_tsc || ns <= t->base_ns) {
+			t->base_tsc = mid;
+			t->base_ns = ns;
+		} else if (mid - t->base_tsc >= RATE_BASE_MIN) {
+			t->clk_mult = (uint64_t)(((unsigned __int128)(ns - t->base_ns) << 32) / (mid - t->base_tsc));
+			if (mid - t->base_tsc > RATE_BASE_MAX) {
+				t->base_tsc = mid;
+				t->base_ns = ns;
+			}
+		}
+		t->clk_tsc = mid;
+		t->clk_ns = ns;
+	}
+	return ns > t->last_ns ? ns : t->last_ns;
 }
 
 #ifdef RMTRACE_TEST_HOOKS

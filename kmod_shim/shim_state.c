@@ -205,6 +205,7 @@ static int load_ctab(const struct rmt_ctab_header *h, size_t size)
 	shim_proc.max_buffer = h->max_buffer;
 	shim_proc.rights_size = h->rights_size;
 	shim_proc.lossy = (h->flags & RMT_CTAB_LOSSY) != 0;
+	shim_proc.tsc = (h->flags & RMT_CTAB_TSC) != 0;
 	return ctab_index();
 }
 

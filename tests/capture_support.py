@@ -86,12 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float)
     parser.add_argument("--grace", type=float, default=2.0)
     parser.add_argument("--stall", type=float, default=1.0)
+    parser.add_argument("--no-tsc", action="store_true", help="time records by clock_gettime, not the TSC")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     result = record_command(RecordOptions(command=command, output=args.output, lossy=args.lossy,
                                           ring_size=check_ring_size(args.ring_size), duration_s=args.duration,
-                                          grace_s=args.grace, stall_s=args.stall, progress=False),
+                                          grace_s=args.grace, stall_s=args.stall, tsc=not args.no_tsc,
+                                          progress=False),
                             profile=recording_profile())
     for warning in result.warnings:
         print(f"rmtrace record: {warning}", file=sys.stderr)

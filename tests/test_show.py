@@ -230,7 +230,9 @@ def test_show_chooses_on_the_call_table_what_it_chose_decoding_every_call(name, 
     from pathlib import Path
 
     from rmtrace import captures
+    from rmtrace.cli import show
     from rmtrace.columns import select
+    monkeypatch.setattr(show, "TABLE_FROM_RECORDS", 0)  # these traces are small: the table must choose anyway
     path = trace if name == "two-clients" else (Path(captures.path()).parent / "replays" / name
                                                 if name.endswith(".trace") else captures.path(name))
     monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
@@ -244,7 +246,9 @@ def test_show_chooses_on_the_call_table_what_it_chose_decoding_every_call(name, 
 
 
 def test_show_chooses_on_the_columns_in_the_constructed_trace(trace, monkeypatch, capsys):
+    from rmtrace.cli import show
     from rmtrace.columns import select
+    monkeypatch.setattr(show, "TABLE_FROM_RECORDS", 0)
     monkeypatch.setenv("RMTRACE_CACHE", "off")
     for argv in _filters(trace) + [["--source", "gsp"], ["--from", "9000500ns"], ["--name", "SEMA_*", "--status", "-22"]]:
         code, chosen = _show_in_process([*argv, trace], capsys)

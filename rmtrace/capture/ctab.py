@@ -77,6 +77,9 @@ class CaptureTable:
     """Control command -> its pointers (only controls that have some)."""
     classes: Mapping[int, int]
     """Class id -> bytes of its alloc params: what RM_ALLOC really reads (RM ignores paramsSize)."""
+    tsc: bool = False
+    """The shim times records by the TSC, extrapolated from CLOCK_MONOTONIC (the kernel's clocksource
+    is the TSC: ``host.clocksource``); else by clock_gettime."""
 
 
 def check_ring_size(size: int) -> int:
@@ -162,7 +165,8 @@ def encode(table: CaptureTable) -> bytes:
     total = class_off + _CLASS_ROWS.size * len(class_rows)
     header = CTAB_HEADER.pack(
         version=CTAB_VERSION, header_size=CTAB_HEADER.size, total_size=total,
-        flags=int(CtabFlag.LOSSY) if table.lossy else 0, ring_size=table.ring_size, max_buffer=table.max_buffer,
+        flags=(CtabFlag.LOSSY if table.lossy else 0) | (CtabFlag.TSC if table.tsc else 0),
+        ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
         ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off)
     return b"".join([header, *(codec.pack(**row) for codec, rows in ((_UVM_ROWS, uvm_rows), (_CTRL_ROWS, ctrl_rows),
@@ -187,7 +191,7 @@ def decode(data: bytes) -> CaptureTable:
                 for row in _rows(_CTRL_ROWS, data, h.ctrl_off, h.n_ctrl)}
     classes = {row.cls: row.size for row in _rows(_CLASS_ROWS, data, h.class_off, h.n_class)}
     return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
-                        classes)
+                        classes, bool(h.flags & CtabFlag.TSC))
 
 
 # --------------------------------------------------------------------------- the user's cache

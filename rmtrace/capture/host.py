@@ -7,6 +7,7 @@ import os
 import re
 
 DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
+CLOCKSOURCE_FILE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
 GPU_INFO_GLOB = "/proc/driver/nvidia/gpus/*/information"
 _VERSION = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 
@@ -46,6 +47,13 @@ def gpus() -> list[dict[str, str]]:
         if text is not None:
             out.append(parse_gpu_information(text, os.path.basename(os.path.dirname(path))))
     return out
+
+
+def clocksource() -> str | None:
+    """The kernel's clocksource ('tsc', 'kvm-clock', 'hpet', ...): 'tsc' means CLOCK_MONOTONIC is the
+    TSC scaled, which the kernel found invariant and in step on every CPU, so the shim may read it."""
+    text = read_text(CLOCKSOURCE_FILE)
+    return text.strip() if text else None
 
 
 def host_metadata() -> dict:

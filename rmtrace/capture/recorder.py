@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rmtrace import __version__
 from rmtrace.capture import ctab
-from rmtrace.capture.host import DRIVER_VERSION_FILE, host_metadata
+from rmtrace.capture.host import DRIVER_VERSION_FILE, clocksource, host_metadata
 from rmtrace.capture.merge import CallTracker, TimeMerger, Watermark
 from rmtrace.capture.process import Tree, become_subreaper, descendants, exit_code, launch, terminate
 from rmtrace.capture.progress import Progress
@@ -104,6 +104,9 @@ class RecordOptions:
     """Between SIGTERM and SIGKILL when ending a tree still running at the stop."""
     interrupt_grace_s: float = 1.0
     """After Ctrl-C, how long the tree may take to exit on its own before recording stops."""
+    tsc: bool = True
+    """Time records by the TSC, extrapolated from CLOCK_MONOTONIC (kmod_shim/shim.h, shim_now), where the
+    kernel's clocksource is the TSC; False: always by clock_gettime."""
     progress: bool | None = None
     """Show the live progress line: None means when stderr is a terminal."""
     feeds: Sequence[Feed] = ()
@@ -210,6 +213,7 @@ class Recorder:
             "profile_warning": self._profile_warning,
             "capture": {"ring_size": table.ring_size, "lossy": table.lossy, "max_buffer": table.max_buffer,
                         "merge": "watermark", "stall_ms": int(self.opt.stall_s * 1000),
+                        "clock": "tsc" if table.tsc else "clock_gettime",
                         "flush_ms": int(self.opt.flush_after_s * 1000),
                         "shim": shim},
             "recorder": {"pid": os.getpid(), "rmtrace": __version__},
@@ -301,6 +305,7 @@ class Recorder:
             table = ctab.table_from_profile(self._profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
         else:
             table, version, warning = capture_table(host["driver_version"], self.opt.ring_size, self.opt.lossy)
+        table = replace(table, tsc=self.opt.tsc and clocksource() == "tsc")
         self._profile_warning = warning
         if warning:
             self.result.warnings.append(f"driver profile: {warning}")

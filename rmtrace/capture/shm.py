@@ -47,6 +47,7 @@ class CtabFlag(enum.IntFlag):
     """enum rmt_ctab_flag"""
 
     LOSSY = 1 << 0
+    TSC = 1 << 1
 
 
 def _ring_control() -> Struct:

@@ -20,10 +20,11 @@ from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from rmtrace.calls import Call
     from rmtrace.decoders import DecoderSet
     from rmtrace.decoders.filters import CallFilter
     from rmtrace.record import Record
-    from rmtrace.trace import TraceReader
+    from rmtrace.trace import RecordFilter, TraceReader
 
 NAME = "show"
 HELP = "print calls, one line each, decoded (strace-like); -V for every field, --json for tools"
@@ -146,11 +147,26 @@ def _show_raw(args: argparse.Namespace, reader: TraceReader) -> None:
         print(raw_line(rec, start))
 
 
-def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
-    import dataclasses
+TABLE_FROM_RECORDS = 20_000
+"""From this many records on, the call table chooses show's calls.  A smaller trace is paired and decoded
+whole: building its table would cost more (numpy and the table's modules are ~0.4 s of CPU to import)
+than decoding every call of it."""
 
+
+def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wanted: CallFilter) -> Iterable[Call]:
+    """The calls that may pass ``wanted``, in the order they start, each still to be checked against it."""
+    import dataclasses
+    records = dataclasses.replace(records, phase=None)  # --phase chooses calls by any of their records: see _show_calls
+    if reader.record_count < TABLE_FROM_RECORDS:
+        return decoders.calls(reader.iter_filtered(dataclasses.replace(records, t1=None)))
+    # the call table (built, or loaded from the cache) chooses the calls on its columns: only those
+    # printed are read and decoded (rmtrace.columns.select)
     from rmtrace.columns.cache import call_table
     from rmtrace.columns.select import selected_calls
+    return selected_calls(reader, decoders, call_table(reader, decoders), records, wanted)
+
+
+def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     from rmtrace.decoders import Level, decoders_for, render
     if args.json:
         from rmtrace import jsonschema
@@ -168,10 +184,7 @@ def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     phases, until = records.phase, records.t1
     out = sys.stdout
     shown = 0
-    # the call table (built, or loaded from the cache) chooses the calls on its columns: only those
-    # printed are read and decoded (rmtrace.columns.select); each is still checked against every filter
-    table = call_table(reader, decoders)
-    for call in selected_calls(reader, decoders, table, dataclasses.replace(records, phase=None), wanted):
+    for call in _calls(reader, decoders, records, wanted):
         if args.limit is not None and shown >= args.limit:
             break
         if until is not None and call.first.time_ns > until:

@@ -379,42 +379,64 @@ class _EffectRows:
         self.folder, self.table, self.params = folder, table, params
         e, c = found.effects, table.columns
         rows = found.rows[e.at]
-        self.rows = rows.tolist()
         exit_seq = c["exit_seq"][rows]
         ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
-        self.first_seq = c["enter_seq"][rows].tolist()
-        self.last_seq = np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64)).tolist()
-        self.last_ns = np.where(ends, c["t_exit"][rows], c["t_enter"][rows]).tolist()
-        clients = [m.id for m in table.clients]
-        self.client = [clients[i] if i >= 0 else None for i in c["client"][rows].tolist()]
-        self.status = [name or "NV_OK" for name in table.status_names.lookup(c["status_name"][rows])]
-        self.kind, self.h_client, self.handle, self.parent = (a.tolist() for a in (e.kind, e.h_client, e.handle,
-                                                                                    e.parent))
-        self.class_id = [None if k == NO_CLASS else k for k in e.class_id.tolist()]
-        self.category = [CATEGORIES[k] for k in e.category.tolist()]
-        self.src_client, self.src_handle = e.src_client.tolist(), e.src_handle.tolist()
-        self.command, self.with_params = e.command.tolist(), e.params.tolist()
+        self._columns = {
+            "rows": rows, "first_seq": c["enter_seq"][rows],
+            "last_seq": np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64)),
+            "last_ns": np.where(ends, c["t_exit"][rows], c["t_enter"][rows]), "client": c["client"][rows],
+            "status": c["status_name"][rows], "kind": e.kind, "h_client": e.h_client, "handle": e.handle,
+            "parent": e.parent, "class_id": e.class_id, "category": e.category, "src_client": e.src_client,
+            "src_handle": e.src_handle, "command": e.command, "with_params": e.params}
+        self._clients = [m.id for m in table.clients]
+        self._start = self._end = 0
         self._class_names: dict[int | None, str] = {}
         self._defs = context(folder.decoders.profile).defs
-        self._apply = {EffectKind.ALLOCATED: self._allocated, EffectKind.ALLOCATED_MEMORY: self._allocated,
+        self._apply: dict[int, Callable[[int], None]] = {
+                       EffectKind.ALLOCATED: self._allocated, EffectKind.ALLOCATED_MEMORY: self._allocated,
                        EffectKind.FREED: self._freed, EffectKind.DUPLICATED: self._duplicated,
-                       EffectKind.UVM_CHANNEL_REGISTERED: lambda i: self._uvm_channel(i, True),
-                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda i: self._uvm_channel(i, False),
+                       EffectKind.UVM_CHANNEL_REGISTERED: lambda k: self._uvm_channel(k, True),
+                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda k: self._uvm_channel(k, False),
                        EffectKind.CONTROL: self._control}
 
     def apply(self, i: int) -> None:
-        self._apply[self.kind[i]](i)
+        k = self._local(i)
+        self._apply[self.kind[k]](k)
 
-    def params_value(self, i: int, role: Role, key: int) -> Any:
-        """The value of the params buffer of ``role`` of row ``i``'s records, as ``buffer_value`` reads it
-        from the Decoded the interpreter is given (``params_buffers``: views by the class or command ``key``)."""
+    def _local(self, i: int) -> int:
+        """Effect ``i``'s place in the block of effects held as Python values (one block at a time: a list
+        of every effect's values would hold tens of bytes per effect per column)."""
+        if not self._start <= i < self._end:
+            self._start = i - i % BLOCK
+            self._end = self._start + BLOCK
+            got: dict[str, list[int]] = {name: column[self._start:self._end].tolist()
+                                         for name, column in self._columns.items()}
+            self.rows, self.first_seq, self.last_seq, self.last_ns = (got["rows"], got["first_seq"], got["last_seq"],
+                                                                      got["last_ns"])
+            self.kind, self.h_client, self.handle, self.parent = (got["kind"], got["h_client"], got["handle"],
+                                                                  got["parent"])
+            self.src_client, self.src_handle = got["src_client"], got["src_handle"]
+            self.command, self.with_params = got["command"], got["with_params"]
+            self.client = [self._clients[k] if k >= 0 else None for k in got["client"]]
+            self.status = [self.table.status_names.values[k] if k >= 0 else "NV_OK" for k in got["status"]]
+            self.class_id = [None if k == NO_CLASS else k for k in got["class_id"]]
+            self.category = [CATEGORIES[k] for k in got["category"]]
+        return i - self._start
+
+    def params_value(self, k: int, role: Role, key: int) -> Any:
+        """The value of the params buffer of ``role`` of the records of effect ``k`` of the block, as
+        ``buffer_value`` reads it from the Decoded the interpreter is given (``params_buffers``: views by
+        the class or command ``key``)."""
         assert self.params is not None
         records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq))  # only the buffers are read
-                   for seq, _ in self.table.records_of(self.rows[i])]
+                   for seq, _ in self.table.records_of(self.rows[k])]
         return value_of(params_buffers(self._defs, self.folder.profile, records, key), role)
 
     def params_event(self, i: int) -> ev.Event | None:
-        """What row ``i``'s params say beyond its row (None for a row whose params say nothing more)."""
+        """What effect ``i``'s params say beyond its row (None where they say nothing more)."""
+        return self._params_event(self._local(i))
+
+    def _params_event(self, i: int) -> ev.Event | None:
         if not self.with_params[i]:
             return None
         if self.kind[i] == EffectKind.CONTROL:
@@ -433,7 +455,7 @@ class _EffectRows:
         self.folder.add_object(self.client[i], self.h_client[i], self.handle[i], self.parent[i] or None, cls,
                                self.category[i], name, self.first_seq[i], self.last_ns[i], self.status[i])
         if self.with_params[i] and self.params is not None:
-            event = self.params_event(i)
+            event = self._params_event(i)
             if isinstance(event, ev.ChannelAllocated):
                 channel_allocated(self.folder, event, self.first_seq[i], self.last_ns[i], self.last_seq[i])
             elif isinstance(event, ev.ChannelGroupAllocated):
@@ -442,7 +464,7 @@ class _EffectRows:
     def _control(self, i: int) -> None:
         if self.params is None:
             return
-        event = self.params_event(i)
+        event = self._params_event(i)
         t, seq = self.last_ns[i], self.last_seq[i]
         if isinstance(event, ev.WorkTokenIssued):
             token_issued(self.folder, event, t, seq)
