@@ -39,6 +39,8 @@ CALL_ID_LANE_SHIFT = 48
 HANDLE_LANE_STEP = 0x10000
 LANE_TID_STEP = 100000
 LANE_VA_SHIFT = 32
+HANDLE_REFS = frozenset({RefKind.HANDLE, RefKind.UVM_CHANNEL})
+"""Refs whose value is an RM handle: a lane's clone names its own."""
 
 
 @dataclass(eq=False)
@@ -306,7 +308,7 @@ def _clone(msg: Message, lane: int, mapping: dict[int, int], semantics: Semantic
     call_id = msg.call_id + (lane << CALL_ID_LANE_SHIFT)
     request = _rewrite(msg.request, change, semantics, call_id)
     reply = _rewrite(msg.reply, change, semantics, call_id) if msg.reply is not None else None
-    remap = lambda ref: ref._replace(value=mapping.get(ref.value, ref.value)) if ref.kind is RefKind.HANDLE \
+    remap = lambda ref: ref._replace(value=mapping.get(ref.value, ref.value)) if ref.kind in HANDLE_REFS \
         else ref  # noqa: E731
     return replace(
         msg, lane=lane, request=request, reply=reply, call_id=call_id,

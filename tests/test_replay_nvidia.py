@@ -33,6 +33,7 @@ from rmtrace.replayer.targets.nvidia import NvidiaTarget
 from rmtrace.replayer.targets.nvidia.compile import Compiler
 
 from rmtrace.record import MarkOp, Phase, Role, Source, SysOp, decode_record
+from rmtrace.semantics import RefKind
 from rmtrace.trace import TraceReader, TraceWriter
 from tests.capture_support import build_programs, fakedrv_environment, make_device_dir
 
@@ -337,6 +338,42 @@ def test_what_the_capture_does_not_show_is_rebuilt_from_what_it_does(repo_root):
     assert [b - a for a, b in zip(placed[0], placed[3])] == [3 * span] * 20
     lane8 = {program.skipped.get(m.index) for m in messages if m.lane == 8 and m.name.endswith("GPFIFO_A)")}
     assert lane8 == {"lane 8 does not fit in USERD memory 0x5c000017 beside the recorded channels"}
+    # each lane's compute channels register with UVM a range of their own, 4 GiB per lane further, reserved;
+    # copy-engine channels name none (base and length 0) and stay as recorded
+    registered: dict[int, set[tuple[int, int]]] = {}
+    for m, a in zip(messages, program.actions):
+        if m.name == "UVM_REGISTER_CHANNEL" and m.lane in (0, 3) and a.call is not None:
+            arg = a.call.bufs[0]
+            base, length = int.from_bytes(arg[32:40], "little"), int.from_bytes(arg[40:48], "little")
+            registered.setdefault(m.lane, set()).add((base, length))
+            assert [(o, raw) for _b, o, raw in a.call.restore] == ([(32, (base - (3 << 32)).to_bytes(8, "little"))]
+                                                                   if m.lane and length else [])
+    assert registered == {0: {(0x204000000, 0x52F000), (0, 0)}, 3: {(0x204000000 + (3 << 32), 0x52F000), (0, 0)}}
+    assert any(lo <= 0x304000000 and 0x304000000 + 0x52F000 <= lo + n for lo, n, _rw in program.reservations)
+    # had the recording used memory where a lane's range goes, the driver would refuse it: skipped instead
+    lane1 = [(m.index, 0x304000000, 0x52F000) for m in messages if m.lane == 1 and m.name == "UVM_REGISTER_CHANNEL"
+             and program.actions[m.index].call.restore]
+    actions = list(program.actions)
+    Compiler._lanes_apart(messages, actions, lane1, [(0x304400000, 0x200000, False)])
+    assert len(lane1) == 8 and {actions[i].reason for i, _b, _n in lane1} == \
+        {"lane 1's range 0x304000000+0x52f000 overlaps 0x304400000+0x200000, which the recording used"}
+
+
+def test_an_unregistration_depends_on_its_registration(repo_root):
+    """UVM_UNREGISTER_CHANNEL undoes its UVM_REGISTER_CHANNEL (the semantic layer: one defines the channel's
+    registration, the other uses it): where the registration is skipped, so is the unregistration."""
+    plan = build_plan(str(repo_root / "captures" / "cuda-streams.trace"))
+    messages = plan.clients[0].messages
+    register = next(m for m in messages if m.name == "UVM_REGISTER_CHANNEL")
+    (channel,) = [r for r in register.defines if r.kind is RefKind.UVM_CHANNEL]
+    unregister = next(m for m in messages if m.name == "UVM_UNREGISTER_CHANNEL" and channel in m.uses)
+    assert register.index in unregister.deps
+    tables = replay_tables(plan.semantics.profile)
+    nr = plan.semantics.profile.lookup("uvm", "UVM_REGISTER_CHANNEL")
+    tables = replace(tables, uvm={**tables.uvm, nr: replace(tables.uvm[nr], safe=False, reason="left out here")})
+    program = Compiler(plan.semantics, tables).compile(messages)
+    assert program.skipped[unregister.index] == \
+        f"depends on message {register.index + 1} (UVM_REGISTER_CHANNEL), skipped: unsafe: UVM_REGISTER_CHANNEL: left out here"
 
 
 @pytest.mark.parametrize("how", [["--against", "nvidia"], ["--against", "model:fixed", "--oracle", "nvidia"]])

@@ -4,12 +4,16 @@
 # ran this).  Only what the safety table allows reaches the driver, and every
 # client process frees what it allocated.
 #
-#   captures/replays/run_h200.sh OUTDIR [BENCH_ROUNDS]
+#   captures/replays/run_h200.sh OUTDIR [BENCH_ROUNDS [NAME...]]
 #
-# Run from the repository root with rmtrace importable by python3.
+# With NAMEs (e.g. cuda-streams.simultaneous-4.nvidia), only the replays of those names, and no
+# bench: a re-run of some of the committed evidence.  Run from the repository root with rmtrace
+# importable by python3.
 set -u
-OUT=${1:?usage: captures/replays/run_h200.sh OUTDIR [BENCH_ROUNDS]}
+OUT=${1:?usage: captures/replays/run_h200.sh OUTDIR [BENCH_ROUNDS [NAME...]]}
 ROUNDS=${2:-3}
+ONLY=" ${*:3} "
+wanted() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }  # NAME: whether this run makes it
 mkdir -p "$OUT"
 RMTRACE=(python3 -m rmtrace.cli.main)
 BIN=$(mktemp -d)
@@ -23,6 +27,7 @@ TORCH='import torch; x = torch.ones(1 << 20, device="cuda"); torch.cuda.synchron
 
 replay() {  # NAME ARGS...: rmtrace replay ARGS -o OUT/NAME.trace, its output in OUT/NAME.txt
     local name=$1; shift
+    wanted "$name" || return 0
     local t0=$EPOCHREALTIME
     echo "\$ rmtrace replay $* -o captures/replays/$name.trace" > "$OUT/$name.txt"
     "${RMTRACE[@]}" replay "$@" -o "$OUT/$name.trace" >> "$OUT/$name.txt" 2>&1
@@ -82,6 +87,7 @@ leftovers() {  # replaying processes alive, GPU compute processes listed
 }
 interrupt() {  # NAME SIGNAL WHOM ARGS...: rmtrace replay ARGS; once a client holds the GPU, SIGNAL to WHOM
     local name=$1 sig=$2 whom=$3; shift 3
+    wanted "$name" || return 0
     echo "\$ rmtrace replay $* -o captures/replays/$name.trace   # then SIG$sig to the $whom" > "$OUT/$name.txt"
     set -m  # job control: a background job ignores SIGINT without it, as a terminal's never does
     "${RMTRACE[@]}" replay "$@" -o "$OUT/$name.trace" >> "$OUT/$name.txt" 2>&1 &
@@ -104,7 +110,9 @@ interrupt cuda-streams.sequential-3.sigint.nvidia INT replay captures/cuda-strea
     --schedule sequential
 interrupt cuda-streams.sequential-2.client-killed.nvidia KILL client captures/cuda-streams.trace --against nvidia \
     --repeat 2 --schedule sequential
-echo "== bench"
-python3 bench/replay_nvidia.py --program "cuda-streams=$BIN/cuda_streams" \
-    --program "torch-one-kernel=python3 -c '$TORCH'" --rounds "$ROUNDS" -o "$OUT/replay_nvidia-h200.md"
+if [ "$ONLY" = "  " ]; then
+    echo "== bench"
+    python3 bench/replay_nvidia.py --program "cuda-streams=$BIN/cuda_streams" \
+        --program "torch-one-kernel=python3 -c '$TORCH'" --rounds "$ROUNDS" -o "$OUT/replay_nvidia-h200.md"
+fi
 nvidia-smi --query-compute-apps=pid,process_name --format=csv 2>&1

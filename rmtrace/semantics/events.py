@@ -78,6 +78,7 @@ class RefKind(enum.Enum):
     CPU_MAPPING = "cpu_mapping"  # a CPU address RM_MAP_MEMORY or mmap handed out
     GPU_VA = "gpu_va"            # a GPU virtual address RM_MAP_MEMORY_DMA handed out
     TOKEN = "token"              # a channel's work-submit token (scope: its RM client)
+    UVM_CHANNEL = "uvm_channel"  # a channel registered with UVM (value: its handle; scope: its RM client)
 
 
 class Ref(NamedTuple):

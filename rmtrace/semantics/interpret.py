@@ -417,8 +417,10 @@ def _uvm(it: Interpreter, call: Call, d: Decoded, out: _Out) -> None:
         out.events.append(ev.UvmUnregistered(fd, _uuid(d)))
     elif role is UvmRole.REGISTER_CHANNEL:
         out.events.append(ev.UvmChannelRegistered(client, channel))
-    elif role is UvmRole.UNREGISTER_CHANNEL:
+        out.defines.append(Ref(RefKind.UVM_CHANNEL, channel, client))
+    elif role is UvmRole.UNREGISTER_CHANNEL:  # undoes that registration: a replay skips it where that was skipped
         out.events.append(ev.UvmChannelUnregistered(client, channel))
+        out.uses.append(Ref(RefKind.UVM_CHANNEL, channel, client))
     out.events.extend(ev.LockReleased(lock) for lock in locks)
     _fd_use(call, out)
 

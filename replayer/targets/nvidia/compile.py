@@ -38,7 +38,7 @@ from typing import Any
 
 from rmtrace.decoders.profiles.safety import ReplayTables, Rule
 from rmtrace.replayer.messages import Message
-from rmtrace.replayer.plan import lane_shift
+from rmtrace.replayer.plan import LANE_VA_SHIFT, lane_shift
 from rmtrace.replayer.semantics import Semantics
 from rmtrace.replayer.targets.nvidia.fields import RM_ALLOC, RM_CONTROL, RM_XFER, Leaf, Walker, buffer_name, call_keys
 
@@ -178,7 +178,16 @@ class Compiler:
     def compile(self, messages: Sequence[Message]) -> Program:
         ranges: list[tuple[int, int, bool]] = []
         self._room = self._lane_room(messages)
-        actions = [self._with_meaning(m, self._message(m, ranges)) for m in messages]
+        actions = []
+        lanes: list[tuple[int, int, int]] = []
+        """(message, base, length) of each range a lane's clone names (``_own_range``)."""
+        for m in messages:
+            before = len(ranges)
+            actions.append(self._with_meaning(m, self._message(m, ranges)))
+            if m.lane:
+                lanes.extend((m.index, base, length) for base, length, _rw in ranges[before:])
+        self._lanes_apart(messages, actions, lanes, [r for r in ranges if (r[0], r[1]) not in
+                                                     {(b, n) for _i, b, n in lanes}])
         self._pool_unmaps(messages, actions)
         for a in actions:  # fixed mmaps land inside the process's own reservations
             if a.kind == "mmap" and a.mmap[3] & MAP_FIXED:
@@ -188,6 +197,19 @@ class Compiler:
         self._va_checks(messages, program)
         self._dependencies(messages, program)
         return program
+
+    @staticmethod
+    def _lanes_apart(messages: Sequence[Message], actions: list[Action], lanes: Sequence[tuple[int, int, int]],
+                     recorded: Sequence[tuple[int, int, bool]]) -> None:
+        """A lane's range that overlaps one the recording used is skipped, with that reason (the driver
+        would refuse it, or place the lane's buffers among lane 0's)."""
+        for index, base, length in lanes:
+            hit = next(((b, n) for b, n, _rw in recorded if b < base + length and base < b + n), None)
+            if hit is not None:
+                action = actions[index]
+                actions[index] = Action("skip", reason=f"lane {messages[index].lane}'s range {base:#x}+{length:#x} "
+                                        f"overlaps {hit[0]:#x}+{hit[1]:#x}, which the recording used",
+                                        uses=action.uses, defines=action.defines)
 
     def _with_meaning(self, msg: Message, action: Action) -> Action:
         """The action with what the semantic layer says its message uses and defines (before its own refs)."""
@@ -463,6 +485,8 @@ class Compiler:
         for key in keys:
             reserve = self.tables.reserve.get(key)
             if reserve is not None:
+                if msg.lane:
+                    restore += self._own_range(bufs, leaves, reserve.base, reserve.length, msg.lane)
                 base, length = self._value(bufs, leaves, reserve.base), self._value(bufs, leaves, reserve.length)
                 if base and length:
                     ranges.append((base, length + reserve.plus, reserve.prot == "rw"))
@@ -585,6 +609,32 @@ class Compiler:
                         moved.append((i, leaf.offset, raw))
             bufs[i] = bytes(data)
         return moved
+
+    @staticmethod
+    def _own_range(bufs: list[bytes], leaves: Sequence[Sequence[Leaf]], base_path: str, length_path: str,
+                   lane: int) -> list[tuple[int, int, bytes]]:
+        """A lane's clone of a call that names a range (the tables' ``reserve``) gets a range of its own,
+        ``lane << LANE_VA_SHIFT`` further, reserved like lane 0's.
+
+        UVM_REGISTER_CHANNEL names the range UVM places a channel group's context buffers in (channels of
+        one group share them): lane 0's group fills its range, so another group's buffers find no room
+        there (NV_ERR_INVALID_ADDRESS on the H200, then INVALID_CHANNEL to its unregistration and
+        INVALID_STATE to scheduling the group).  The answer shows the recorded range."""
+        if not Compiler._value(bufs, leaves, length_path):
+            return []  # (a copy-engine channel has no context buffers: no range)
+        for i, ls in enumerate(leaves):
+            leaf = next((leaf for leaf in ls if leaf.path == base_path), None)
+            if leaf is None:
+                continue
+            raw = bufs[i][leaf.offset:leaf.offset + leaf.size]
+            value = int.from_bytes(raw, "little")
+            if not value:
+                return []
+            data = bytearray(bufs[i])
+            data[leaf.offset:leaf.offset + leaf.size] = (value + (lane << LANE_VA_SHIFT)).to_bytes(leaf.size, "little")
+            bufs[i] = bytes(data)
+            return [(i, leaf.offset, raw)]
+        return []
 
     def _extra_refs(self, record: Record, call: Ioctl) -> tuple[tuple[Ref, ...], tuple[Ref, ...]]:
         """What the call uses and defines that the semantic layer does not say (see the module docstring):
