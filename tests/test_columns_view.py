@@ -25,7 +25,10 @@ def same(view: StructView, parsed: Mapping[str, Any]) -> None:
         else:
             assert got == want, name
         assert name in view
-    assert list(view) == list(parsed)
+    # construct keeps its stream in a parse's "_io" when the parser was built without compiling (as it is
+    # once another test has built that layout's parser first): not a member, and every decoder drops it
+    assert list(view) == [k for k in parsed if not k.startswith("_")]
+    assert len(view) == len(list(view))
 
 
 @pytest.mark.parametrize("version", available_profiles())

@@ -61,10 +61,12 @@ class StructView(Mapping[str, Any]):
         return name in self._members or name in self._parsed  # padding, units, a flexible member: parse
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._parsed)
+        # a parse built without compiling keeps construct's stream under "_io": not a member (the decoders
+        # drop every "_" key too)
+        return (k for k in self._parsed if not k.startswith("_"))
 
     def __len__(self) -> int:
-        return len(self._parsed)
+        return sum(1 for _ in self)
 
     def _read(self, f: Field) -> Any:
         at = self._base + f.offset
