@@ -163,6 +163,14 @@ def medians(runs: list[dict[str, float]]) -> tuple[float, float, float]:
             max(t["rss_kb"] - t["before_kb"] for t in runs) * 1024)
 
 
+def header_rows(n: int, size: int, given: bool, rounds: int, load_before: tuple[float, ...],
+                load_after: tuple[float, ...]) -> list[tuple[str, str]]:
+    """The rows a bench's table starts with: the trace timed (``given``: as it was, not replicated) and the rounds."""
+    return [("trace", f"{n:,} records, {size / 1e6:.0f} MB" + ("" if given else ", the shipped 3-client capture "
+                                                              "replicated")),
+            ("rounds", f"{rounds}, alternating; medians; load average {load_before[0]:.1f} before, "
+                       f"{load_after[0]:.1f} after")]
+
 def bench_trace(given: str | None, records: int, tmp: str) -> str:
     """The trace a bench times: ``given`` as it is, or the shipped 3-client capture replicated to ``records``."""
     if given is not None:
@@ -197,10 +205,7 @@ def main() -> int:
     load_after = os.getloadavg()
     base, base_cpu, _ = medians(times[BASELINE])
     dc, dc_cpu, _ = medians(times["zstd -dc"])
-    rows = [("trace", f"{n:,} records, {size / 1e6:.0f} MB" + ("" if args.trace else ", the shipped 3-client "
-                                                                 "capture replicated")),
-            ("rounds", f"{args.rounds}, alternating; medians; load average {load_before[0]:.1f} before, "
-                       f"{load_after[0]:.1f} after"),
+    rows = [*header_rows(n, size, args.trace is not None, args.rounds, load_before, load_after),
             ("columns", "wall s, records/s (wall) | CPU s, records/s (CPU) | x zstd pass, x zstd -dc (wall; CPU) "
                         "| peak RSS")]
     for step in steps:

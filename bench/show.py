@@ -69,10 +69,7 @@ def main() -> int:
     load_after = os.getloadavg()
     base, base_cpu, _ = columns.medians(times[columns.BASELINE])
     dc, dc_cpu, _ = columns.medians(times["zstd -dc"])
-    rows = [("trace", f"{n:,} records, {size / 1e6:.0f} MB" + ("" if args.trace else ", the shipped 3-client "
-                                                                 "capture replicated")),
-            ("rounds", f"{args.rounds}, alternating; medians; load average {load_before[0]:.1f} before, "
-                       f"{load_after[0]:.1f} after"),
+    rows = [*columns.header_rows(n, size, args.trace is not None, args.rounds, load_before, load_after),
             ("columns", "wall s | CPU s | x zstd -dc (wall; CPU) | peak RSS")]
     for step in steps:
         sec, cpu, peak = columns.medians(times[step])
