@@ -25,12 +25,12 @@ import sys
 import zlib
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import zstandard
 
 from rmtrace.errors import CorruptTraceError, RecordError
-from rmtrace.flat import FlatStruct
+from rmtrace.flat import FlatStruct, lazy_mirrors
 from rmtrace.record import RECORD_MAGIC, SEQ, TIME, record_length
 
 if TYPE_CHECKING:
@@ -62,11 +62,7 @@ def _chunk_header() -> Struct:
 CHUNK_HEADER = FlatStruct.lazy(_chunk_header, "ChunkHeader")
 
 
-def __getattr__(name: str) -> Any:
-    """``ChunkHeader``, the construct mirror, made on first use (rmtrace.flat, ``FlatStruct.lazy``)."""
-    if name == "ChunkHeader":
-        return CHUNK_HEADER.definition
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_mirrors(__name__, {"ChunkHeader": CHUNK_HEADER})
 
 CHUNK_HEADER_SIZE = CHUNK_HEADER.size
 _CRC_AT = CHUNK_HEADER.offset("header_crc")  # header_crc covers the bytes before it

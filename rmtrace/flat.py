@@ -293,3 +293,14 @@ class FlatStruct:
         """A codec for the fields from the first one up to and including ``last``."""
         count = self.names.index(last) + 1
         return struct.Struct("<" + "".join(self._codes[:count]))
+
+
+def lazy_mirrors(module: str, mirrors: Mapping[str, FlatStruct]) -> Callable[[str], Any]:
+    """A module's PEP 562 ``__getattr__`` for its construct mirrors: ``mirrors[name]``'s definition, made on
+    first use, so that a module whose callers need only the FlatStructs never imports construct."""
+    def mirror(name: str) -> Any:
+        flat = mirrors.get(name)
+        if flat is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        return flat.definition
+    return mirror

@@ -15,10 +15,10 @@ import enum
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmtrace.errors import RecordError
-from rmtrace.flat import FlatStruct, field_offset  # noqa: F401  (field_offset: the replayer takes it from here)
+from rmtrace.flat import FlatStruct, field_offset, lazy_mirrors  # noqa: F401  (field_offset: the replayer takes it from here)
 
 RECORD_MAGIC = 0x52544D52
 RECORD_VERSION = 1
@@ -166,14 +166,8 @@ RECORD = FlatStruct.lazy(_record_header, "rmt_record")
 BUFFER_LAYOUT = FlatStruct.lazy(_buffer_header, "rmt_buffer")
 SYS_MMAP = FlatStruct.lazy(_sys_mmap, "rmt_sys_mmap")
 _MIRRORS = {"RecordHeader": RECORD, "BufferHeader": BUFFER_LAYOUT, "SysMmap": SYS_MMAP}
-"""The construct mirrors, made on first use (PEP 562): reading and writing records needs only what
-the FlatStructs derived from them (rmtrace.flat, ``FlatStruct.lazy``)."""
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MIRRORS:
-        return _MIRRORS[name].definition
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+"""The construct mirrors, made on first use: reading and writing records needs only the FlatStructs."""
+__getattr__ = lazy_mirrors(__name__, _MIRRORS)
 HEADER = RECORD.codec
 """struct.Struct of struct rmt_record; its tuples are in ``RECORD.index`` order."""
 BUFFER = BUFFER_LAYOUT.codec

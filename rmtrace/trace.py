@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmtrace.chunk import CHUNK_HEADER_SIZE, ChunkDecoder, ChunkEncoder, ChunkInfo, decode_chunk_header
 from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
-from rmtrace.flat import FlatStruct
+from rmtrace.flat import FlatStruct, lazy_mirrors
 from rmtrace.record import (
     HEADER,
     TIME,
@@ -114,14 +114,8 @@ INDEX_HEADER = FlatStruct.lazy(_index_header, "IndexHeader")
 INDEX_ENTRY = FlatStruct.lazy(_index_entry, "IndexEntry")
 FOOTER = FlatStruct.lazy(_footer, "Footer")
 _MIRRORS = {"FileHeader": FILE_HEADER, "IndexHeader": INDEX_HEADER, "IndexEntry": INDEX_ENTRY, "Footer": FOOTER}
-
-
-def __getattr__(name: str) -> Any:
-    """The construct mirrors, made on first use (rmtrace.flat, ``FlatStruct.lazy``): writing a trace
-    (``rmtrace record``) needs only the FlatStructs."""
-    if name in _MIRRORS:
-        return _MIRRORS[name].definition
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+"""The construct mirrors, made on first use: writing a trace (``rmtrace record``) needs only the FlatStructs."""
+__getattr__ = lazy_mirrors(__name__, _MIRRORS)
 
 
 _FOOTER_CRC_AT = FOOTER.offset("footer_crc")  # footer_crc covers the bytes before it

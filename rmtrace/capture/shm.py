@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any
 
-from rmtrace.flat import FlatStruct
+from rmtrace.flat import FlatStruct, lazy_mirrors
 
 if TYPE_CHECKING:
     from construct import Struct
@@ -179,15 +179,14 @@ CTAB_PTR = FlatStruct.lazy(_ctab_ptr, "rmt_ctab_ptr")
 CTAB_CLASS = FlatStruct.lazy(_ctab_class, "rmt_ctab_class")
 LAYOUTS = {flat.name: flat for flat in (RING, SESSION, CTAB_HEADER, CTAB_UVM, CTAB_CTRL, CTAB_PTR, CTAB_CLASS)}
 """C struct name -> its FlatStruct; ``MIRRORS`` has their construct mirrors (the ABI test walks it)."""
-_MIRROR_NAMES = {"RingControl": RING, "SessionControl": SESSION, "CtabHeader": CTAB_HEADER, "CtabUvm": CTAB_UVM,
-                 "CtabCtrl": CTAB_CTRL, "CtabPtr": CTAB_PTR, "CtabClass": CTAB_CLASS}
+_mirror = lazy_mirrors(__name__, {"RingControl": RING, "SessionControl": SESSION, "CtabHeader": CTAB_HEADER,
+                                  "CtabUvm": CTAB_UVM, "CtabCtrl": CTAB_CTRL, "CtabPtr": CTAB_PTR,
+                                  "CtabClass": CTAB_CLASS})
 
 
 def __getattr__(name: str) -> Any:
-    """The construct mirrors, made on first use (rmtrace.flat, ``FlatStruct.lazy``): the recorder needs
-    only the FlatStructs, and construct's import is a fifth of its start-up."""
-    if name in _MIRROR_NAMES:
-        return _MIRROR_NAMES[name].definition
+    """The construct mirrors, made on first use: the recorder needs only the FlatStructs, and construct's
+    import is a fifth of its start-up."""
     if name == "MIRRORS":
         return {c_name: flat.definition for c_name, flat in LAYOUTS.items()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _mirror(name)
