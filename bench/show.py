@@ -67,7 +67,6 @@ def main() -> int:
         with TraceReader(path) as reader:
             n, size = reader.record_count, os.path.getsize(path)
     load_after = os.getloadavg()
-    base, base_cpu, _ = columns.medians(times[columns.BASELINE])
     dc, dc_cpu, _ = columns.medians(times["zstd -dc"])
     rows = [*columns.header_rows(n, size, args.trace is not None, args.rounds, load_before, load_after),
             ("columns", "wall s | CPU s | x zstd -dc (wall; CPU) | peak RSS")]
