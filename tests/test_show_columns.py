@@ -11,9 +11,9 @@ from rmtrace.decoders.filters import CallFilter
 
 from rmtrace import captures
 from rmtrace.calls import CallState
-from rmtrace.columns.lines import ColumnLines
+from rmtrace.columns.lines import ColumnCall, ColumnLines
 from rmtrace.columns.select import selected_calls
-from rmtrace.columns.table import STATES, CallTableBuilder
+from rmtrace.columns.table import CallTableBuilder
 from rmtrace.trace import RecordFilter, TraceReader
 
 REPLAYS = Path(captures.path()).parent / "replays"
@@ -26,8 +26,9 @@ def _path(name: str) -> str:
     return str(REPLAYS / name) if name.endswith(".trace") else captures.path(name)
 
 
-def _lines(path: str) -> tuple[list[str], list[str], set[CallState]]:
-    """(from the columns, from the decoders) for every row the columns print, and those rows' states."""
+def _lines(path: str) -> tuple[list[str], list[str], set[CallState], set[int]]:
+    """(made without the decoders, made by them) for every call show prints without them, and those
+    calls' states and operation names."""
     with TraceReader(path) as reader:
         decoders = decoders_for(reader)
         builder = CallTableBuilder(reader, decoders)
@@ -35,25 +36,27 @@ def _lines(path: str) -> tuple[list[str], list[str], set[CallState]]:
         table = builder.table()
         start, end = reader.time_span
         lines = ColumnLines(decoders, table)
-        rows = np.arange(len(table))
-        printed = rows[lines.printable(rows)]
-        columns = [call.line(start, end) for call in lines.calls(printed)]
-        decoded = [render.line(decoders.decode(call, Level.CALL), call, start, end)
-                   for call in selected_calls(reader, decoders, table, RecordFilter(), CallFilter())
-                   if call.first.seq in set(table.columns["enter_seq"][printed].tolist())]
-        states = {STATES[s] for s in table.columns["state"][printed].tolist()}
-    return columns, decoded, states
+        everything = RecordFilter(), CallFilter()
+        columns, decoded, states, names = [], [], set(), set()
+        for item, call in zip(selected_calls(reader, decoders, table, *everything, lines),
+                              selected_calls(reader, decoders, table, *everything), strict=True):
+            if isinstance(item, ColumnCall):
+                columns.append(item.line(start, end))
+                decoded.append(render.line(decoders.decode(call, Level.CALL), call, start, end))
+                states.add(item.state)
+                names.add(item.decoded.name)
+    return columns, decoded, states, names
 
 
 @pytest.mark.parametrize("name", TRACES)
 def test_a_line_from_the_columns_is_the_decoders_line(name):
-    columns, decoded, _ = _lines(_path(name))
-    assert len(columns) >= 10  # RM_ALLOC, RM_FREE, ... print from the columns in every one of them
+    columns, decoded, _, names = _lines(_path(name))
+    assert len(columns) >= 10 and {"RM_ALLOC", "RM_CONTROL"} <= names  # in every one of them
     assert columns == decoded
 
 
 def test_a_call_left_in_flight_prints_from_the_columns_too():
-    *_, states = _lines(_path("cuda-streams.sequential-3.sigint.nvidia.trace"))
+    _, _, states, _ = _lines(_path("cuda-streams.sequential-3.sigint.nvidia.trace"))
     assert CallState.IN_FLIGHT in states
 
 
@@ -68,7 +71,7 @@ def test_show_prints_from_the_columns_and_the_records_in_one_stream(monkeypatch,
     path = _path("cuda-streams.model-fixed.oracle-nvidia.trace")
     main(["show", path])
     both = capsys.readouterr().out
-    monkeypatch.setattr(lines.ColumnLines, "printable", lambda self, rows: np.zeros(len(rows), dtype=bool))
+    monkeypatch.setattr(lines.ColumnLines, "kinds", lambda self, rows: np.zeros(len(rows), dtype=np.int64))
     main(["show", path])
     assert capsys.readouterr().out == both
     assert "RM_ALLOC(" in both and "GSP_" in both and "SEMA_" in both

@@ -22,7 +22,7 @@ from rmtrace.decoders import DecoderSet
 from rmtrace.decoders.filters import CallFilter, status_number
 
 from rmtrace.calls import Call
-from rmtrace.columns.lines import ColumnCall, ColumnLines
+from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, ColumnCall, ColumnLines
 from rmtrace.columns.strings import Strings
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.record import Record
@@ -100,13 +100,17 @@ def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
     record: Callable[[int], Record] = reader.record_at
     for start in range(0, len(rows), ROWS_AT_ONCE):
         block = rows[start:start + ROWS_AT_ONCE]
-        printed = lines.printable(block) if lines is not None else np.zeros(len(block), dtype=bool)
-        from_columns = lines.calls(block[printed]) if lines is not None and printed.any() else iter(())
-        for row, columns in zip(block.tolist(), printed.tolist()):
-            if columns:
-                yield next(from_columns)
+        kinds = lines.kinds(block) if lines is not None else np.zeros(len(block), dtype=np.int64)
+        made = lines.calls(block[kinds != 0]) if lines is not None and kinds.any() else iter(())
+        for row, kind in zip(block.tolist(), kinds.tolist()):
+            if kind == FROM_COLUMNS:
+                yield next(made)
+                continue
+            call = Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+            if kind == FROM_ARGUMENT and lines is not None:
+                yield lines.with_argument(next(made), call.records) or call
             else:
-                yield Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+                yield call
 
 
 ROWS_AT_ONCE = 4096
