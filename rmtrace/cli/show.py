@@ -149,7 +149,7 @@ than decoding every call of it."""
 def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wanted: CallFilter,
            lines: bool) -> Iterable[Call | ColumnCall]:
     """The calls that may pass ``wanted``, in the order they start, each still to be checked against it.
-    With ``lines``, those whose line the call table's columns hold come as ``ColumnCall``s."""
+    With ``lines``, those whose line needs no decoder come as ``ColumnCall``s (rmtrace.columns.lines)."""
     import dataclasses
     records = dataclasses.replace(records, phase=None)  # --phase chooses calls by any of their records: see _show_calls
     if reader.record_count < TABLE_FROM_RECORDS:

@@ -1,18 +1,25 @@
-"""Show's lines of the calls whose whole line the call table's columns hold, printed without their records.
+"""Show's lines of the calls whose line needs no decoder: made from the call table and, at most, a few
+numbers of their argument.
 
 ``rmtrace show`` prints a call as ``render.line`` does: who and when, the
 name, the summary arguments, the detail, the status and the time taken.
-For an ioctl the table reads at fixed offsets (``argspec.Kind.IOCTL``) whose
-summary arguments are exactly its handles (RM_ALLOC, RM_FREE, most RM
-escapes that name objects), every piece of that line is a column: pid, tid,
-the times, the call's state, the name and detail, the status name, the
-handles.  Such a call's line is made by ``render.call_line`` from a
-``Decoded`` the table gives (``CallTable.infos_and_decoded``), without reading
-its records or parsing its argument through construct.  Every other call
-(system calls, UVM commands with ranges and uuids, controls with their flags,
-GSP and sema messages, anything decoded in Python) is read and decoded as
-before.  ``tests/test_show_columns.py`` checks that both make the same line
-for every call of every shipped capture.
+For an ioctl the table reads at fixed offsets (``argspec.Kind.IOCTL``) every
+piece of that line but the summary arguments is a column: pid, tid, the
+times, the call's state, the name and detail, the status name; and so are
+the summary's handles.  So:
+
+* a call whose summary is its handles (RM_ALLOC, RM_FREE) is printed from the
+  columns alone (``FROM_COLUMNS``), its records never read;
+* a call whose summary also holds numbers at fixed offsets (RM_CONTROL's
+  flags, RM_MAP_MEMORY's offset and length, UVM_FREE's range) has them read
+  from its argument's bytes (``FROM_ARGUMENT``: its records are read, nothing
+  is parsed through construct);
+
+both by ``render.call_line`` on the ``Decoded`` the table gives
+(``CallTable.infos_and_decoded``).  Every other call (system calls, UVM
+commands with arrays and uuids, GSP and sema messages, anything decoded in
+Python) is decoded as before.  ``tests/test_show_columns.py`` checks that both
+make the same line for every call of every shipped capture.
 """
 
 from __future__ import annotations
@@ -39,11 +46,12 @@ PRINTED_STATES = (CallState.COMPLETE, CallState.IN_FLIGHT, CallState.RESUMED)
 """The states of calls printed from the columns: an enter and its exit, an enter alone, an exit alone
 (whose first record is then the exit).  A record that stands alone (``SINGLE``) is no ioctl call."""
 _PRINTED = np.array([STATES.index(s) for s in PRINTED_STATES], dtype=np.uint8)
+_UNREADABLE = int(BufferFlag.UNREADABLE)  # a plain int: an IntFlag's & costs more than the rest of the test
 
 
 @dataclass(slots=True)
 class ColumnCall:
-    """A call as the columns describe it: its decode at the call level, and what its line says of it."""
+    """A call as the call table describes it: its decode at the call level, and what its line says of it."""
 
     decoded: Decoded
     first_seq: int
@@ -94,7 +102,7 @@ class ColumnLines:
         infos, decodes = self.table.infos_and_decoded(rows)
         states = self.table.columns["state"][rows].tolist()
         for info, d, state in zip(infos, decodes, states):
-            d.args = d.handles  # the summary arguments are the handles, in the same order (op_kind)
+            d.args = d.handles  # the summary's handles, in its order (summary_members); with_argument adds the rest
             d.payload = d.detail is not None and self._named[info.source << 32 | info.op]
             call_state = STATES[state]
             duration = info.t_exit - info.t_enter if call_state is CallState.COMPLETE and info.t_exit is not None \
@@ -109,7 +117,7 @@ class ColumnLines:
         sides = []
         for when in (When.BEFORE, When.AFTER):
             buf = arg_buffer(records, Role.ARG, when)
-            arg = plan.arg(len(buf.data)) if buf is not None and not buf.flags & BufferFlag.UNREADABLE else None
+            arg = plan.arg(len(buf.data)) if buf is not None and not buf.flags & _UNREADABLE else None
             if buf is not None and arg is not None:
                 summary = self._summary(plan.op, arg)
                 sides.append([(name, f if f is None else scalar_at(f, buf.data, at)) for name, f, at in summary])

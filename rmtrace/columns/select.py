@@ -63,7 +63,7 @@ def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, 
                    wanted: CallFilter, lines: ColumnLines | None = None) -> Iterator[Call | ColumnCall]:
     """The calls of the rows ``row_mask`` keeps, records read from ``reader``, in order of their first
     record, as ``decoders.calls`` makes them from the records ``records`` lets through.  With ``lines``,
-    a row it can print from the columns comes as a ``ColumnCall`` (no records read).
+    a row whose line needs no decoder comes as a ``ColumnCall`` (``rmtrace.columns.lines``).
 
     With a start time, a call that began before it and ended after is, as the records after the start
     pair on their own, the part of it after the start (its exit: a resumed call).

@@ -94,8 +94,12 @@ def is_scalar(f: Field) -> bool:
 
 def scalar_at(f: Field, data: bytes, at: int) -> int:
     """Member ``f`` (``is_scalar``) at byte ``at`` of ``data``, as ``Definitions.parse`` gives it."""
-    code = _CODES[f.size].lower() if f.kind in SIGNED_KINDS else _CODES[f.size]
-    return struct.unpack_from("<" + code, data, at)[0]
+    return _SCALARS[f.size, f.kind in SIGNED_KINDS].unpack_from(data, at)[0]
+
+
+_SCALARS = {(size, signed): struct.Struct("<" + (code.lower() if signed else code))
+            for size, code in _CODES.items() for signed in (False, True)}
+"""The little-endian integer of each size, unsigned and signed (compiled once: show reads millions)."""
 
 
 _MEMBERS: dict[int, tuple[Layout, dict[str, Field]]] = {}
