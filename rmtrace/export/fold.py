@@ -32,16 +32,20 @@ from rmtrace.session.timeline import Timeline
 
 
 class TransitionStream(Timeline):
-    """A Timeline that keeps a transition only until it is final, then hands it out in time order."""
+    """A Timeline that keeps a transition only until it is final, then hands it out in time order
+    (with ``keep`` False, not at all: for a caller that reads none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
         super().__init__()
+        self.keep = keep
         self._heap: list[tuple[int, int, int, str, str, Any]] = []
         self._n = 0
         self.pending: Counter[str] = Counter()
         """Transitions not yet handed out, per entity (a writer holds a forgotten entity's state until none)."""
 
     def set(self, t_ns: int, seq: int, entity: str, attr: str, value: Any) -> None:
+        if not self.keep:
+            return
         heapq.heappush(self._heap, (t_ns, seq, self._n, entity, attr, value))  # _n keeps equal times in fold order
         self._n += 1
         self.pending[entity] += 1
@@ -62,8 +66,10 @@ class TransitionStream(Timeline):
 class StreamingFold:
     """The session fold over calls given one at a time; per call, its CallInfo."""
 
-    def __init__(self, decoders: DecoderSet) -> None:
-        self.transitions = TransitionStream()
+    def __init__(self, decoders: DecoderSet, transitions: bool = True) -> None:
+        """``transitions``: False for a caller that reads only each call's CallInfo (parquet), so that
+        the fold's transitions, which nobody would take out, are not kept."""
+        self.transitions = TransitionStream(keep=transitions)
         self.folder = Folder(decoders, self.transitions)
         self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
         self._released_before = 0
@@ -93,7 +99,9 @@ class StreamingFold:
     def _forget(self, pid: int) -> None:
         """A process exited: its client makes no more calls, so the fold drops what it kept of it
         (the fold has freed its objects, and the caller has had their transitions), keeping memory to what is live."""
-        self.retired.extend(self.folder.forget_client(pid))
+        retired = self.folder.forget_client(pid)
+        if self.transitions.keep:
+            self.retired.extend(retired)
 
     def stable_names(self, info: CallInfo) -> dict[str, str]:
         """The stable names (``NV01_ROOT_CLIENT#0/NV01_DEVICE_0#0/...``) of the objects a call's handles name."""
