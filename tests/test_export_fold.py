@@ -49,3 +49,12 @@ def test_an_exited_client_is_forgotten_by_the_fold_and_by_perfetto():
             assert not [e for e in (*writer._segments, *writer._tracks) if e.startswith(f"chan/{cid}/")], cid
             assert fold.folder.clients[cid].pid  # the client stays: a later record of its pid still names it
         assert not fold.retired  # every forgotten channel's last state was written
+
+
+def test_a_fold_for_rows_keeps_no_transitions():
+    # parquet takes each call's CallInfo and no lane states: nothing may pile up for it
+    with ExportInput(shipped("cuda-streams-3x-sequential"), progress=False) as src:
+        fold = StreamingFold(src.decoders, transitions=False)
+        clients = {fold.fold(call).client_id for call in src.calls()}
+        assert {"c1", "c2", "c3"} <= clients
+        assert not fold.transitions.pending and not list(fold.transitions.final()) and not fold.retired
