@@ -128,6 +128,7 @@ struct shim_process {
 	uint64_t ring_size;
 	uint32_t max_record;              /* ring_size / 2                       */
 	uint32_t max_buffer;
+	uint32_t fast_end;                /* min(SHIM_FAST_ROOM, max_record): rec_fast */
 	uint32_t rights_size;
 	int lossy;
 	int tsc;                          /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
@@ -313,6 +314,7 @@ struct shim_rec {
 	uint64_t time_ns;
 	uint16_t nbufs;
 	uint32_t size;          /* bytes written so far, header included */
+	uint32_t fast_end;      /* rec_fast: it may grow to this size with no room check; 0: check each buffer */
 	int cut;                /* trunc_big counted for this one        */
 	int dropped;            /* no room (lossy, stopped): not emitted */
 	uint16_t reads[3];      /* its buffers by enum shim_read_path    */
@@ -362,28 +364,44 @@ static inline struct shim_view rec_close(struct shim_rec *r, uint16_t role, uint
 int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
 		      struct shim_view *view);
 
-/* Add a buffer read from the program: 0 with its captured bytes in *view,
- * or -1 when nothing was captured (unreadable, empty, no room).  Inline: the
- * common case (a buffer that fits whole, in a ring with room, read by the
- * copy) in two tests; rec_add_user_slow does everything else. */
-static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
-			       uint64_t n, struct shim_view *view)
+/* Bytes a record may take with its room checked once, when it starts (rec_fast), not buffer by buffer:
+ * nearly every ioctl's record is far smaller; a bigger one goes on the careful way. */
+#define SHIM_FAST_ROOM (64u << 10)
+uint32_t rec_fast_slow(struct shim_rec *r);
+
+/* Let the record's buffers be added the quick way (rec_add_user's first branch): when the ring has
+ * room for SHIM_FAST_ROOM bytes more (by the tail seen last time) and this thread's reads go by the
+ * fault-tolerant copy, r->fast_end says how far the record may grow unchecked.  Checked here once a
+ * record instead of once a buffer; rec_fast_slow looks at the consumer's tail when the one seen last
+ * says there is no room.  Inline: the common case in three tests. */
+static inline void rec_fast(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 
-	if (likely(n - 1 < shim_proc.max_buffer && addr && !r->dropped && r->nbufs < SHIM_MAX_BUFS)) {
-		uint32_t need = r->size + (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP((uint32_t)n);
-		if (likely(need <= shim_proc.max_record && t->head + need - t->tail_seen <= shim_proc.ring_size)) {
-			uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
-			int how;
-			rec_pad(dst, (uint32_t)n);
-			how = shim_read(t, dst, addr, n);
-			if (likely(how >= 0)) {
-				r->reads[how]++;
-				*view = rec_close(r, role, when, 0, (uint32_t)n, addr, n, slot);
-				return 0;
-			} /* unreadable: the slow way says so */
-		}
+	if (likely(t->head + SHIM_FAST_ROOM - t->tail_seen <= shim_proc.ring_size && t->faults == FAULTS_DELIVERED &&
+		   __atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED)))
+		r->fast_end = shim_proc.fast_end;
+	else
+		r->fast_end = rec_fast_slow(r);
+}
+
+/* Add a buffer read from the program: 0 with its captured bytes in *view,
+ * or -1 when nothing was captured (unreadable, empty, no room).  Inline: the
+ * common case (a record made rec_fast, a buffer that fits whole, read by the
+ * copy) in four tests; rec_add_user_slow does everything else. */
+static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
+			       uint64_t n, struct shim_view *view)
+{
+	/* n < 2^32 once the first test holds (max_buffer is a u32), so the sum cannot wrap. */
+	if (likely(n - 1 < shim_proc.max_buffer && addr && r->nbufs < SHIM_MAX_BUFS &&
+		   (uint64_t)r->size + sizeof(struct rmt_buffer) + ((n + 7) & ~7ull) <= r->fast_end)) {
+		uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
+		rec_pad(dst, (uint32_t)n);
+		if (likely(shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0)) {
+			r->reads[SHIM_READ_COPY]++;
+			*view = rec_close(r, role, when, 0, (uint32_t)n, addr, n, slot);
+			return 0;
+		} /* unreadable: the slow way says so */
 	}
 	return rec_add_user_slow(r, role, when, slot, addr, n, view);
 }

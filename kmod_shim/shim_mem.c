@@ -43,8 +43,9 @@
  * shim_copy_end may fault on src (dst is the ring or our own memory), and a fault there
  * resumes at shim_copy_fixup.  Up to 256 bytes (nearly every buffer of an ioctl) the copy
  * is a few moves, as a libc memcpy does small sizes: two that overlap for 4-16 bytes and
- * for 17-32 (8- and 16-byte ones), four 16-byte ones for 33-64, 16-byte blocks and an
- * overlapping last one beyond; no load reaches outside [src, src + n).  Larger buffers
+ * for 17-32 (8- and 16-byte ones), four 16-byte ones for 33-64, eight for 65-128 (a class
+ * list, a handle array), 16-byte blocks and an overlapping last one beyond; no load
+ * reaches outside [src, src + n).  Larger buffers
  * go by `rep movsb`, which costs tens of cycles to start, more than a small copy takes. */
 extern const char shim_copy_end[], shim_copy_fixup[];
 __asm__(".section .text.hot.shim_copy,\"ax\",@progbits\n" /* beside the hot C (SHIM_HOT) */
@@ -75,9 +76,29 @@ __asm__(".section .text.hot.shim_copy,\"ax\",@progbits\n" /* beside the hot C (S
 	"	movdqu %xmm3, -16(%rdi,%rdx)\n"
 	"	xor %eax, %eax\n"
 	"	ret\n"
-	"3:	cmp $256, %rdx\n"
+	"3:	cmp $128, %rdx\n"
+	"	ja 10f\n"
+	"	movdqu (%rsi), %xmm0\n" /* 65..128: 64 bytes from each end */
+	"	movdqu 16(%rsi), %xmm1\n"
+	"	movdqu 32(%rsi), %xmm2\n"
+	"	movdqu 48(%rsi), %xmm3\n"
+	"	movdqu -64(%rsi,%rdx), %xmm4\n"
+	"	movdqu -48(%rsi,%rdx), %xmm5\n"
+	"	movdqu -32(%rsi,%rdx), %xmm6\n"
+	"	movdqu -16(%rsi,%rdx), %xmm7\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	movdqu %xmm1, 16(%rdi)\n"
+	"	movdqu %xmm2, 32(%rdi)\n"
+	"	movdqu %xmm3, 48(%rdi)\n"
+	"	movdqu %xmm4, -64(%rdi,%rdx)\n"
+	"	movdqu %xmm5, -48(%rdi,%rdx)\n"
+	"	movdqu %xmm6, -32(%rdi,%rdx)\n"
+	"	movdqu %xmm7, -16(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"10:	cmp $256, %rdx\n"
 	"	ja 4f\n"
-	"	movdqu -16(%rsi,%rdx), %xmm1\n" /* 65..256: the last 16 bytes, then blocks */
+	"	movdqu -16(%rsi,%rdx), %xmm1\n" /* 129..256: the last 16 bytes, then blocks */
 	"	lea -16(%rdi,%rdx), %r8\n"
 	"	mov %rdx, %rcx\n"
 	"	shr $4, %rcx\n"

@@ -203,6 +203,7 @@ static int load_ctab(const struct rmt_ctab_header *h, size_t size)
 	shim_proc.ring_size = h->ring_size;
 	shim_proc.max_record = (uint32_t)(h->ring_size / 2);
 	shim_proc.max_buffer = h->max_buffer;
+	shim_proc.fast_end = shim_proc.max_record < SHIM_FAST_ROOM ? shim_proc.max_record : SHIM_FAST_ROOM;
 	shim_proc.rights_size = h->rights_size;
 	shim_proc.lossy = (h->flags & RMT_CTAB_LOSSY) != 0;
 	shim_proc.tsc = (h->flags & RMT_CTAB_TSC) != 0;
