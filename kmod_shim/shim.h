@@ -409,15 +409,6 @@ static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r
  * written (the recorder's merge waits for it: rmtrace_ring.h, time order).
  * rec_emit does it for a record whose time was not taken before. */
 void rec_stamp(struct shim_rec *r);
-/* n (<= 8) little-endian bytes at off of a captured buffer; 0 outside it. */
-static inline uint64_t view_load(const struct shim_view *v, uint32_t off, unsigned n)
-{
-	uint64_t value = 0;
-	if (off > v->len || n > v->len - off || n > sizeof(value))
-		return 0;
-	memcpy(&value, v->p + off, n); /* little-endian host */
-	return value;
-}
 /* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped). */
 int rec_emit(struct shim_rec *r);
 

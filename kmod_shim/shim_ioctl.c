@@ -67,8 +67,35 @@ static const struct esc_rule {
 /* Escape number -> 1 + the index of its first rule (the rules of one escape are together), 0: none. */
 static uint8_t esc_first[256];
 
+/* Whether every field of an escape's argument that take_rm reads lies inside the argument the rule matches. */
+static int esc_rule_sound(const struct esc_rule *e)
+{
+#define FURTHER(end, off, n) ((end) > (off) + (n) ? (end) : (off) + (n))
+	uint32_t end = e->ptr_off + 8u;
+
+	if (e->size_off != SIZE_RIGHTS)
+		end = FURTHER(end, (e->size_off & ~SIZE_CLASS), 4u);
+	if (e->size_off & SIZE_CLASS)
+		end = FURTHER(end, NVOS21_CLASS, 4u);
+	if (e->role == RMT_BUF_PARAMS)
+		end = FURTHER(FURTHER(end, NVOS54_CMD, 4u), NVOS54_FLAGS, 4u);
+	if (e->role == RMT_BUF_XFER)
+		end = FURTHER(end, XFER_CMD, 4u);
+#undef FURTHER
+	return end <= e->arg_size;
+}
+
+/* n (<= 8) little-endian bytes at off of an escape's argument whose length a rule matched: no bounds
+ * to test, esc_rule_sound having found every such field inside it when the process started. */
+static inline uint64_t arg_load(const struct shim_view *arg, uint32_t off, unsigned n)
+{
+	uint64_t value = 0;
+	memcpy(&value, arg->p + off, n);
+	return value;
+}
+
 /* Read one buffer before the call and remember it for the exit; 0 when its bytes are in *v. */
-SHIM_HOT static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
+SHIM_HOT static inline __attribute__((always_inline)) int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
 		uint64_t addr, uint64_t len, struct shim_view *v)
 {
 	int got = rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
@@ -238,8 +265,11 @@ int ctab_index(void)
 		if (shim_proc.cls[i].size) /* a class without a size is one the table lacks */
 			index_add(&class_rows, shim_proc.cls[i].cls)->size = shim_proc.cls[i].size;
 	/* The escapes' rules by escape number, for take_rm. */
-	for (i = sizeof(esc_rules) / sizeof(esc_rules[0]); i-- > 0;)
-		esc_first[esc_rules[i].nr & 0xff] = (uint8_t)(i + 1);
+	for (i = sizeof(esc_rules) / sizeof(esc_rules[0]); i-- > 0;) {
+		if (esc_rules[i].nr > 0xff || !esc_rule_sound(&esc_rules[i]))
+			return -1; /* a rule this file got wrong: capture nothing rather than read past an argument */
+		esc_first[esc_rules[i].nr] = (uint8_t)(i + 1);
+	}
 	return 0;
 }
 
@@ -293,15 +323,15 @@ SHIM_HOT static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t n
 
 		if (e->arg_size != arg->len)
 			continue;
-		addr = view_load(arg, e->ptr_off, 8);
+		addr = arg_load(arg, e->ptr_off, 8);
 		if (e->size_off == SIZE_RIGHTS)
 			size = shim_proc.rights_size;
 		else if (e->size_off & SIZE_CLASS) {
-			size = class_params_size((uint32_t)view_load(arg, NVOS21_CLASS, 4));
+			size = class_params_size((uint32_t)arg_load(arg, NVOS21_CLASS, 4));
 			if (size == 0) /* a class the profile lacks: trust the argument */
-				size = view_load(arg, e->size_off & ~SIZE_CLASS, 4);
+				size = arg_load(arg, e->size_off & ~SIZE_CLASS, 4);
 		} else
-			size = view_load(arg, e->size_off, 4);
+			size = arg_load(arg, e->size_off, 4);
 		/* NULL with no size is "none"; so is a NULL pRightsRequested, whose size is implied, and
 		 * NULL alloc params, whose size the class implies (RM allows NULL where they are optional).
 		 * NULL with a size the caller gave is a bad pointer the driver will refuse: UNREADABLE. */
@@ -309,13 +339,13 @@ SHIM_HOT static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t n
 			continue;
 		if (take(r, p, e->role, e->after, 0, addr, size, &got) != 0)
 			continue;
-		if (e->role == RMT_BUF_PARAMS && !(view_load(arg, NVOS54_FLAGS, 4) & NVOS54_FLAGS_FINN_SERIALIZED)) {
-			const struct ctab_slot *c = find_row(&ctrl_rows, (uint32_t)view_load(arg, NVOS54_CMD, 4));
+		if (e->role == RMT_BUF_PARAMS && !(arg_load(arg, NVOS54_FLAGS, 4) & NVOS54_FLAGS_FINN_SERIALIZED)) {
+			const struct ctab_slot *c = find_row(&ctrl_rows, (uint32_t)arg_load(arg, NVOS54_CMD, 4));
 			if (c)
 				take_nested(r, p, &got, c->first, c->n);
 		}
 		if (e->role == RMT_BUF_XFER && !inner)
-			take_rm(r, p, (uint32_t)view_load(arg, XFER_CMD, 4), &got, 1);
+			take_rm(r, p, (uint32_t)arg_load(arg, XFER_CMD, 4), &got, 1);
 	}
 }
 
