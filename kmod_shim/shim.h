@@ -113,25 +113,29 @@ void shim_resolve(void);
 
 /* ------------------------------------------------------- process state */
 struct shim_process {
-	int active;                       /* a session was found at start        */
-	pid_t pid;
+	/* What a traced ioctl reads, in the first cache line (the struct is aligned to one): after the
+	 * driver's microseconds have evicted the shim's data, one line to fetch again, not three. */
 	uint64_t image_id;                /* this process image (exec or fork)   */
 	uint64_t gen;                     /* == image_id; rings made under it    */
-	uint64_t calls;                   /* atomic: call ids handed out         */
-	int exit_recorded;
 	struct rmt_session_ctl *session;  /* shared, read-write                  */
-	const struct rmt_ctab_header *ctab;
-	const struct rmt_ctab_uvm *uvm;
-	const struct rmt_ctab_ctrl *ctrl;
-	const struct rmt_ctab_ptr *ptr;
-	const struct rmt_ctab_class *cls;
 	uint64_t ring_size;
 	uint32_t max_record;              /* ring_size / 2                       */
 	uint32_t max_buffer;
 	uint32_t fast_end;                /* min(SHIM_FAST_ROOM, max_record): rec_fast */
 	uint32_t rights_size;
-	int lossy;
+	pid_t pid;
 	int tsc;                          /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
+	int active;                       /* a session was found at start        */
+	int guard_on;                     /* atomic: the SIGSEGV/SIGBUS handler that makes shim_copy safe is in */
+	/* The rest: written (calls, once per CALL_ID_BLOCK calls of a thread) or read rarely. */
+	uint64_t calls;                   /* atomic: call ids handed out         */
+	int lossy;
+	int exit_recorded;
+	const struct rmt_ctab_header *ctab;
+	const struct rmt_ctab_uvm *uvm;
+	const struct rmt_ctab_ctrl *ctrl;
+	const struct rmt_ctab_ptr *ptr;
+	const struct rmt_ctab_class *cls;
 	char session_dir[PATH_MAX];
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
 #ifdef RMTRACE_TEST_HOOKS
@@ -142,7 +146,8 @@ struct shim_process {
 #endif
 	char dev_prefix[PATH_MAX];        /* "/dev/", or "<test dir>/" in a test build */
 	size_t dev_prefix_len;
-};
+} __attribute__((aligned(64)));
+_Static_assert(offsetof(struct shim_process, calls) == 64, "the ioctl's fields fill the first line exactly");
 extern struct shim_process shim_proc;
 
 void shim_init(void);
@@ -272,7 +277,6 @@ enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1, SHIM_READ_UNREA
 
 /* shim_copy(dst, src, n): 0, or -1 when src faulted (dst then holds part of it); shim_mem.c. */
 long shim_copy(void *dst, const void *src, size_t n);
-extern int shim_guard_on; /* the SIGSEGV/SIGBUS handler that makes shim_copy safe is installed */
 int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
 
 /* Copy n bytes from the program's address addr: the path that read them
@@ -281,7 +285,7 @@ int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
 static inline int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
 {
 	/* A NULL or wrapping address needs no test here: it faults in the copy like any bad one. */
-	if (likely(t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED)))
+	if (likely(t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
 		return shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0 ? SHIM_READ_COPY : -1;
 	return shim_read_slow(t, dst, addr, n);
 }
@@ -379,7 +383,7 @@ static inline void rec_fast(struct shim_rec *r)
 	struct shim_thread *t = r->t;
 
 	if (likely(t->head + SHIM_FAST_ROOM - t->tail_seen <= shim_proc.ring_size && t->faults == FAULTS_DELIVERED &&
-		   __atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED)))
+		   __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
 		r->fast_end = shim_proc.fast_end;
 	else
 		r->fast_end = rec_fast_slow(r);

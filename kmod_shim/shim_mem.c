@@ -162,7 +162,6 @@ static const int guarded_sig[N_GUARDED] = { SIGSEGV, SIGBUS };
  * whole struct. */
 static struct sigaction program_act[N_GUARDED][2];
 static int program_slot[N_GUARDED];
-int shim_guard_on;
 
 static int guarded_index(int sig)
 {
@@ -229,7 +228,7 @@ void shim_guard_install(void)
 	for (i = 0; i < N_GUARDED; i++)
 		if (shim_real.sigaction(guarded_sig[i], &ours, &program_act[i][0]) != 0)
 			return;
-	__atomic_store_n(&shim_guard_on, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&shim_proc.guard_on, 1, __ATOMIC_RELEASE);
 }
 
 /* The program's sigaction, for SIGSEGV and SIGBUS once the guard is on: kept, not installed. */
@@ -237,7 +236,7 @@ int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int i = guarded_index(sig);
 
-	if (i < 0 || !__atomic_load_n(&shim_guard_on, __ATOMIC_ACQUIRE)) {
+	if (i < 0 || !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_ACQUIRE)) {
 		struct sigaction copy;
 		if (act && (sigismember(&act->sa_mask, SIGSEGV) == 1 || sigismember(&act->sa_mask, SIGBUS) == 1)) {
 			copy = *act; /* a fault in the handler kills the process either way: keep our reads safe there */
@@ -331,7 +330,7 @@ SHIM_COLD int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, si
 		return SHIM_READ_COPY;
 	if (addr == 0 || addr + n < addr)
 		return -1;
-	if (__atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED) && faults_delivered(t))
+	if (__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED) && faults_delivered(t))
 		return shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0 ? SHIM_READ_COPY : -1;
 	how = read_syscall(dst, addr, n);
 	errno = saved;

@@ -131,7 +131,7 @@ SHIM_COLD uint32_t rec_fast_slow(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 
-	if (r->dropped || t->faults != FAULTS_DELIVERED || !__atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED))
+	if (r->dropped || t->faults != FAULTS_DELIVERED || !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED))
 		return 0;
 	/* Once every ring_size - SHIM_FAST_ROOM bytes while the recorder keeps up: its tail, a line it writes. */
 	t->tail_seen = __atomic_load_n(&t->ctl->tail, __ATOMIC_ACQUIRE);
