@@ -172,6 +172,7 @@ static inline uint64_t shim_rdtsc(void)
 enum shim_faults { FAULTS_UNKNOWN = 0, FAULTS_DELIVERED = 1, FAULTS_BLOCKED = 2 };
 
 struct shim_thread {
+	/* What a traced ioctl reads and writes, in the first two cache lines (the struct is aligned to one). */
 	struct rmt_ring_ctl *ctl;
 	uint8_t *data;
 	uint64_t mask;
@@ -184,14 +185,16 @@ struct shim_thread {
 	uint64_t last_ns;       /* time of this thread's last record: a floor for its next */
 	uint64_t clk_tsc;       /* shim_now's last sample of (TSC, CLOCK_MONOTONIC) ...   */
 	uint64_t clk_ns;
-	uint64_t base_tsc;      /* ... and the older one the rate is measured from        */
-	uint64_t base_ns;
 	uint64_t clk_mult;      /* ns per TSC tick << 32 between the two; 0: none yet     */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
-	int broken;             /* no ring could be made under gen           */
 	int faults;             /* enum shim_faults: SIGSEGV/SIGBUS blocked? */
-};
+	int broken;             /* no ring could be made under gen           */
+	/* Read only when the clock is sampled (shim_now_sync). */
+	uint64_t base_tsc;      /* ... and the older one the rate is measured from        */
+	uint64_t base_ns;
+} __attribute__((aligned(64)));
+_Static_assert(offsetof(struct shim_thread, base_tsc) <= 128, "the ioctl's fields in two lines");
 
 /* The calling thread's state (its ring may not exist yet). */
 struct shim_thread *shim_self_thread(void);
