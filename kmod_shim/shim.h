@@ -186,6 +186,7 @@ struct shim_thread {
 	uint64_t clk_tsc;       /* shim_now's last sample of (TSC, CLOCK_MONOTONIC) ...   */
 	uint64_t clk_ns;
 	uint64_t clk_mult;      /* ns per TSC tick << 32 between the two; 0: none yet     */
+	uint64_t populated;     /* data bytes [0, populated) mapped in (ring_populate); all: UINT64_MAX */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
 	int faults;             /* enum shim_faults: SIGSEGV/SIGBUS blocked? */
@@ -272,6 +273,8 @@ static inline void shim_leave(struct shim_thread *t)
 
 /* ------------------------------------------------------- the ring */
 int ring_reserve(struct shim_thread *t, uint32_t size);
+/* Map in (MADV_POPULATE_WRITE) the ring's next pages up to head + SHIM_FAST_ROOM (shim_state.c). */
+void ring_populate(struct shim_thread *t);
 void ring_commit(struct shim_thread *t, uint64_t pos);
 void ring_count(uint64_t *counter);
 
@@ -377,16 +380,17 @@ int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t 
 uint32_t rec_fast_slow(struct shim_rec *r);
 
 /* Let the record's buffers be added the quick way (rec_add_user's first branch): when the ring has
- * room for SHIM_FAST_ROOM bytes more (by the tail seen last time) and this thread's reads go by the
- * fault-tolerant copy, r->fast_end says how far the record may grow unchecked.  Checked here once a
- * record instead of once a buffer; rec_fast_slow looks at the consumer's tail when the one seen last
- * says there is no room.  Inline: the common case in three tests. */
+ * room for SHIM_FAST_ROOM bytes more (by the tail seen last time), mapped in, and this thread's reads
+ * go by the fault-tolerant copy, r->fast_end says how far the record may grow unchecked.  Checked here
+ * once a record instead of once a buffer; rec_fast_slow maps more of the ring in (ring_populate), or
+ * looks at the consumer's tail when the one seen last says there is no room.  Inline: the common case
+ * in four tests. */
 static inline void rec_fast(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 
-	if (likely(t->head + SHIM_FAST_ROOM - t->tail_seen <= shim_proc.ring_size && t->faults == FAULTS_DELIVERED &&
-		   __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
+	if (likely(t->head + SHIM_FAST_ROOM - t->tail_seen <= shim_proc.ring_size && t->head + SHIM_FAST_ROOM <= t->populated &&
+		   t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
 		r->fast_end = shim_proc.fast_end;
 	else
 		r->fast_end = rec_fast_slow(r);

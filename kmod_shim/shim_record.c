@@ -133,6 +133,8 @@ SHIM_COLD uint32_t rec_fast_slow(struct shim_rec *r)
 
 	if (r->dropped || t->faults != FAULTS_DELIVERED || !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED))
 		return 0;
+	if (t->head + SHIM_FAST_ROOM > t->populated)
+		ring_populate(t);
 	/* Once every ring_size - SHIM_FAST_ROOM bytes while the recorder keeps up: its tail, a line it writes. */
 	t->tail_seen = __atomic_load_n(&t->ctl->tail, __ATOMIC_ACQUIRE);
 	if (t->tail_seen > t->head || t->head + SHIM_FAST_ROOM - t->tail_seen > shim_proc.ring_size)
