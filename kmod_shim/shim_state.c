@@ -336,6 +336,12 @@ static void *map(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	return mem < 0 && mem > -4096 ? NULL : (void *)mem;
 }
 
+/* Data bytes mapped in at a time: one madvise per 256 KiB of records in a ring's first pass. */
+#define RING_POPULATE (256u << 10)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 static int ring_create(struct shim_thread *t)
 {
 	char path[PATH_MAX];
@@ -389,15 +395,11 @@ static int ring_create(struct shim_thread *t)
 	t->tail_seen = 0;
 	t->populated = 0;
 	ring_populate(t);
+	/* And the mirror's first pages, where an ioctl's record that runs past the end goes on. */
+	syscall(SYS_madvise, base + total, mirror < SHIM_FAST_ROOM ? mirror : SHIM_FAST_ROOM, MADV_POPULATE_WRITE);
 	pthread_setspecific(thread_key, t);
 	return 0;
 }
-
-/* Data bytes mapped in at a time: one madvise per 256 KiB of records in a ring's first pass. */
-#define RING_POPULATE (256u << 10)
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
 
 void ring_populate(struct shim_thread *t)
 {
