@@ -32,6 +32,7 @@ def full_names(table: CallTable) -> tuple[np.ndarray, Strings[str]]:
     names = Strings[str]()
     pairs = table.columns["name"].astype(np.int64) << 32 | (table.columns["detail"].astype(np.int64) - NONE)
     uniq, inverse = np.unique(pairs, return_inverse=True)
+    del pairs
     ids = np.empty(len(uniq), dtype=np.int32)
     for i, pair in enumerate(uniq.tolist()):
         name, detail = table.names.values[pair >> 32], table.details.get((pair & 0xFFFFFFFF) + NONE)
@@ -117,16 +118,27 @@ def operations(table: CallTable) -> Operations:
         return Operations(none, none, none, none, none, none, none, np.zeros((0, 4), dtype=np.int64),
                           np.zeros(0, dtype=bool), np.zeros(1, dtype=np.int64), none, none, clients, {},
                           full_table.values, status_text)
-    in_flight = np.isin(c["state"], _IN_FLIGHT)
-    status = np.where(c["status_name"] >= 0, c["status_name"],
-                      np.where(in_flight, len(table.status_names), len(table.status_names) + 1))
+    # each column's pages are let go of once read (a cached table is mapped: what a pass touches stays
+    # resident until then), and each row-long array once used
+    n = len(table)
+    table.release(0, n, ("name", "detail"))
     group, (pid, client, source, op) = _groups([c["pid"], c["client"] + 1, c["source"], full])
+    del full
+    table.release(0, n, ("pid", "client", "source"))
     groups = len(pid)
     counts = np.bincount(group, minlength=groups)
     byte_sums = np.bincount(group, weights=c["bytes"], minlength=groups).astype(np.int64)  # exact to 2**53
+    in_flight = np.isin(c["state"], _IN_FLIGHT)
     flights = np.bincount(group, weights=in_flight, minlength=groups).astype(np.int64)
-    latency, timed = _latencies(c, group, groups)
+    status = np.where(c["status_name"] >= 0, c["status_name"],
+                      np.where(in_flight, len(table.status_names), len(table.status_names) + 1)).astype(np.int32)
+    del in_flight
+    table.release(0, n, ("bytes", "state", "status_name"))
     bounds, text, counted = _statuses(group, status, groups)
+    del status
+    latency, timed = _latencies(c, group, groups)
+    del group
+    table.release(0, n, ("exit_seq", "enter_seq", "t_exit", "t_enter"))
     sources = {int(v): enum_name(Source, int(v)) for v in np.unique(source)}
     # the order op_stats sorts in: pid, client id, source name, most calls first, operation name
     rank = _ranks(clients), _ranks([sources.get(v, "") for v in range(max(sources) + 1)]), _ranks(full_table.values)
@@ -155,13 +167,15 @@ def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
         return inverse.ravel(), [uniq[:, i] for i in range(len(keys))]
     packed = np.zeros(len(keys[0]), dtype=np.int64)
     for key, width in zip(keys, widths):
-        packed = (packed << width) | key.astype(np.int64)
+        packed <<= width
+        packed |= key
     uniq, inverse = np.unique(packed, return_inverse=True)
+    del packed
     values = []
     for width in reversed(widths):
         values.append(uniq & ((1 << width) - 1))
         uniq = uniq >> width
-    return inverse.ravel(), values[::-1]
+    return inverse.ravel().astype(np.int32 if len(uniq) < 1 << 31 else np.int64), values[::-1]
 
 
 def _ranks(values: list[str]) -> np.ndarray:

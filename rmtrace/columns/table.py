@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import mmap
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -243,10 +243,11 @@ class CallTable:
                                        status_name=status_text, ok=okay, handles=handles, level=Level.CALL))
         return infos, decodes
 
-    def release(self, start: int, end: int) -> None:
-        """Let go of the pages of rows [start, end) of columns mapped from the cache: the kernel keeps them in
-        its page cache, the process no longer holds them (a pass over the table stays small)."""
-        for column in self.columns.values():
+    def release(self, start: int, end: int, names: Iterable[str] | None = None) -> None:
+        """Let go of the pages of rows [start, end) of columns mapped from the cache (``names``: of those
+        columns only): the kernel keeps them in its page cache, the process no longer holds them (a pass
+        over the table stays small)."""
+        for column in (self.columns.values() if names is None else (self.columns[name] for name in names)):
             held = getattr(column, "_mmap", None)
             if held is None or end <= start:
                 continue
