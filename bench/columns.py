@@ -11,7 +11,8 @@ Side by side, per round:
 * ``zstd -dc`` of the trace's chunk payloads (the frames concatenated), and a
   plain zstd pass in Python (every chunk read, checked and decompressed);
 * the call table built from the chunks (``rmtrace.columns``, no cache);
-* the call table and stats' operations table from it;
+* the call table and stats' operations table from it (each row's dict made and dropped, as the
+  command prints them);
 * the session fold (``load_session``, no cache): the table and the fold over it;
 * the fold with the cache cold: the table written to the cache as it is built
   (memory-mapped after), the model stored beside it;
@@ -69,7 +70,7 @@ def child(step: str, path: str) -> None:
     from rmtrace.decoders import decoders_for
 
     from rmtrace.columns.cache import call_table
-    from rmtrace.columns.stats import operation_rows
+    from rmtrace.columns.stats import operations
     from rmtrace.session import load_session
     from rmtrace.trace import TraceReader
 
@@ -83,14 +84,14 @@ def child(step: str, path: str) -> None:
             rows += len(reader.chunk_records(i)[0])
     elif step == "call table":
         rows = len(call_table(reader, decoders, cache=False))
-    elif step == "table + stats":
-        rows = len(operation_rows(call_table(reader, decoders, cache=False)))
+    elif step == "table + stats":  # every row made and let go of, as the command prints them
+        rows = sum(1 for _ in operations(call_table(reader, decoders, cache=False)).rows())
     elif step == "fold":
         rows = len(load_session(reader, decoders=decoders, cache=False).calls)
     elif step in ("fold, cache cold", "model, cache warm"):
         rows = len(load_session(reader, decoders=decoders).calls)
     elif step == "stats table, cache warm":
-        rows = len(operation_rows(call_table(reader, decoders)))
+        rows = sum(1 for _ in operations(call_table(reader, decoders)).rows())
     seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "cpu": time.process_time() - cpu_before, "rss_kb": rss_kb(),
                       "before_kb": before, "rows": rows}))
