@@ -30,14 +30,25 @@ IN_FLIGHT_STATUS, NO_STATUS = "in flight", "-"
 def full_names(table: CallTable) -> tuple[np.ndarray, Strings[str]]:
     """Each row's ``CallInfo.full_name`` as an id into a string table of its own."""
     names = Strings[str]()
-    pairs = table.columns["name"].astype(np.int64) << 32 | (table.columns["detail"].astype(np.int64) - NONE)
-    uniq, inverse = np.unique(pairs, return_inverse=True)
-    del pairs
-    ids = np.empty(len(uniq), dtype=np.int32)
-    for i, pair in enumerate(uniq.tolist()):
-        name, detail = table.names.values[pair >> 32], table.details.get((pair & 0xFFFFFFFF) + NONE)
-        ids[i] = names.id(f"{name}({detail})" if detail else name)
-    return ids[inverse.ravel()], names
+    width = len(table.details) + 1
+    pairs = table.columns["name"].astype(np.int64) * width + (table.columns["detail"] - NONE)
+    span = len(table.names) * width
+    if span > _LOOKUP_MAX:  # too many (name, detail) pairs to look them up by number: sort them
+        uniq, inverse = np.unique(pairs, return_inverse=True)
+        pairs, slots = inverse.ravel(), np.arange(len(uniq))
+    else:
+        present = np.zeros(span, dtype=bool)
+        present[pairs] = True
+        uniq = slots = np.flatnonzero(present)
+    ids = np.empty(int(slots[-1]) + 1 if len(slots) else 0, dtype=np.int32)
+    for slot, pair in zip(slots.tolist(), uniq.tolist()):
+        name, detail = table.names.values[pair // width], table.details.get(pair % width + NONE)
+        ids[slot] = names.id(f"{name}({detail})" if detail else name)
+    return ids[pairs], names
+
+
+_LOOKUP_MAX = 1 << 24
+"""Pairs of numbers looked up in a table indexed by them when there are at most so many (no sort)."""
 
 
 @dataclass
@@ -192,12 +203,12 @@ def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tupl
     timed = np.flatnonzero((c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64)))
     latency = c["t_exit"][timed] - c["t_enter"][timed]
     g = group[timed]
-    order = np.lexsort((latency, g))
-    g, latency = g[order], latency[order]
+    del timed
     out = np.zeros((groups, 4), dtype=np.int64)
     has = np.zeros(groups, dtype=bool)
     if not len(g):
         return out, has
+    g, latency = _sorted_pairs(g, latency)
     first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     sizes = np.diff(np.append(first, len(g)))
     lo, hi = latency[first + (sizes - 1) // 2], latency[first + sizes // 2]
@@ -211,11 +222,27 @@ def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tupl
     return out, has
 
 
+def _sorted_pairs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(major, minor) pairs sorted by major then minor (``major`` non-negative).  Packed into one int64
+    and sorted by value where they fit: several times faster than ``np.lexsort``'s indirect sort."""
+    low = int(minor.min())
+    bits = max(int(minor.max()) - low, 1).bit_length()
+    if bits + max(int(major.max()), 1).bit_length() > 63:
+        order = np.lexsort((minor, major))
+        return major[order], minor[order]
+    packed = major.astype(np.int64) << bits
+    packed |= minor - low
+    packed.sort()
+    return packed >> bits, (packed & ((1 << bits) - 1)) + low
+
+
 def _statuses(group: np.ndarray, status: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each group's statuses and their counts, in order of each status's first call in the group (a
     Counter's order): (bounds of each group's run, status ids, counts)."""
     width = int(status.max()) + 1
-    uniq, first, counts = np.unique(group.astype(np.int64) * width + status, return_index=True, return_counts=True)
+    key, row = _sorted_pairs(group.astype(np.int64) * width + status, np.arange(len(status), dtype=np.int64))
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    uniq, first, counts = key[starts], row[starts], np.diff(np.append(starts, len(key)))
     owner = uniq // width
     order = np.lexsort((first, owner))
     bounds = np.searchsorted(owner[order], np.arange(groups + 1))
