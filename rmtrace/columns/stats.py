@@ -31,8 +31,11 @@ def full_names(table: CallTable) -> tuple[np.ndarray, Strings[str]]:
     """Each row's ``CallInfo.full_name`` as an id into a string table of its own."""
     names = Strings[str]()
     width = len(table.details) + 1
-    pairs = table.columns["name"].astype(np.int64) * width + (table.columns["detail"] - NONE)
     span = len(table.names) * width
+    pairs = table.columns["name"].astype(np.int32 if span < 1 << 31 else np.int64)
+    pairs *= width
+    pairs += table.columns["detail"]
+    pairs -= NONE
     if span > _LOOKUP_MAX:  # too many (name, detail) pairs to look them up by number: sort them
         uniq, inverse = np.unique(pairs, return_inverse=True)
         pairs, slots = inverse.ravel(), np.arange(len(uniq))
@@ -81,7 +84,7 @@ class Operations:
     def __len__(self) -> int:
         return len(self.pid)
 
-    def rows(self, block: int = 65_536) -> Iterator[dict[str, Any]]:
+    def rows(self, block: int = 4096) -> Iterator[dict[str, Any]]:
         """Each group as ``OpStats.to_dict`` gives it, in order (``block`` groups' values made at once)."""
         clients, sources, names, texts = self.clients, self.sources, self.names, self.status_names
         for at in range(0, len(self), block):
@@ -140,10 +143,12 @@ def operations(table: CallTable) -> Operations:
     counts = np.bincount(group, minlength=groups)
     byte_sums = np.bincount(group, weights=c["bytes"], minlength=groups).astype(np.int64)  # exact to 2**53
     in_flight = np.isin(c["state"], _IN_FLIGHT)
-    flights = np.bincount(group, weights=in_flight, minlength=groups).astype(np.int64)
-    status = np.where(c["status_name"] >= 0, c["status_name"],
-                      np.where(in_flight, len(table.status_names), len(table.status_names) + 1)).astype(np.int32)
-    del in_flight
+    flights = np.bincount(group[in_flight], minlength=groups)
+    status = c["status_name"].astype(np.int32)  # a call without a status name: in flight, or neither
+    unnamed = status < 0
+    status[unnamed] = len(table.status_names) + 1
+    status[unnamed & in_flight] = len(table.status_names)
+    del in_flight, unnamed
     table.release(0, n, ("bytes", "state", "status_name"))
     bounds, text, counted = _statuses(group, status, groups)
     del status
@@ -180,13 +185,26 @@ def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
     for key, width in zip(keys, widths):
         packed <<= width
         packed |= key
-    uniq, inverse = np.unique(packed, return_inverse=True)
+    # np.unique(return_inverse=True), holding fewer row-long arrays at once (a sort's order, the sorted
+    # keys, then int32 group numbers)
+    order = np.argsort(packed)
+    packed = packed[order]
+    new = np.empty(len(packed), dtype=bool)
+    new[:1] = True
+    np.not_equal(packed[1:], packed[:-1], out=new[1:])
+    uniq = packed[new]
     del packed
+    numbers = np.cumsum(new, dtype=np.int32 if len(uniq) < 1 << 31 else np.int64)
+    del new
+    numbers -= 1
+    inverse = np.empty(len(numbers), dtype=numbers.dtype)
+    inverse[order] = numbers
+    del order, numbers
     values = []
     for width in reversed(widths):
         values.append(uniq & ((1 << width) - 1))
         uniq = uniq >> width
-    return inverse.ravel().astype(np.int32 if len(uniq) < 1 << 31 else np.int64), values[::-1]
+    return inverse, values[::-1]
 
 
 def _ranks(values: list[str]) -> np.ndarray:
@@ -200,8 +218,9 @@ def _ranks(values: list[str]) -> np.ndarray:
 def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """min, median (as ``statistics.median`` then ``int``), p99 and max of each group's latencies, and
     whether the group has any."""
-    timed = np.flatnonzero((c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64)))
-    latency = c["t_exit"][timed] - c["t_enter"][timed]
+    timed = (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64))
+    latency = c["t_exit"][timed]
+    latency -= c["t_enter"][timed]
     g = group[timed]
     del timed
     out = np.zeros((groups, 4), dtype=np.int64)
@@ -230,19 +249,26 @@ def _sorted_pairs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.
     if bits + max(int(major.max()), 1).bit_length() > 63:
         order = np.lexsort((minor, major))
         return major[order], minor[order]
-    packed = major.astype(np.int64) << bits
-    packed |= minor - low
+    packed = minor - low  # non-negative, below 2**bits
+    packed |= major.astype(np.int64) << bits
     packed.sort()
-    return packed >> bits, (packed & ((1 << bits) - 1)) + low
+    major = packed >> bits
+    packed &= (1 << bits) - 1
+    packed += low
+    return major, packed
 
 
 def _statuses(group: np.ndarray, status: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each group's statuses and their counts, in order of each status's first call in the group (a
     Counter's order): (bounds of each group's run, status ids, counts)."""
     width = int(status.max()) + 1
-    key, row = _sorted_pairs(group.astype(np.int64) * width + status, np.arange(len(status), dtype=np.int64))
+    key = group.astype(np.int64)
+    key *= width
+    key += status
+    key, row = _sorted_pairs(key, np.arange(len(status), dtype=np.int64))
     starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
     uniq, first, counts = key[starts], row[starts], np.diff(np.append(starts, len(key)))
+    del key, row
     owner = uniq // width
     order = np.lexsort((first, owner))
     bounds = np.searchsorted(owner[order], np.arange(groups + 1))
