@@ -47,8 +47,8 @@ from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
-from rmtrace.columns.view import params_buffers
-from rmtrace.record import Phase, Record, Role, Source, SysOp
+from rmtrace.columns.view import params_buffers, params_view
+from rmtrace.record import Phase, Record, Role, Source, SysOp, When
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
 from rmtrace.semantics.effects import CATEGORIES, NO_CLASS, NO_COMMAND, EffectKind, Effects, effect_kinds, row_effects
@@ -428,8 +428,14 @@ class _EffectRows:
         ``buffer_value`` reads it from the Decoded the interpreter is given (``params_buffers``: views by
         the class or command ``key``)."""
         assert self.params is not None
-        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq))  # only the buffers are read
-                   for seq, _ in self.table.records_of(self.rows[k])]
+        seqs = [seq for seq, _ in self.table.records_of(self.rows[k])]
+        # ``value_of`` takes the first readable AFTER copy, and only the call's last record (its exit) holds
+        # one: the others are read only when that one is not there (or not whole)
+        after = self.params.buffer(seqs[-1], role, When.AFTER)
+        value = params_view(self._defs, self.folder.profile, after, key) if after is not None else None
+        if value is not None:
+            return value
+        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq)) for seq in seqs]
         return value_of(params_buffers(self._defs, self.folder.profile, records, key), role)
 
     def params_event(self, i: int) -> ev.Event | None:
