@@ -476,7 +476,8 @@ class _EffectRows:
             "last_ns": np.where(ends, c["t_exit"][rows], c["t_enter"][rows]), "client": c["client"][rows],
             "status": c["status_name"][rows], "kind": e.kind, "h_client": e.h_client, "handle": e.handle,
             "parent": e.parent, "class_id": e.class_id, "category": e.category, "src_client": e.src_client,
-            "src_handle": e.src_handle, "command": e.command, "with_params": e.params}
+            "src_handle": e.src_handle, "command": e.command, "with_params": e.params,
+            "params_seq": _last_records(table, rows)}
         self._clients = [m.id for m in table.clients]
         self._start = self._end = 0
         self._class_names: dict[int | None, str] = {}
@@ -505,7 +506,7 @@ class _EffectRows:
             self.kind, self.h_client, self.handle, self.parent = (got["kind"], got["h_client"], got["handle"],
                                                                   got["parent"])
             self.src_client, self.src_handle = got["src_client"], got["src_handle"]
-            self.command, self.with_params = got["command"], got["with_params"]
+            self.command, self.with_params, self.params_seq = got["command"], got["with_params"], got["params_seq"]
             self.client = [self._clients[k] if k >= 0 else None for k in got["client"]]
             self.status = [self.table.status_names.values[k] if k >= 0 else "NV_OK" for k in got["status"]]
             self.class_id = [None if k == NO_CLASS else k for k in got["class_id"]]
@@ -517,14 +518,14 @@ class _EffectRows:
         ``buffer_value`` reads it from the Decoded the interpreter is given (``params_buffers``: views by
         the class or command ``key``)."""
         assert self.params is not None
-        seqs = [seq for seq, _ in self.table.records_of(self.rows[k])]
         # ``value_of`` takes the first readable AFTER copy, and only the call's last record (its exit) holds
         # one: the others are read only when that one is not there (or not whole)
-        after = self.params.buffer(seqs[-1], role, When.AFTER)
+        after = self.params.buffer(self.params_seq[k], role, When.AFTER)
         value = params_view(self._defs, self.folder.profile, after, key) if after is not None else None
         if value is not None:
             return value
-        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq)) for seq in seqs]
+        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq))
+                   for seq, _ in self.table.records_of(self.rows[k])]
         return value_of(params_buffers(self._defs, self.folder.profile, records, key), role)
 
     def params_event(self, i: int) -> ev.Event | None:
@@ -578,6 +579,17 @@ class _EffectRows:
 
     def _uvm_channel(self, i: int, registered: bool) -> None:
         uvm_channel(self.folder, self.h_client[i], self.handle[i], registered, self.last_ns[i], self.last_seq[i])
+
+
+def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
+    """The sequence number of each of ``rows``' last record (``CallTable.records_of``)."""
+    c = table.columns
+    exit_seq = c["exit_seq"][rows]
+    last = np.where(exit_seq >= 0, exit_seq, c["enter_seq"][rows].astype(np.int64))
+    if table.members:
+        parted = np.flatnonzero(np.isin(rows, np.fromiter(table.members, dtype=np.int64)))
+        last[parted] = [table.members[row][-1][0] for row in rows[parted].tolist()]
+    return last
 
 
 BLOCK = 4096
