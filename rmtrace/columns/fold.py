@@ -370,7 +370,7 @@ def _channel_effects(table: CallTable, e: Effects, slow: np.ndarray, roles: Role
 def _channel_keys(table: CallTable, e: Effects, slow: np.ndarray) -> np.ndarray:
     """The (hClient, handle) keys (``_object_key``) of every channel and channel group the effects ``e``
     allocate, of every handle a row read from its records (``slow``: it may allocate one) names, and of what
-    any of those descends from: their parents, and the objects duplicated into them, up to the root clients.
+    any of those descends from or copies: their parents up to the root clients, and the objects they duplicate.
     A key stands for every object that ever had it, so a handle used again only adds objects."""
     made = np.isin(e.kind, ALLOCATIONS)
     own, parent, src = (_object_key(e.h_client, e.handle), _object_key(e.h_client, e.parent),
