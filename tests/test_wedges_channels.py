@@ -83,3 +83,18 @@ def test_the_command_prints_the_whole_models_wedges(capsys, monkeypatch, boots):
         printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         whole = load_session(path, cache=False)
         assert printed == json.loads(json.dumps([jsonschema.wedge(w, whole.start_ns) for w in find_wedges(whole)]))
+
+
+def test_with_the_cache_cold_then_warm(tmp_path, monkeypatch, boots):
+    """Cold, the table goes to the cache and only the channels are folded (no model is stored, so a later
+    ``load_session`` folds the whole); warm, the stored model is the one read.  The wedges are the same."""
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
+    path = boots[0]
+    whole = [w.to_dict() for w in find_wedges(load_session(path, cache=False))]
+    cold = load_channels(path)
+    assert not list((tmp_path / "cache").glob("*/model"))  # the channels' fold is not the model
+    assert [w.to_dict() for w in find_wedges(cold)] == whole
+    stored = load_session(path)  # folds the whole and stores it
+    warm = load_channels(path)
+    assert len(warm.object_list) == len(stored.object_list) > len(cold.object_list)
+    assert [w.to_dict() for w in find_wedges(warm)] == whole
