@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer
-from rmtrace.decoders.parse import HANDLE_TYPES, STATUS_FIELDS
+from rmtrace.decoders.parse import HANDLE_TYPES, PARSE_KEPT, STATUS_FIELDS
 
 from rmtrace.calls import Call, CallState
 from rmtrace.record import Phase
@@ -86,9 +86,10 @@ def buffer_fields(buffers: Sequence[DecodedBuffer]) -> list[Any]:
     return out
 
 
-PLAIN_KEPT = 2048
-"""Buffers whose plain conversion ``buffer_fields`` keeps (the most recent): a few MB.  The shipped
-capture of three CUDA clients in a row has 2,551 distinct (layout, bytes) buffers in 5,031 records."""
+PLAIN_KEPT = PARSE_KEPT
+"""Buffers whose plain conversion ``buffer_fields`` keeps (the most recent): as many as the parse
+cache keeps parses, a few MB.  The shipped capture of three CUDA clients in a row has 2,551
+distinct (layout, bytes) buffers in 5,031 records."""
 _PLAIN_DONE: OrderedDict[tuple[int, int, bytes], tuple[Any, Any, Any]] = OrderedDict()
 
 

@@ -24,7 +24,7 @@ from rmtrace.decoders.structs import SCALAR_KINDS, SIGNED_KINDS, Definitions
 
 from rmtrace.columns.argspec import laid_out
 from rmtrace.layout import Field, Layout
-from rmtrace.record import BufferFlag, Record, Role
+from rmtrace.record import Buffer, BufferFlag, Record, Role
 
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 PARAMS_ROLES = (Role.ALLOC_PARAMS, Role.PARAMS)
@@ -126,14 +126,25 @@ def params_buffers(defs: Definitions, profile: DriverProfile, records: Sequence[
         for buf in rec.buffers:
             if buf.role not in PARAMS_ROLES:
                 continue
-            name = _params_layout(profile, buf.role, key)
-            layout = defs.layout(name) if name else None
-            readable = not buf.flags & BufferFlag.UNREADABLE
-            value = StructView(defs, layout, buf.data) if layout is not None and readable and \
-                len(buf.data) >= layout.size else None
-            out.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, layout if value is not None else None,
-                                     value, layouts=defs.layouts))
+            layout = _readable_layout(defs, profile, buf, key)
+            value = StructView(defs, layout, buf.data) if layout is not None else None
+            out.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, layout, value, layouts=defs.layouts))
     return out
+
+
+def params_view(defs: Definitions, profile: DriverProfile, buf: Buffer, key: int) -> StructView | None:
+    """The value of the params buffer ``buf`` (by the class or command ``key``) as a view, as
+    ``params_buffers`` makes it; None when its layout is unknown or the buffer was not read whole."""
+    layout = _readable_layout(defs, profile, buf, key)
+    return StructView(defs, layout, buf.data) if layout is not None else None
+
+
+def _readable_layout(defs: Definitions, profile: DriverProfile, buf: Buffer, key: int) -> Layout | None:
+    """The layout ``buf`` is read with, None when there is none or the buffer is not whole."""
+    name = _params_layout(profile, buf.role, key)
+    layout = defs.layout(name) if name else None
+    readable = not buf.flags & BufferFlag.UNREADABLE
+    return layout if layout is not None and readable and len(buf.data) >= layout.size else None
 
 
 def _params_layout(profile: DriverProfile, role: int, key: int) -> str | None:
