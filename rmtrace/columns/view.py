@@ -70,9 +70,8 @@ class StructView(Mapping[str, Any]):
 
     def _read(self, f: Field) -> Any:
         at = self._base + f.offset
-        if f.kind in SCALAR_KINDS and f.size in _CODES:
-            code = _CODES[f.size].lower() if f.kind in SIGNED_KINDS else _CODES[f.size]
-            return struct.unpack_from("<" + code, self._data, at)[0]
+        if is_scalar(f):
+            return scalar_at(f, self._data, at)
         if f.kind == "array" and len(f.dims) <= 1 and f.count and f.elem_kind in SCALAR_KINDS:
             size = f.size // f.count
             if size == 1:
@@ -86,6 +85,17 @@ class StructView(Mapping[str, Any]):
             if inner is not None and inner.size == f.size and inner.kind != "union":
                 return StructView(self._defs, inner, self._data, at, self, f.name)
         return None
+
+
+def is_scalar(f: Field) -> bool:
+    """Whether member ``f`` is one number, which ``scalar_at`` reads."""
+    return f.kind in SCALAR_KINDS and f.size in _CODES and f.bit_size is None
+
+
+def scalar_at(f: Field, data: bytes, at: int) -> int:
+    """Member ``f`` (``is_scalar``) at byte ``at`` of ``data``, as ``Definitions.parse`` gives it."""
+    code = _CODES[f.size].lower() if f.kind in SIGNED_KINDS else _CODES[f.size]
+    return struct.unpack_from("<" + code, data, at)[0]
 
 
 _MEMBERS: dict[int, tuple[Layout, dict[str, Field]]] = {}
