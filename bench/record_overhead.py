@@ -114,13 +114,18 @@ def modes(all_samples: dict[str, dict[str, list[tuple[float, float]]]]) -> list[
     """The paired differences again, split by the ioctl's own cost, where the rounds' untraced times fall
     in two groups (on the H200 a process's ioctl costs ~2.0 or ~3.3 us for its whole run, and capture
     adds more to the slower): a median of rounds that mix the two says more of how many rounds each way
-    drew of each than of the shim.  Split at the middle of the widest gap between untraced times, where
-    it is at least 5 % of the fastest."""
+    drew of each than of the shim.  The cut is the one that leaves the least spread within the two
+    groups (Otsu's); no split unless their means are 20 % apart."""
     untraced = sorted(b for samples in all_samples.values() for v in samples.values() for _a, b in v)
-    gaps = [(hi - lo, (hi + lo) / 2) for lo, hi in zip(untraced, untraced[1:])]
-    if not gaps or max(gaps)[0] < 0.05 * untraced[0]:  # one group: no split
+    best: tuple[float, float] | None = None
+    for i in range(2, len(untraced) - 1):
+        low, high = untraced[:i], untraced[i:]
+        spread = len(low) * statistics.pvariance(low) + len(high) * statistics.pvariance(high)
+        if statistics.fmean(high) >= 1.2 * statistics.fmean(low) and (best is None or spread < best[0]):
+            best = (spread, (low[-1] + high[0]) / 2)
+    if best is None:
         return []
-    cut = max(gaps)[1]
+    cut = best[1]
     out = ["", f"Split by the untraced ioctl's cost (below or above {cut:.0f} ns): added, median of the rounds' own "
            "differences (rounds)", "", "| case | way | faster rounds | slower rounds |", "| --- | --- | --- | --- |"]
     for case, samples in all_samples.items():
