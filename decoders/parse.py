@@ -4,14 +4,27 @@
 member, if a rule sizes it), the fixed part with the tail kept raw, and raw
 bytes; each fallback leaves a note saying why.  ``Peek`` reads one member at
 a fixed offset with ``struct`` (the name level's only way into a buffer).
+
+A buffer's parse depends on its layout and its bytes alone, and a trace holds
+the same bytes again and again (an argument struct a call leaves as it was,
+the same request a program makes in a loop), so ``parse_buffer`` keeps recent
+outcomes in a ``ParseCache`` per ``Definitions`` (one per profile:
+``parse_cache(defs)``), keyed by (layout name, bytes), and hands one value
+to every caller.  So every parsed value is frozen (``freeze``: construct's
+Containers and ListContainers made ``FrozenContainer`` and ``FrozenList``,
+which refuse a change), hit or not: a caller that wants to change one changes
+a copy (``thaw``), as the replayer does when it rewrites a record.
 """
 
 from __future__ import annotations
 
 import struct
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
+from construct import Container, ListContainer
 from rmtrace.decoders.base import DecodedBuffer
 from rmtrace.decoders.structs import SIGNED_KINDS, Definitions
 
@@ -46,19 +59,209 @@ def parse_buffer(defs: Definitions, layout_name: str | None, buf: Buffer, title:
     if len(data) < layout.size:
         out.note = f"{len(data)} bytes{cut}, {layout_name} is {layout.size}: kept raw"
         return out
-    try:
-        out.value, used = defs.parse(layout_name, data)
-        out.layout = layout
-    except Exception:  # noqa: BLE001 -- a flexible member that does not fit: retry without it
-        try:
-            out.value, used = defs.parse(layout_name, data[:layout.size], flex=False)
-            out.layout = layout
-        except Exception as exc:  # noqa: BLE001 -- bytes no layout fits stay raw, with the reason
-            out.note = f"not a {layout_name}: {exc}"
-            return out
+    parsed = parse_cache(defs).parse(layout_name, data)
+    if parsed.error is not None:
+        out.note = f"not a {layout_name}: {parsed.error}"
+        return out
+    out.value, out.layout, used = parsed.value, layout, parsed.used
     if len(data) > used:
         out.note = f"{len(data) - used} bytes after the {used}-byte {layout_name}{cut}"
     return out
+
+
+class Parsed(NamedTuple):
+    """What parsing bytes as a layout gave: the value (frozen) and the bytes it used, or why no parse fits."""
+
+    value: Any
+    used: int
+    error: str | None = None
+
+
+def _parse_layout(defs: Definitions, layout_name: str, data: bytes) -> Parsed:
+    """``data`` parsed as ``layout_name``: the whole layout, else its fixed part (a flexible
+    member that does not fit), else the reason neither fits.  ``data`` holds at least the
+    layout's fixed size.  Uncached (``ParseCache.parse`` caches it)."""
+    try:
+        value, used = defs.parse(layout_name, data)
+    except Exception:  # noqa: BLE001 -- a flexible member that does not fit: retry without it
+        try:
+            value, used = defs.parse(layout_name, data[:defs.layouts[layout_name].size], flex=False)
+        except Exception as exc:  # noqa: BLE001 -- bytes no layout fits stay raw, with the reason
+            return Parsed(None, 0, str(exc))
+    return Parsed(freeze(value), used)
+
+
+PARSE_KEPT = 4096
+"""Outcomes a ``ParseCache`` keeps (the most recently used).  The shipped capture of three CUDA
+clients in a row has 2,551 distinct (layout, bytes) buffers in 6,264 parses."""
+PARSE_KEPT_BYTES = 8 << 20
+"""...and the buffer bytes they may hold in all (a parsed value takes some ten times its bytes)."""
+
+
+class ParseCache:
+    """Recent outcomes of ``_parse_layout`` for one ``Definitions``, by (layout name, bytes).
+
+    The key is the layout's name and the buffer's bytes, within one profile's
+    definitions (each has a cache of its own, so two profiles never share an
+    entry); the outcome is a pure function of them, and its value is frozen,
+    so every caller may be handed the same one.  Bounded: at most
+    ``max_entries`` outcomes and ``max_bytes`` of buffers, the least recently
+    used going first.  ``hits`` and ``misses`` count the lookups.
+    """
+
+    def __init__(self, defs: Definitions, max_entries: int | None = None, max_bytes: int | None = None) -> None:
+        self.defs = defs
+        self.max_entries = PARSE_KEPT if max_entries is None else max_entries
+        self.max_bytes = PARSE_KEPT_BYTES if max_bytes is None else max_bytes
+        self.hits = 0
+        self.misses = 0
+        self.bytes = 0
+        self._kept: OrderedDict[tuple[str, bytes], Parsed] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @property
+    def hit_rate(self) -> float:
+        """Hits per lookup so far (0.0 before any)."""
+        lookups = self.hits + self.misses
+        return self.hits / lookups if lookups else 0.0
+
+    def parse(self, layout_name: str, data: bytes) -> Parsed:
+        """``data`` (at least the layout's fixed size) parsed as ``layout_name``: the whole layout, else its
+        fixed part (a flexible member that does not fit), else why neither fits; from the cache when
+        these bytes were parsed as this layout lately."""
+        key = (layout_name, data if type(data) is bytes else bytes(data))
+        kept = self._kept.get(key)
+        if kept is not None:
+            self.hits += 1
+            self._kept.move_to_end(key)
+            return kept
+        self.misses += 1
+        kept = _parse_layout(self.defs, layout_name, key[1])
+        if len(key[1]) <= self.max_bytes and self.max_entries > 0:
+            self._kept[key] = kept
+            self.bytes += len(key[1])
+            while len(self._kept) > self.max_entries or self.bytes > self.max_bytes:
+                (_name, data), _ = self._kept.popitem(last=False)
+                self.bytes -= len(data)
+        return kept
+
+    def clear(self) -> None:
+        """Forget every outcome (the counts stay)."""
+        self._kept.clear()
+        self.bytes = 0
+
+
+_CACHES: weakref.WeakKeyDictionary[Definitions, ParseCache] = weakref.WeakKeyDictionary()
+
+
+def parse_cache(defs: Definitions) -> ParseCache:
+    """The cache ``parse_buffer`` uses for ``defs`` (made on first use, gone with ``defs``)."""
+    cache = _CACHES.get(defs)
+    if cache is None:
+        cache = _CACHES[defs] = ParseCache(defs)
+    return cache
+
+
+def parse_caches() -> list[ParseCache]:
+    """Every ``parse_buffer`` cache alive (one per profile in use): for reports of their hit rates."""
+    return list(_CACHES.values())
+
+
+def _refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+    raise TypeError(f"a parsed value is shared and read-only ({type(self).__name__}): change a copy, "
+                    "rmtrace.decoders.parse.thaw(value)")
+
+
+class FrozenContainer(Container):
+    """A parsed struct that refuses changes (construct's Container otherwise: keys, attributes, equality)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = move_to_end = __update__ = _refuse
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in Container.__slots__:  # construct's repr keeps a recursion lock in its slot
+            _refuse(self)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name not in Container.__slots__:
+            _refuse(self)
+        object.__delattr__(self, name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _frozen_container, (list(dict.items(self)),)
+
+
+class FrozenList(ListContainer):
+    """A parsed array that refuses changes (construct's ListContainer otherwise)."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _frozen_list, (list(self),)
+
+
+def _frozen_container(items: list[tuple[Any, Any]]) -> FrozenContainer:
+    out = Container(items)
+    object.__setattr__(out, "__class__", FrozenContainer)  # Container's own __setattr__ would make it a key
+    return out
+
+
+def _frozen_list(items: list[Any]) -> FrozenList:
+    out = ListContainer(items)
+    out.__class__ = FrozenList
+    return out
+
+
+_IMMUTABLE = frozenset({int, str, bytes, bool, float, type(None), FrozenContainer, FrozenList})
+
+
+def freeze(value: Any) -> Any:
+    """``value`` (a parse's result, fresh) with its Containers and ListContainers, all the way down,
+    made FrozenContainer and FrozenList in place (the same objects: no copy); returns it."""
+    kind = type(value)
+    if kind in _IMMUTABLE:
+        return value
+    if kind is Container:
+        object.__setattr__(value, "__class__", FrozenContainer)  # Container's own __setattr__ would make it a key
+        for item in dict.values(value):
+            if type(item) not in _IMMUTABLE:
+                freeze(item)
+    elif kind is ListContainer:
+        value.__class__ = FrozenList
+        for item in value:
+            if type(item) not in _IMMUTABLE:
+                freeze(item)
+    return value
+
+
+def thaw(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """A copy of a parsed value that may be changed: new Containers and ListContainers all the way
+    down, the same numbers, strings and bytes.  An object found twice in ``value`` (the identical
+    elements of a struct array share one value) is copied once, so it is shared in the copy too."""
+    if type(value) in (int, str, bytes, bool, float, type(None)):
+        return value
+    if memo is None:
+        memo = {}
+    done = memo.get(id(value))
+    if done is not None:
+        return done
+    if isinstance(value, dict):
+        out: Any = Container()
+        memo[id(value)] = out
+        for key, item in dict.items(value):
+            dict.__setitem__(out, key, thaw(item, memo))
+        return out
+    if isinstance(value, list):
+        copied = ListContainer()
+        memo[id(value)] = copied
+        copied.extend(thaw(item, memo) for item in value)
+        return copied
+    return value
 
 
 class Peek:

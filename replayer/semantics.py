@@ -23,7 +23,7 @@ from typing import Any
 
 from rmtrace.decoders import Decoded, DecoderSet, Level
 from rmtrace.decoders.context import context
-from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
+from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS, thaw
 from rmtrace.decoders.profiles import DriverProfile
 from rmtrace.replayer.messages import Expect, Kind, Message
 
@@ -145,7 +145,7 @@ class Semantics:
             if parsed is None or parsed.data != buf.data:  # only buffers a layout covers from their start
                 out.append(buf)
                 continue
-            value = parsed.value
+            value = thaw(parsed.value)  # parsed values are shared and frozen: this one is changed
             changed = _change_members(parsed.layout, value, change, self._ctx.defs.layouts)
             if not changed:
                 out.append(buf)

@@ -181,7 +181,7 @@ def export_trace(src: ExportInput, root: str | os.PathLike, host: str | None = N
         raise RmtraceError(f"{src.path} is in the dataset already ({before[0]}); use --force to replace it")
     for path in before:
         path.unlink()  # a re-export replaces the trace's rows, whatever host or days they had
-    fold = StreamingFold(src.decoders)
+    fold = StreamingFold(src.decoders, transitions=False)  # a row needs the call's CallInfo, no lane states
     try:
         for call in src.calls():
             info = fold.fold(call)

@@ -27,8 +27,11 @@ clock; a clock snapshot maps them to wall-clock time.  Packets are made in a
 a ``Trace`` is its packets one after another, so the file is the bytes a
 packet at a time would give (``StreamingTraceProtoBuilder``), at one
 serialization per batch.  What else waits is one call per thread (its flows
-are known once the thread's next call starts) and the transitions not yet
-final (``rmtrace.export.fold``).
+are known once the thread's next call starts), the transitions not yet
+final (``rmtrace.export.fold``) and the current state of each channel and
+rank: a channel's last state runs to the end of the trace, and it is written
+once the fold has forgotten its client and none of its transitions is pending,
+so what is held is what is live.
 """
 
 from __future__ import annotations
@@ -341,6 +344,25 @@ class PerfettoWriter:
         self.event(seg.t0, track, SLICE_BEGIN, f"{seg.state}: {seg.detail}" if seg.detail else seg.state, "state")
         self.event(t, track, SLICE_END)
 
+    def retire(self) -> None:
+        """Write out the last state of the channels the fold has forgotten, once no transition of theirs is
+        pending: a state nothing changes any more runs to the end of the trace, as at ``finish``."""
+        retired = self.fold.retired
+        if not retired:
+            return
+        pending = self.fold.transitions.pending
+        end = self.src.end_ns
+        waiting = []
+        for entity in retired:
+            if entity in pending:
+                waiting.append(entity)
+                continue
+            seg = self._segments.pop(entity, None)
+            if seg is not None:
+                self._close(entity, seg, max(end, seg.t0 + 1))
+            self._tracks.pop(entity, None)
+        retired[:] = waiting
+
     def finish(self) -> None:
         for key in list(self._pending):
             self._flush_thread(key)
@@ -360,6 +382,7 @@ def write_perfetto(src: ExportInput, out: str) -> int:
             info = fold.fold(call)
             for tr in fold.transitions.final(call.first.time_ns):
                 writer.transition(tr)
+            writer.retire()
             writer.call(call, info)
         for tr in fold.transitions.final():
             writer.transition(tr)

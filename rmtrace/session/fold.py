@@ -192,8 +192,8 @@ class Folder:
         parent_obj = self._by_handle.get((h_client, parent)) if parent is not None else None
         base = parent_obj.stable_name if parent_obj is not None else ""
         order_key = (client.id, base, class_name)
-        order = self._siblings[order_key]
-        self._siblings[order_key] += 1
+        order = self._siblings.get(order_key, 0)  # a Counter's [] of a new key runs its __missing__
+        self._siblings[order_key] = order + 1
         stable = f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
         obj = RmObject(client.id, handle, parent, cls if cls is not None else -1, class_name, stable, alloc_seq,
                        alloc_ns, h_client=h_client, status=status, category=category)
@@ -308,9 +308,53 @@ class Folder:
             self._counters[name] = value
             self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
 
+    def forget_client(self, pid: int) -> list[str]:
+        """Drop what the fold keeps of process ``pid``'s objects and channels; the entities of those channels.
+
+        For a fold that streams (``rmtrace.export.fold``): once a process has exited and its
+        transitions are out, nothing later needs its objects, channels or their names, and
+        keeping them would make memory grow with the trace.  Its RM clients died with it (the
+        exit frees them), so a later call naming one of their handles names a new object; a host
+        message naming only a channel handle finds the live channels, as it would first anyway.
+        The ``Client`` itself and its count of channels stay (a few hundred bytes), so that
+        records of the pid after its exit (a replay's verdict marks) still name it and a channel
+        id is never given twice.  Map entries that a newer object or channel has taken over
+        (handles are reused) stay too.
+        """
+        self.processes.pop(pid, None)
+        client = self._client_by_key.get(pid)
+        if client is None:
+            return []
+        gone = client.id
+        for obj_key in [k for k in self.objects if k[0] == gone]:
+            del self.objects[obj_key]
+        self.object_list[:] = [obj for obj in self.object_list if obj.client_id != gone]
+        for handle_key in [k for k, obj in self._by_handle.items() if obj.client_id == gone]:
+            del self._by_handle[handle_key]
+            self._children.pop(handle_key, None)
+            self._tsg_engine.pop(handle_key, None)
+            self._tsg_channels.pop(handle_key, None)
+        for sibling_key in [k for k in self._siblings if k[0] == gone]:
+            del self._siblings[sibling_key]
+        channels = [chan for chan in self.channels.values() if chan.client_id == gone]
+        for chan in channels:
+            del self.channels[chan.id]
+            self._channel_flags.pop(chan.id, None)
+            if self._channel_by_handle.get((chan.h_client, chan.handle)) is chan:
+                del self._channel_by_handle[(chan.h_client, chan.handle)]
+            same = self._channels_by_bare_handle.get(chan.handle)
+            if same is not None:
+                same[:] = [c for c in same if c is not chan]
+                if not same:
+                    del self._channels_by_bare_handle[chan.handle]
+        return [chan.entity for chan in channels]
+
 
 def _top(flags: set[LaneState], order: tuple[LaneState, ...]) -> LaneState | None:
-    return next((f for f in order if f in flags), None)
+    for f in order:
+        if f in flags:
+            return f
+    return None
 
 
 # --------------------------------------------------------------------------- effects, one per event type

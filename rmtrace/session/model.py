@@ -229,6 +229,24 @@ def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) ->
     return ObjectsModel(table, folder.processes, clients, folder.object_list)
 
 
+def load_channels(source: str | os.PathLike | TraceReader, driver: str | None = None,
+                  decoders: DecoderSet | None = None, cache: bool = True) -> SessionModel:
+    """A trace's model as far as its channels, ranks and host state go (``fold_table``'s ``CHANNELS_ONLY``:
+    what ``rmtrace.analysis.wedges`` reads): the whole model when the cache holds it, else only the fold of
+    the calls that make those (the call table cached as ``load_session`` caches it; the model is not)."""
+    from rmtrace.columns.modelcache import objects
+    reader = source if isinstance(source, TraceReader) else TraceReader(source)
+    decoders = decoders or decoders_for(reader, override=driver)
+    model = objects(reader, decoders, fold_channels, cache=cache)
+    assert isinstance(model, SessionModel)  # the stored model, or fold_channels' own
+    return model
+
+
+def fold_channels(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> SessionModel:
+    """The model of the trace whose call table is ``table``, as far as ``CHANNELS_ONLY`` goes."""
+    return fold_session(reader, decoders, table, SNAPSHOT_EVERY, channels_only=True)
+
+
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
                  snapshot_every: int = SNAPSHOT_EVERY, decoders: DecoderSet | None = None,
                  cache: bool = True) -> SessionModel:
@@ -240,12 +258,14 @@ def load_session(source: str | os.PathLike | TraceReader, driver: str | None = N
     return session(reader, decoders, snapshot_every, fold_session, cache=cache)
 
 
-def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int) -> SessionModel:
-    """The model of the trace whose call table is ``table`` (``rmtrace.columns.fold``)."""
+def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int,
+                 channels_only: bool = False) -> SessionModel:
+    """The model of the trace whose call table is ``table`` (``rmtrace.columns.fold``); with
+    ``channels_only``, as far as its channels, ranks and host state go (``CHANNELS_ONLY``)."""
     from rmtrace.columns.fold import fold_table
     timeline = Timeline(snapshot_every)
     folder = Folder(decoders, timeline, client_ids(reader.meta))
-    fold_table(folder, table, reader)
+    fold_table(folder, table, reader, channels_only=channels_only)
     span = reader.time_span or (0, 0)
     _mark_open_calls(table.infos_at(table.open_rows()), timeline)
     timeline.freeze(span[1])
