@@ -32,7 +32,7 @@ def full_names(table: CallTable) -> tuple[np.ndarray, Strings[str]]:
     names = Strings[str]()
     width = len(table.details) + 1
     span = len(table.names) * width
-    pairs = table.columns["name"].astype(np.int32 if span < 1 << 31 else np.int64)
+    pairs: np.ndarray = table.columns["name"].astype(np.int32 if span < 1 << 31 else np.int64)
     pairs *= width
     pairs += table.columns["detail"]
     pairs -= NONE
