@@ -10,9 +10,9 @@ of every module.
 Two ways record: ``rmtrace record`` as the command line runs it, and the record command's
 module alone (``rmtrace.cli.record``'s parser and run, nothing else imported): what the
 recorder itself costs, apart from a command line that imports every command to build its
-parser.  ``--before DIR`` adds that way once more with DIR first on PYTHONPATH (DIR holding
-an older rmtrace/, e.g. ``git archive COMMIT rmtrace | tar -x -C DIR``): the recorder's
-change against it, in the same rounds.
+parser.  ``--before DIR`` adds both ways once more with DIR first on PYTHONPATH (DIR holding
+an older rmtrace/, e.g. ``git archive COMMIT rmtrace | tar -x -C DIR``): the change against
+it, in the same rounds.
 
   python bench/record_start.py [--rounds 15] [-o bench/results/record_start-local.md]
 """
@@ -72,9 +72,14 @@ def main() -> int:
                                                    str(Path(tmp) / f"alone-{n}.trace"), "--", *bare]}
         envs = {name: env for name in ways}
         if args.before:
+            before_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (args.before, env.get("PYTHONPATH")))))
+            name = f"rmtrace record, {args.before}'s rmtrace/"
+            ways[name] = lambda n: [*shlex.split(args.rmtrace), "record", "-o", str(Path(tmp) / f"before-cli-{n}.trace"),
+                                    "--", *bare]
+            envs[name] = before_env
             name = f"record command alone, {args.before}'s rmtrace/"
             ways[name] = lambda n: [sys.executable, "-c", ALONE, "-o", str(Path(tmp) / f"before-{n}.trace"), "--", *bare]
-            envs[name] = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (args.before, env.get("PYTHONPATH")))))
+            envs[name] = before_env
         for name, way in ways.items():
             timed(way(-1), envs[name], tmp)
         times: dict[str, list[float]] = {name: [] for name in ways}
