@@ -84,6 +84,8 @@ class Feed(Protocol):
 
 @dataclass
 class RecordOptions:
+    """What ``record_command`` runs and how it records it."""
+
     command: Sequence[str]
     output: str
     duration_s: float | None = None
@@ -116,6 +118,8 @@ class RecordOptions:
 
 @dataclass
 class RecordResult:
+    """How a recording ended and what it wrote."""
+
     exit_status: int
     stop_reason: str
     records: int = 0
