@@ -181,17 +181,17 @@ class ByteBuffer:
 
 
 def scan_chunks(chunks: Sequence[tuple[int, array, memoryview]], args: ArgRegistry, first_pos: int,
-                path_prefix: bytes = b"", room: ByteBuffer | None = None) -> Records:
+                path_prefix: bytes = b"", scratch: ByteBuffer | None = None) -> Records:
     """The record columns of consecutive chunks, given as (chunk index, offsets, record bytes), in file
     order.  Several chunks at once: numpy's cost per call is paid per batch, not per chunk.  With
     ``path_prefix``, the column ``path_match`` says whether a record's first PATH buffer starts with it.
-    ``room``: where the batch's bytes are put together (no column returned refers to it)."""
+    ``scratch``: where the batch's bytes are put together (no column returned refers to it)."""
     counts = np.array([len(offsets) for _, offsets, _ in chunks], dtype=np.int64)
     n = int(counts.sum())
     lengths = np.array([len(view) for _, _, view in chunks], dtype=np.int64)
     sizes = lengths - lengths % ALIGN
     bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    data = _Bytes((room or ByteBuffer()).join([view for _, _, view in chunks], sizes.tolist()))
+    data = _Bytes((scratch or ByteBuffer()).join([view for _, _, view in chunks], sizes.tolist()))
     local = np.concatenate([np.frombuffer(offsets, dtype=np.uint32) for _, offsets, _ in chunks]).astype(np.int64)
     chunk_of = np.repeat(np.arange(len(chunks)), counts)
     off = local + bases[chunk_of]
