@@ -51,20 +51,25 @@ class KeyCache:
 
     def __init__(self, lookup: Callable[[int], int]) -> None:
         self._lookup = lookup
-        self._known: dict[int, int] = {}
         self._keys = np.zeros(0, dtype=np.uint64)
         self._values = np.zeros(0, dtype=np.int32)
 
     def __call__(self, keys: np.ndarray) -> np.ndarray:
-        at = np.minimum(np.searchsorted(self._keys, keys), max(len(self._keys) - 1, 0))
-        if len(self._keys) and (self._keys[at] == keys).all():
+        at = np.searchsorted(self._keys, keys)
+        if len(self._keys):
+            np.minimum(at, len(self._keys) - 1, out=at)
+            known = self._keys[at] == keys
+        else:
+            known = np.zeros(len(keys), dtype=bool)
+        if known.all():
             return self._values[at]
-        for key in np.unique(keys):
-            key = int(key)
-            if key not in self._known:
-                self._known[key] = self._lookup(key)
-        self._keys = np.array(sorted(self._known), dtype=np.uint64)
-        self._values = np.array([self._known[int(k)] for k in self._keys], dtype=np.int32)
+        # only the keys not seen yet are looked up, in order (a lookup may number what it names), and merged
+        # in: a column of many distinct values (a call's return) misses in most batches
+        new = np.unique(keys[~known])
+        values = np.array([self._lookup(int(key)) for key in new.tolist()], dtype=np.int32)
+        merged = np.concatenate([self._keys, new])
+        order = np.argsort(merged, kind="stable")
+        self._keys, self._values = merged[order], np.concatenate([self._values, values])[order]
         return self._values[np.searchsorted(self._keys, keys)]
 
 
