@@ -51,25 +51,20 @@ class KeyCache:
 
     def __init__(self, lookup: Callable[[int], int]) -> None:
         self._lookup = lookup
+        self._known: dict[int, int] = {}
         self._keys = np.zeros(0, dtype=np.uint64)
         self._values = np.zeros(0, dtype=np.int32)
 
     def __call__(self, keys: np.ndarray) -> np.ndarray:
-        at = np.searchsorted(self._keys, keys)
-        if len(self._keys):
-            np.minimum(at, len(self._keys) - 1, out=at)
-            known = self._keys[at] == keys
-        else:
-            known = np.zeros(len(keys), dtype=bool)
-        if known.all():
+        at = np.minimum(np.searchsorted(self._keys, keys), max(len(self._keys) - 1, 0))
+        if len(self._keys) and (self._keys[at] == keys).all():
             return self._values[at]
-        # only the keys not seen yet are looked up, in order (a lookup may number what it names), and merged
-        # in: a column of many distinct values (a call's return) misses in most batches
-        new = np.unique(keys[~known])
-        values = np.array([self._lookup(int(key)) for key in new.tolist()], dtype=np.int32)
-        merged = np.concatenate([self._keys, new])
-        order = np.argsort(merged, kind="stable")
-        self._keys, self._values = merged[order], np.concatenate([self._values, values])[order]
+        for key in np.unique(keys):
+            key = int(key)
+            if key not in self._known:
+                self._known[key] = self._lookup(key)
+        self._keys = np.array(sorted(self._known), dtype=np.uint64)
+        self._values = np.array([self._known[int(k)] for k in self._keys], dtype=np.int32)
         return self._values[np.searchsorted(self._keys, keys)]
 
 
@@ -86,19 +81,18 @@ class ArgRegistry:
         """Per layout id: the index of its handle names in ``handle_sets``."""
         self.has_status: list[bool] = []
         self._offsets = np.zeros((0, _SLOTS), dtype=np.int64)
-        self._codes = np.zeros((0, _SLOTS), dtype=np.int8)
-        self._used: list[int] = []
+        self._codes = np.zeros((0, _SLOTS), dtype=np.int64)
         self.ids = KeyCache(self._id)
         """Layout ids (or RAW) of packed (source, unreadable, op, length) keys."""
 
-    def members(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per row of layout ids ``ids``: the offset of each member slot (0 key, 1 status, then the
-        handles) and its dtype code (0: the layout has no such member), one row of slots per id."""
-        return self._offsets[ids], self._codes[ids]
+    def slot(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per layout id: the offset of member slot ``k`` (0 key, 1 status, then the handles) and its dtype
+        code (0: the layout has no such member)."""
+        return self._offsets[:, k], self._codes[:, k]
 
-    def used_codes(self) -> list[int]:
-        """The dtype codes the members of any layout have."""
-        return self._used
+    def codes(self, k: int) -> list[int]:
+        """The dtype codes member slot ``k`` has in any layout."""
+        return sorted(set(self._codes[:, k].tolist()) - {0})
 
     def _id(self, key: int) -> int:
         source, unreadable = key >> 61, (key >> 60) & 1
@@ -120,13 +114,12 @@ class ArgRegistry:
         self.has_status.append(layout.status is not None)
         slots = [layout.key, layout.status] + [s for _, s in layout.handles]
         offsets = np.zeros((1, _SLOTS), dtype=np.int64)
-        codes = np.zeros((1, _SLOTS), dtype=np.int8)
+        codes = np.zeros((1, _SLOTS), dtype=np.int64)
         for k, s in enumerate(slots):
             if s is not None:
                 offsets[0, k], codes[0, k] = s.offset, _CODE_OF[(s.size, s.signed)]
-        self._offsets = np.vstack([self._offsets, offsets])
-        self._codes = np.vstack([self._codes, codes])
-        self._used = sorted(set(self._codes.ravel().tolist()) - {0})
+        self._offsets = np.ascontiguousarray(np.vstack([self._offsets, offsets]).T).T  # columns contiguous
+        self._codes = np.ascontiguousarray(np.vstack([self._codes, codes]).T).T
         return found
 
 
@@ -166,37 +159,18 @@ class _Bytes:
         return out.astype(f"<u{size}").view(dtype)
 
 
-class ByteBuffer:
-    """Room the record bytes of one batch are put together in, kept from batch to batch: a batch is
-    ~10 MB of decompressed records, and fresh room for each costs its page faults again."""
-
-    def __init__(self) -> None:
-        self._room = np.zeros(0, dtype=np.uint8)
-
-    def join(self, views: Sequence[memoryview], sizes: Sequence[int]) -> np.ndarray:
-        """The first ``sizes[i]`` bytes of each of ``views``, one after the other; valid until the next call."""
-        total = sum(sizes)
-        if total > len(self._room):
-            self._room = np.empty(max(total, 2 * len(self._room)), dtype=np.uint8)
-        out = self._room[:total]
-        if views:
-            np.concatenate([np.frombuffer(view, dtype=np.uint8, count=size) for view, size in zip(views, sizes)],
-                           out=out)
-        return out
-
-
 def scan_chunks(chunks: Sequence[tuple[int, array, memoryview]], args: ArgRegistry, first_pos: int,
-                path_prefix: bytes = b"", scratch: ByteBuffer | None = None) -> Records:
+                path_prefix: bytes = b"") -> Records:
     """The record columns of consecutive chunks, given as (chunk index, offsets, record bytes), in file
     order.  Several chunks at once: numpy's cost per call is paid per batch, not per chunk.  With
-    ``path_prefix``, the column ``path_match`` says whether a record's first PATH buffer starts with it.
-    ``scratch``: where the batch's bytes are put together (no column returned refers to it)."""
+    ``path_prefix``, the column ``path_match`` says whether a record's first PATH buffer starts with it."""
     counts = np.array([len(offsets) for _, offsets, _ in chunks], dtype=np.int64)
     n = int(counts.sum())
     lengths = np.array([len(view) for _, _, view in chunks], dtype=np.int64)
     sizes = lengths - lengths % ALIGN
     bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    data = _Bytes((scratch or ByteBuffer()).join([view for _, _, view in chunks], sizes.tolist()))
+    data = _Bytes(np.concatenate([np.frombuffer(view, dtype=np.uint8, count=int(size))
+                                  for (_, _, view), size in zip(chunks, sizes)]))
     local = np.concatenate([np.frombuffer(offsets, dtype=np.uint32) for _, offsets, _ in chunks]).astype(np.int64)
     chunk_of = np.repeat(np.arange(len(chunks)), counts)
     off = local + bases[chunk_of]
@@ -278,12 +252,10 @@ def _walk_buffers(data: _Bytes, where: _Where, pos: np.ndarray, limit: np.ndarra
 
 def _arg_members(data: _Bytes, args: ArgRegistry, out: Records, ioctl: np.ndarray, side: str, start: np.ndarray,
                  length: np.ndarray, unreadable: np.ndarray) -> None:
-    """Which layout each ioctl record's argument decodes as, and the members read from it: every slot
-    of every row at once, one gather per member type (a batch's layouts use a few types, in any slot)."""
+    """Which layout each ioctl record's argument decodes as, and the members read from it."""
     n = len(start)
     layout = np.where(start >= 0, RAW, ABSENT).astype(np.int32)
-    key, status = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    handles = np.zeros((n, MAX_HANDLES), dtype=np.uint32)
+    values = np.zeros((_SLOTS, n), dtype=np.int64)
     rows = np.flatnonzero(ioctl & (start >= 0))
     if rows.size:
         keys = ((out["source"][rows].astype(np.uint64) << np.uint64(61))
@@ -294,17 +266,17 @@ def _arg_members(data: _Bytes, args: ArgRegistry, out: Records, ioctl: np.ndarra
         layout[rows] = ids
         known = ids >= 0
         rows, ids = rows[known], ids[known]
-        offsets, codes = args.members(ids)
-        at = (offsets + start[rows][:, None]).ravel()
-        flat = codes.ravel()
-        values = np.zeros(codes.shape, dtype=np.int64)
-        cells = values.ravel()  # a view: written through
-        for c in args.used_codes():
-            sel = np.flatnonzero(flat == c)
-            if sel.size:
-                cells[sel] = data.read(at[sel], _DTYPES[c - 1])
-        key[rows], status[rows], handles[rows] = values[:, 0], values[:, 1], values[:, 2:]
+        base = start[rows]
+        for k in range(_SLOTS):
+            offsets, codes = args.slot(k)
+            code = codes[ids]
+            for c in args.codes(k):
+                sel = code == c
+                if sel.all():
+                    values[k, rows] = data.read(base + offsets[ids], _DTYPES[c - 1])
+                elif sel.any():
+                    values[k, rows[sel]] = data.read(base[sel] + offsets[ids[sel]], _DTYPES[c - 1])
     out[f"{side}_arg"] = layout
-    out[f"{side}_key"] = key
-    out[f"{side}_status"] = status
-    out[f"{side}_h"] = handles
+    out[f"{side}_key"] = values[0]
+    out[f"{side}_status"] = values[1]
+    out[f"{side}_h"] = values[2:].T.astype(np.uint32)

@@ -41,7 +41,7 @@ from rmtrace.decoders.roles import UvmRole, roles
 
 from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, OpPlan, Plan
-from rmtrace.columns.scan import ABSENT, ArgRegistry, ByteBuffer, KeyCache, Records, scan_chunks
+from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
 from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
@@ -305,7 +305,6 @@ class CallTableBuilder:
         self.batch_records = batch_records
         self.plan = Plan(decoders)
         self.args = ArgRegistry(self.plan)
-        self._room = ByteBuffer()
         self.status_namer = context(decoders.profile).names  # the names every built-in ioctl decoder uses
         self.names: Strings[str] = Strings()
         self.details: Strings[str] = Strings()
@@ -374,7 +373,7 @@ class CallTableBuilder:
     def _batch(self, indices: range) -> None:
         chunks = [(i, *self.reader.chunk_records(i)) for i in indices]
         views = {i: view for i, _, view in chunks}
-        batch = scan_chunks(chunks, self.args, self.next_pos, GPU_DEVICE_PREFIX, self._room)
+        batch = scan_chunks(chunks, self.args, self.next_pos, GPU_DEVICE_PREFIX)
         self.next_pos += len(batch["pos"])
         pending = self._pending
         npend = 0 if pending is None else len(pending["pos"])
