@@ -6,7 +6,9 @@ set -u
 # command (installed into a folder of its own): the change against the version before it.  Each
 # NAME=TREE after it adds one more shim, built from TREE/kmod_shim, to the overhead bench's rounds
 # (a variant of a change, measured beside it).
+# ROUNDS (default 15) alternating rounds in each bench.
 OUT=${1:?usage: bench/h200_fmt.sh OUTDIR [BEFORE [NAME=TREE ...]]}
+ROUNDS=${ROUNDS:-15}
 BEFORE=${2:-}
 shift $(($# < 2 ? $# : 2))
 BIN=$(mktemp -d)
@@ -32,6 +34,6 @@ for spec in "$@"; do
 shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "${spec#*=}/kmod_shim" "$BIN/$name.so" || exit 1
     SHIMS+=(--shim "$name=$BIN/$name.so")
 done
-python3 bench/record_start.py "${STARTS[@]}" --rounds 15 -o "$OUT/record_start-h200.md"
-python3 bench/record_overhead.py "${SHIMS[@]}" --real --rounds 15 --calls 20000 --e2e-rounds 15 \
+python3 bench/record_start.py "${STARTS[@]}" --rounds "$ROUNDS" -o "$OUT/record_start-h200.md"
+python3 bench/record_overhead.py "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 --e2e-rounds "$ROUNDS" \
     -o "$OUT/record_overhead-h200.md" --e2e "$BIN/cuda_streams"

@@ -265,6 +265,19 @@ static inline struct shim_thread *shim_enter(void)
 	return shim_enter_slow();
 }
 
+/* The calling thread again, for the exit of the ioctl whose enter shim_enter gave it: as shim_enter, but
+ * with no test of fork or of the ring, which cannot have changed for this thread meanwhile (a fork by
+ * another thread leaves it in the parent, whose generation stays; only this thread makes its ring).
+ * After the system call every load may miss: two here, not six. */
+static inline struct shim_thread *shim_reenter(struct shim_thread *t)
+{
+	if (likely(!t->busy && __atomic_load_n(&shim_proc.session->state, __ATOMIC_RELAXED) == RMT_SESSION_RECORDING)) {
+		t->busy = 1;
+		return t;
+	}
+	return shim_enter_slow();
+}
+
 static inline void shim_leave(struct shim_thread *t)
 {
 	if (t)

@@ -95,7 +95,7 @@ static inline uint64_t arg_load(const struct shim_view *arg, uint32_t off, unsig
 }
 
 /* Read one buffer before the call and remember it for the exit; 0 when its bytes are in *v. */
-SHIM_HOT static inline __attribute__((always_inline)) int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
+SHIM_HOT static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
 		uint64_t addr, uint64_t len, struct shim_view *v)
 {
 	int got = rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);

@@ -226,6 +226,23 @@ class TableFold:
                 stop = int(rows[np.argmax(young)])
                 rows = rows[rows < stop]
         resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
+        self._fold_rows(table, rows, need, stop, final)
+        for row in resumed:  # a call folded in flight has ended since: what its end says
+            self._unfinished.discard(row)
+            end = self.reader.record_at(int(c["exit_seq"][row]))
+            self._apply(folder.interpreter.interpret(Call((end,), CallState.RESUMED)), table.info(row))
+        self.next_row = stop
+        for pid, touch in table.processes.items():
+            if pid in folder.processes:
+                proc = folder.processes[pid]
+                proc.last_ns = max(proc.last_ns, touch.last_ns)
+                proc.threads |= touch.threads
+        _client_ends(folder, table)
+
+    def _fold_rows(self, table: CallTable, rows: np.ndarray, need: np.ndarray, stop: int, final: bool) -> None:
+        """Fold ``rows`` (their ``need``s), in order, with the processes and clients the table made before
+        ``stop``.  A method of its own so that its arrays go as it returns (before ``advance``'s last steps)."""
+        folder = self.folder
         by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles)
         slow = np.setdiff1d(rows, by_row.rows, assume_unique=True)
         if self.channels_only:
@@ -244,7 +261,7 @@ class TableFold:
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
         blocks = _blocks(table, slow, need, folder, self.plan, self.reader)
-        for row, effect in zip(merged[order].tolist(), tags[order].tolist()):
+        for row, effect in _in_blocks(merged[order], tags[order]):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
                 next_touch = next(touches, None)
@@ -264,17 +281,6 @@ class TableFold:
         while next_client is not None:
             self._client(next_client)
             next_client = next(creations, None)
-        for row in resumed:  # a call folded in flight has ended since: what its end says
-            self._unfinished.discard(row)
-            end = self.reader.record_at(int(c["exit_seq"][row]))
-            self._apply(folder.interpreter.interpret(Call((end,), CallState.RESUMED)), table.info(row))
-        self.next_row = stop
-        for pid, touch in table.processes.items():
-            if pid in folder.processes:
-                proc = folder.processes[pid]
-                proc.last_ns = max(proc.last_ns, touch.last_ns)
-                proc.threads |= touch.threads
-        _client_ends(folder, table)
 
     def _apply(self, meaning: CallMeaning, info: CallInfo) -> None:
         """What one call did, as ``Folder.fold`` applies it."""
@@ -482,16 +488,10 @@ class _EffectRows:
         self._start = self._end = 0
         self._class_names: dict[int | None, str] = {}
         self._defs = context(folder.decoders.profile).defs
-        self._apply: dict[int, Callable[[int], None]] = {
-                       EffectKind.ALLOCATED: self._allocated, EffectKind.ALLOCATED_MEMORY: self._allocated,
-                       EffectKind.FREED: self._freed, EffectKind.DUPLICATED: self._duplicated,
-                       EffectKind.UVM_CHANNEL_REGISTERED: lambda k: self._uvm_channel(k, True),
-                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda k: self._uvm_channel(k, False),
-                       EffectKind.CONTROL: self._control}
 
     def apply(self, i: int) -> None:
         k = self._local(i)
-        self._apply[self.kind[k]](k)
+        _APPLY[self.kind[k]](self, k)
 
     def _local(self, i: int) -> int:
         """Effect ``i``'s place in the block of effects held as Python values (one block at a time: a list
@@ -577,8 +577,21 @@ class _EffectRows:
         if not free(self.folder, self.h_client[i], self.handle[i], self.last_ns[i], self.last_seq[i]):
             self.folder.stray_frees.append(self.table.info(self.rows[i]))
 
-    def _uvm_channel(self, i: int, registered: bool) -> None:
-        uvm_channel(self.folder, self.h_client[i], self.handle[i], registered, self.last_ns[i], self.last_seq[i])
+    def _uvm_registered(self, i: int) -> None:
+        uvm_channel(self.folder, self.h_client[i], self.handle[i], True, self.last_ns[i], self.last_seq[i])
+
+    def _uvm_unregistered(self, i: int) -> None:
+        uvm_channel(self.folder, self.h_client[i], self.handle[i], False, self.last_ns[i], self.last_seq[i])
+
+
+_APPLY: dict[int, Callable[[_EffectRows, int], None]] = {
+    EffectKind.ALLOCATED: _EffectRows._allocated, EffectKind.ALLOCATED_MEMORY: _EffectRows._allocated,
+    EffectKind.FREED: _EffectRows._freed, EffectKind.DUPLICATED: _EffectRows._duplicated,
+    EffectKind.UVM_CHANNEL_REGISTERED: _EffectRows._uvm_registered,
+    EffectKind.UVM_CHANNEL_UNREGISTERED: _EffectRows._uvm_unregistered, EffectKind.CONTROL: _EffectRows._control}
+"""How ``_EffectRows`` applies an effect of each kind: functions of the class, not methods bound to one (a
+table of an instance's own bound methods is a cycle, which the fold, with the collector held, would keep
+with all its arrays until the collector ran)."""
 
 
 def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
@@ -595,6 +608,13 @@ def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
 BLOCK = 4096
 """Rows whose CallInfo and Decoded are made at once: numpy's cost per call is paid per block, and the
 objects of one block at a time are alive."""
+
+
+def _in_blocks(*columns: np.ndarray) -> Iterator[tuple[int, ...]]:
+    """The rows of ``columns`` as tuples of Python values, made a block at a time (a list of each whole
+    column would hold 30 bytes or so per value)."""
+    for at in range(0, len(columns[0]), BLOCK):
+        yield from zip(*(column[at:at + BLOCK].tolist() for column in columns))
 
 
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,

@@ -71,7 +71,6 @@ class SessionModel:
         self.marked_in_flight: frozenset[tuple[int, int]] = frozenset(folder.marked_in_flight)
         self.recovery: Recovery = reader.recovery
         self.timeline = timeline
-        self._seqs, self._seq_clients = table.record_clients()
         label_clients(self.clients, self.processes)
 
     @property
@@ -90,11 +89,19 @@ class SessionModel:
         return self._clients[client_id]
 
     def client_of(self, seq: int) -> str | None:
-        i = int(np.searchsorted(self._seqs, seq))
-        return self.table.client_id(int(self._seq_clients[i])) if i < len(self._seqs) and self._seqs[i] == seq else None
+        seqs, owners = self._record_clients
+        i = int(np.searchsorted(seqs, seq))
+        return self.table.client_id(int(owners[i])) if i < len(seqs) and seqs[i] == seq else None
 
     def client_seqs(self, client_id: str) -> Sequence[int]:
-        return self._seqs[self._seq_clients == self.table.client_index(client_id)].tolist()
+        seqs, owners = self._record_clients
+        return seqs[owners == self.table.client_index(client_id)].tolist()
+
+    @cached_property
+    def _record_clients(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seqs, client indexes) of every record of a client (``CallTable.record_clients``), made when first
+        asked: 12 bytes a record, which wedges and stats never ask for."""
+        return self.table.record_clients()
 
     def calls_of(self, client_id: str) -> list[CallInfo]:
         return self.table.infos_at(np.flatnonzero(self.table.columns["client"] == self.table.client_index(client_id)))
