@@ -1,6 +1,6 @@
 """The columnar pass, the fold and the commands on a large trace, beside zstd.
 
-    python bench/columns.py [--records 1000000] [--trace FILE] [--rounds 3] [--steps ...]
+    python bench/columns.py [--records 1000000] [--trace FILE] [--rounds 3] [--steps ...] [--min-available GIB]
 
 The trace is FILE, or the shipped capture of three CUDA clients in a row
 replicated to --records (bench/session.py's replicate: copies shifted in time,
@@ -11,7 +11,8 @@ Side by side, per round:
 * ``zstd -dc`` of the trace's chunk payloads (the frames concatenated), and a
   plain zstd pass in Python (every chunk read, checked and decompressed);
 * the call table built from the chunks (``rmtrace.columns``, no cache);
-* the call table and stats' operations table from it;
+* the call table and stats' operations table from it (each row's dict made and dropped, as the
+  command prints them);
 * the session fold (``load_session``, no cache): the table and the fold over it;
 * the fold with the cache cold: the table written to the cache as it is built
   (memory-mapped after), the model stored beside it;
@@ -69,7 +70,7 @@ def child(step: str, path: str) -> None:
     from rmtrace.decoders import decoders_for
 
     from rmtrace.columns.cache import call_table
-    from rmtrace.columns.stats import operation_rows
+    from rmtrace.columns.stats import operations
     from rmtrace.session import load_session
     from rmtrace.trace import TraceReader
 
@@ -83,20 +84,20 @@ def child(step: str, path: str) -> None:
             rows += len(reader.chunk_records(i)[0])
     elif step == "call table":
         rows = len(call_table(reader, decoders, cache=False))
-    elif step == "table + stats":
-        rows = len(operation_rows(call_table(reader, decoders, cache=False)))
+    elif step == "table + stats":  # every row made and let go of, as the command prints them
+        rows = sum(1 for _ in operations(call_table(reader, decoders, cache=False)).rows())
     elif step == "fold":
         rows = len(load_session(reader, decoders=decoders, cache=False).calls)
     elif step in ("fold, cache cold", "model, cache warm"):
         rows = len(load_session(reader, decoders=decoders).calls)
     elif step == "stats table, cache warm":
-        rows = len(operation_rows(call_table(reader, decoders)))
+        rows = sum(1 for _ in operations(call_table(reader, decoders)).rows())
     seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "cpu": time.process_time() - cpu_before, "rss_kb": rss_kb(),
                       "before_kb": before, "rows": rows}))
 
 
-def run_step(step: str, path: str, frames: str, env: dict[str, str]) -> dict[str, float]:
+def run_step(step: str, path: str, frames: str, env: dict[str, str], min_available: int = 0) -> dict[str, float]:
     """Run one step in a fresh process: {"seconds", "cpu", "rss_kb", "before_kb"} (a library step's own
     figures, from the child; a command's, the whole process's from its rusage)."""
     command = step.removesuffix(", cache warm").removesuffix(", cache cold")
@@ -110,7 +111,7 @@ def run_step(step: str, path: str, frames: str, env: dict[str, str]) -> dict[str
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out if library else subprocess.DEVNULL, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        status, usage = wait_watched(proc, step, min_available)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode not in FINE.get(command, (ExitCode.OK,)):
@@ -123,6 +124,34 @@ def run_step(step: str, path: str, frames: str, env: dict[str, str]) -> dict[str
         return json.loads(out.read().decode().splitlines()[-1])
 
 
+def mem_available() -> int:
+    """/proc/meminfo's MemAvailable, in bytes."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no MemAvailable in /proc/meminfo")
+
+
+def wait_watched(proc: subprocess.Popen, step: str, min_available: int) -> tuple[int, resource.struct_rusage]:
+    """``os.wait4`` of the step's process; with ``min_available`` (bytes), polling the machine's
+    MemAvailable meanwhile, and killing the step (and saying so) before it takes a shared machine down."""
+    if not min_available:
+        _, status, usage = os.wait4(proc.pid, 0)
+        return status, usage
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            return status, usage
+        available = mem_available()
+        if available < min_available:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            raise SystemExit(f"{step}: KILLED by the watchdog: MemAvailable {available / 2**30:.2f} GiB < "
+                             f"{min_available / 2**30:.2f} GiB (--min-available)")
+        time.sleep(0.5)
+
+
 def write_frames(path: str, out: str) -> None:
     """The chunks' zstd frames back to back: what ``zstd -dc`` reads."""
     from rmtrace.chunk import CHUNK_HEADER_SIZE
@@ -133,9 +162,11 @@ def write_frames(path: str, out: str) -> None:
             sink.write(f.read(chunk.comp_len))
 
 
-def measure(path: str, steps: list[str], rounds: int, tmp: str) -> dict[str, list[dict[str, float]]]:
+def measure(path: str, steps: list[str], rounds: int, tmp: str, min_available: int = 0
+            ) -> dict[str, list[dict[str, float]]]:
     """Each of ``steps`` ``rounds`` times on the trace ``path``, the rounds alternating their order (the
-    cache under ``tmp``: emptied for the cold fold, filled before a warm step)."""
+    cache under ``tmp``: emptied for the cold fold, filled before a warm step; ``min_available``: the
+    watchdog's floor, ``wait_watched``)."""
     frames = os.path.join(tmp, "frames.zst")
     write_frames(path, frames)
     cache = os.path.join(tmp, "cache")
@@ -148,10 +179,10 @@ def measure(path: str, steps: list[str], rounds: int, tmp: str) -> dict[str, lis
                 warm = False
             elif "warm" in step and not warm:
                 shutil.rmtree(cache, ignore_errors=True)
-                run_step("fold, cache cold", path, frames, {**os.environ, "RMTRACE_CACHE": cache})
+                run_step("fold, cache cold", path, frames, {**os.environ, "RMTRACE_CACHE": cache}, min_available)
                 warm = True
             env = {**os.environ, "RMTRACE_CACHE": cache if "cache" in step else "off"}
-            times[step].append(run_step(step, path, frames, env))
+            times[step].append(run_step(step, path, frames, env, min_available))
             warm = warm or step == "fold, cache cold"  # it stores the model
             print(f"round {r + 1}: {step}: {json.dumps(times[step][-1])}", file=sys.stderr, flush=True)
     return times
@@ -189,6 +220,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), metavar="STEP",
                         help=f"which steps (default all: {', '.join(STEPS)}); zstd -dc and the zstd pass always run")
+    parser.add_argument("--min-available", type=float, default=0, metavar="GIB",
+                        help="kill a step (and stop) when MemAvailable falls below GIB GiB (default: never)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -198,7 +231,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         path = bench_trace(args.trace, args.records, tmp)
         steps = [s for s in STEPS if s in args.steps or s in ("zstd -dc", BASELINE)]
-        times = measure(path, steps, args.rounds, tmp)
+        times = measure(path, steps, args.rounds, tmp, int(args.min_available * 2**30))
         from rmtrace.trace import TraceReader
         with TraceReader(path) as reader:
             n, size = reader.record_count, os.path.getsize(path)

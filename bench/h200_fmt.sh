@@ -3,9 +3,14 @@
 set -u
 # With BEFORE (another version's source tree, e.g. `git archive COMMIT`), the same rounds also run
 # that version: the overhead bench records with its shim, and the start-up bench runs its record
-# command (installed into a folder of its own): the change against the version before it.
-OUT=${1:?usage: bench/h200_fmt.sh OUTDIR [BEFORE]}
+# command (installed into a folder of its own): the change against the version before it.  Each
+# NAME=TREE after it adds one more shim, built from TREE/kmod_shim, to the overhead bench's rounds
+# (a variant of a change, measured beside it).
+# ROUNDS (default 15) alternating rounds in each bench.
+OUT=${1:?usage: bench/h200_fmt.sh OUTDIR [BEFORE [NAME=TREE ...]]}
+ROUNDS=${ROUNDS:-15}
 BEFORE=${2:-}
+shift $(($# < 2 ? $# : 2))
 BIN=$(mktemp -d)
 { cat /proc/driver/nvidia/version; uname -a; nproc; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; } 2>&1
 gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
@@ -23,6 +28,12 @@ shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$BEFORE/kmod
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$BIN/before-site" "$BEFORE" || exit 1
     STARTS=(--before "$BIN/before-site")
 fi
-python3 bench/record_start.py "${STARTS[@]}" --rounds 15 -o "$OUT/record_start-h200.md"
-python3 bench/record_overhead.py "${SHIMS[@]}" --real --rounds 15 --calls 20000 --e2e-rounds 15 \
+for spec in "$@"; do
+    name=${spec%%=*}
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
+shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "${spec#*=}/kmod_shim" "$BIN/$name.so" || exit 1
+    SHIMS+=(--shim "$name=$BIN/$name.so")
+done
+python3 bench/record_start.py "${STARTS[@]}" --rounds "$ROUNDS" -o "$OUT/record_start-h200.md"
+python3 bench/record_overhead.py "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 --e2e-rounds "$ROUNDS" \
     -o "$OUT/record_overhead-h200.md" --e2e "$BIN/cuda_streams"

@@ -7,12 +7,14 @@ nothing; goal <= 0.15 s.  A warm-up round of each comes first, and PYTHONDONTWRI
 is dropped from the environment, so the figures are a user's second run, not a compile
 of every module.
 
-Two ways record: ``rmtrace record`` as the command line runs it, and the record command's
-module alone (``rmtrace.cli.record``'s parser and run, nothing else imported): what the
-recorder itself costs, apart from a command line that imports every command to build its
-parser.  ``--before DIR`` adds that way once more with DIR first on PYTHONPATH (DIR holding
-an older rmtrace/, e.g. ``git archive COMMIT rmtrace | tar -x -C DIR``): the recorder's
-change against it, in the same rounds.
+``python -c pass`` is the floor under every way that runs rmtrace: the interpreter and its
+site (in a development checkout, that includes the editable install's import hook, which a
+wheel install has not).  Two ways record: ``rmtrace record`` as the command line runs it,
+and the record command's module alone (``rmtrace.cli.record``'s parser and run, nothing else
+imported): what the recorder itself costs, apart from the command line finding the command
+and building its parser (rmtrace/cli/main.py).  ``--before DIR`` adds both ways once more with DIR first on PYTHONPATH (DIR holding
+an older rmtrace/, e.g. ``git archive COMMIT rmtrace | tar -x -C DIR``): the change against
+it, in the same rounds.
 
   python bench/record_start.py [--rounds 15] [-o bench/results/record_start-local.md]
 """
@@ -66,15 +68,21 @@ def main() -> int:
     bare = shlex.split(args.command)
     with tempfile.TemporaryDirectory(prefix="rmtrace-start-") as tmp:
         ways = {"bare": lambda n: bare,
+                "python -c pass": lambda n: [sys.executable, "-c", "pass"],
                 "rmtrace record": lambda n: [*shlex.split(args.rmtrace), "record", "-o",
                                              str(Path(tmp) / f"cli-{n}.trace"), "--", *bare],
                 "record command alone": lambda n: [sys.executable, "-c", ALONE, "-o",
                                                    str(Path(tmp) / f"alone-{n}.trace"), "--", *bare]}
         envs = {name: env for name in ways}
         if args.before:
+            before_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (args.before, env.get("PYTHONPATH")))))
+            name = f"rmtrace record, {args.before}'s rmtrace/"
+            ways[name] = lambda n: [*shlex.split(args.rmtrace), "record", "-o", str(Path(tmp) / f"before-cli-{n}.trace"),
+                                    "--", *bare]
+            envs[name] = before_env
             name = f"record command alone, {args.before}'s rmtrace/"
             ways[name] = lambda n: [sys.executable, "-c", ALONE, "-o", str(Path(tmp) / f"before-{n}.trace"), "--", *bare]
-            envs[name] = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (args.before, env.get("PYTHONPATH")))))
+            envs[name] = before_env
         for name, way in ways.items():
             timed(way(-1), envs[name], tmp)
         times: dict[str, list[float]] = {name: [] for name in ways}
@@ -94,10 +102,11 @@ def main() -> int:
              f"Python {platform.python_version()}; load average {load_before[0]:.2f} before the run, "
              f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} after it",
              f"medians of {args.rounds} alternating rounds (after one warm-up round of each)", "",
-             "| way | median wall | min | max | median CPU (user + system) |", "| --- | --- | --- | --- | --- |"]
+             "| way | median wall | min | max | median CPU (user + system) | min CPU |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for way, values in times.items():
         lines.append(f"| {way} | {med[way] * 1e3:.1f} ms | {min(values) * 1e3:.1f} ms | {max(values) * 1e3:.1f} ms | "
-                     f"{med_cpu[way] * 1e3:.1f} ms |")
+                     f"{med_cpu[way] * 1e3:.1f} ms | {min(cpu[way]) * 1e3:.1f} ms |")
     lines.append("")
     for way in list(ways)[1:]:
         lines.append(f"added by {way}: {(med[way] - med['bare']) * 1e3:+.1f} ms wall, "

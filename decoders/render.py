@@ -233,10 +233,16 @@ def result(d: Decoded, call: Call | None, start_ns: int, end_ns: int | None = No
     """`` = STATUS <duration>``, or what is known of a call that did not finish."""
     if call is None:  # a record on its own: what it says, nothing about time
         return f" = {d.status_name}" if d.status_name is not None else ""
-    state = call.state
+    return outcome(d, call.state, call.first.time_ns, call.duration_ns, start_ns, end_ns)
+
+
+def outcome(d: Decoded, state: CallState, first_ns: int, duration_ns: int | None, start_ns: int,
+            end_ns: int | None = None) -> str:
+    """``result`` of a call given by its state, the time of its first record and its duration (a call
+    the call table's columns describe, with no records at hand)."""
     if state is CallState.IN_FLIGHT:
-        since = format_offset(call.first.time_ns - start_ns)
-        held = f", {format_duration(end_ns - call.first.time_ns)} at the end" if end_ns is not None else ""
+        since = format_offset(first_ns - start_ns)
+        held = f", {format_duration(end_ns - first_ns)} at the end" if end_ns is not None else ""
         return f" = ? <in flight since {since}{held}>"
     if state is CallState.UNFINISHED:
         return " <unfinished …>"
@@ -245,8 +251,8 @@ def result(d: Decoded, call: Call | None, start_ns: int, end_ns: int | None = No
         text = f" = {d.status_name}"
     elif state in (CallState.COMPLETE, CallState.RESUMED):
         text = " = ?"
-    if call.duration_ns is not None:
-        text += f" <{format_duration(call.duration_ns)}>"
+    if duration_ns is not None:
+        text += f" <{format_duration(duration_ns)}>"
     return text
 
 
@@ -255,20 +261,31 @@ DIRECTIONS: dict[int, str] = {Phase.SEND: "→ ", Phase.RECV: "← ", Phase.EVEN
 
 def direction(call: Call | None) -> str:
     """A marker for messages that stand alone: ``→`` sent, ``←`` received, ``·`` host event."""
-    if call is None or call.state is not CallState.SINGLE:
-        return ""
-    return DIRECTIONS.get(call.first.phase, "")
+    return "" if call is None else direction_of(call.state, call.first.phase)
+
+
+def direction_of(state: CallState, phase: int) -> str:
+    """``direction`` of a call in ``state`` whose first record has ``phase``."""
+    return DIRECTIONS.get(phase, "") if state is CallState.SINGLE else ""
 
 
 def line(d: Decoded, call: Call, start_ns: int, end_ns: int | None = None) -> str:
     """One strace-like line: ``[pid/tid] +offset NAME(args) = STATUS <duration>``."""
     first = call.first
-    head = f"[{first.pid}/{first.tid}] {format_offset(first.time_ns - start_ns)} "
+    return call_line(d, first.pid, first.tid, first.time_ns, first.phase, call.state, call.duration_ns,
+                     start_ns, end_ns)
+
+
+def call_line(d: Decoded, pid: int, tid: int, first_ns: int, phase: int, state: CallState,
+              duration_ns: int | None, start_ns: int, end_ns: int | None = None) -> str:
+    """``line`` of a call given by its first record's header fields, its state and its duration (as the
+    call table's columns hold them: ``rmtrace show`` prints most calls from there, without their records)."""
+    head = f"[{pid}/{tid}] {format_offset(first_ns - start_ns)} "
     body = summary(d)
-    if call.state is CallState.RESUMED and call.first.phase in (Phase.EXIT, Phase.RECV):
+    if state is CallState.RESUMED and phase in (Phase.EXIT, Phase.RECV):
         body = f"<… {d.name} resumed>"
     note = f"  # {d.notes[0]}" + (f" (+{len(d.notes) - 1} more)" if len(d.notes) > 1 else "") if d.notes else ""
-    return head + direction(call) + body + result(d, call, start_ns, end_ns) + note
+    return head + direction_of(state, phase) + body + outcome(d, state, first_ns, duration_ns, start_ns, end_ns) + note
 
 
 # -- the field tree ---------------------------------------------------------------------------
@@ -423,5 +440,5 @@ def hexdump(data: bytes, indent: int = 0) -> Iterator[str]:
         yield f"{pad}{off:04x}  {row.hex(' '):<{HEX_WIDTH * 3}} {text}"
 
 
-__all__ = ["plain", "members", "summary", "result", "line", "tree", "hexdump",
+__all__ = ["plain", "members", "summary", "result", "outcome", "line", "call_line", "tree", "hexdump",
            "scalar_text", "format_arg"]

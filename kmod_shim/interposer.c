@@ -103,7 +103,7 @@ SHIM_HOT static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned 
 	*errp = saved;
 	ret = shim_real.ioctl(fd, req, arg);
 	err = *errp;
-	if (traced && (t = shim_enter()) != NULL) {
+	if (traced && (t = shim_reenter(&shim_self)) != NULL) {
 		rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
 		rec_stamp(&r); /* the time the call returned, before its buffers are read again */
 		r.ret = ret;

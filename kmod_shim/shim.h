@@ -113,24 +113,29 @@ void shim_resolve(void);
 
 /* ------------------------------------------------------- process state */
 struct shim_process {
-	int active;                       /* a session was found at start        */
-	pid_t pid;
+	/* What a traced ioctl reads, in the first cache line (the struct is aligned to one): after the
+	 * driver's microseconds have evicted the shim's data, one line to fetch again, not three. */
 	uint64_t image_id;                /* this process image (exec or fork)   */
 	uint64_t gen;                     /* == image_id; rings made under it    */
-	uint64_t calls;                   /* atomic: call ids handed out         */
-	int exit_recorded;
 	struct rmt_session_ctl *session;  /* shared, read-write                  */
+	uint64_t ring_size;
+	uint32_t max_record;              /* ring_size / 2                       */
+	uint32_t max_buffer;
+	uint32_t fast_end;                /* min(SHIM_FAST_ROOM, max_record): rec_fast */
+	uint32_t rights_size;
+	pid_t pid;
+	int tsc;                          /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
+	int active;                       /* a session was found at start        */
+	int guard_on;                     /* atomic: the SIGSEGV/SIGBUS handler that makes shim_copy safe is in */
+	/* The rest: written (calls, once per CALL_ID_BLOCK calls of a thread) or read rarely. */
+	uint64_t calls;                   /* atomic: call ids handed out         */
+	int lossy;
+	int exit_recorded;
 	const struct rmt_ctab_header *ctab;
 	const struct rmt_ctab_uvm *uvm;
 	const struct rmt_ctab_ctrl *ctrl;
 	const struct rmt_ctab_ptr *ptr;
 	const struct rmt_ctab_class *cls;
-	uint64_t ring_size;
-	uint32_t max_record;              /* ring_size / 2                       */
-	uint32_t max_buffer;
-	uint32_t rights_size;
-	int lossy;
-	int tsc;                          /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
 	char session_dir[PATH_MAX];
 	char self_path[PATH_MAX];         /* this library, for LD_PRELOAD        */
 #ifdef RMTRACE_TEST_HOOKS
@@ -141,7 +146,8 @@ struct shim_process {
 #endif
 	char dev_prefix[PATH_MAX];        /* "/dev/", or "<test dir>/" in a test build */
 	size_t dev_prefix_len;
-};
+} __attribute__((aligned(64)));
+_Static_assert(offsetof(struct shim_process, calls) == 64, "the ioctl's fields fill the first line exactly");
 extern struct shim_process shim_proc;
 
 void shim_init(void);
@@ -166,6 +172,7 @@ static inline uint64_t shim_rdtsc(void)
 enum shim_faults { FAULTS_UNKNOWN = 0, FAULTS_DELIVERED = 1, FAULTS_BLOCKED = 2 };
 
 struct shim_thread {
+	/* What a traced ioctl reads and writes, in the first two cache lines (the struct is aligned to one). */
 	struct rmt_ring_ctl *ctl;
 	uint8_t *data;
 	uint64_t mask;
@@ -178,14 +185,17 @@ struct shim_thread {
 	uint64_t last_ns;       /* time of this thread's last record: a floor for its next */
 	uint64_t clk_tsc;       /* shim_now's last sample of (TSC, CLOCK_MONOTONIC) ...   */
 	uint64_t clk_ns;
-	uint64_t base_tsc;      /* ... and the older one the rate is measured from        */
-	uint64_t base_ns;
 	uint64_t clk_mult;      /* ns per TSC tick << 32 between the two; 0: none yet     */
+	uint64_t populated;     /* data bytes [0, populated) mapped in (ring_populate); all: UINT64_MAX */
 	uint32_t tid;
 	int busy;               /* recursion guard: inside our own code      */
-	int broken;             /* no ring could be made under gen           */
 	int faults;             /* enum shim_faults: SIGSEGV/SIGBUS blocked? */
-};
+	int broken;             /* no ring could be made under gen           */
+	/* Read only when the clock is sampled (shim_now_sync). */
+	uint64_t base_tsc;      /* ... and the older one the rate is measured from        */
+	uint64_t base_ns;
+} __attribute__((aligned(64)));
+_Static_assert(offsetof(struct shim_thread, base_tsc) <= 128, "the ioctl's fields in two lines");
 
 /* The calling thread's state (its ring may not exist yet). */
 struct shim_thread *shim_self_thread(void);
@@ -255,6 +265,19 @@ static inline struct shim_thread *shim_enter(void)
 	return shim_enter_slow();
 }
 
+/* The calling thread again, for the exit of the ioctl whose enter shim_enter gave it: as shim_enter, but
+ * with no test of fork or of the ring, which cannot have changed for this thread meanwhile (a fork by
+ * another thread leaves it in the parent, whose generation stays; only this thread makes its ring).
+ * After the system call every load may miss: two here, not six. */
+static inline struct shim_thread *shim_reenter(struct shim_thread *t)
+{
+	if (likely(!t->busy && __atomic_load_n(&shim_proc.session->state, __ATOMIC_RELAXED) == RMT_SESSION_RECORDING)) {
+		t->busy = 1;
+		return t;
+	}
+	return shim_enter_slow();
+}
+
 static inline void shim_leave(struct shim_thread *t)
 {
 	if (t)
@@ -263,6 +286,8 @@ static inline void shim_leave(struct shim_thread *t)
 
 /* ------------------------------------------------------- the ring */
 int ring_reserve(struct shim_thread *t, uint32_t size);
+/* Map in (MADV_POPULATE_WRITE) the ring's next pages up to head + SHIM_FAST_ROOM (shim_state.c). */
+void ring_populate(struct shim_thread *t);
 void ring_commit(struct shim_thread *t, uint64_t pos);
 void ring_count(uint64_t *counter);
 
@@ -271,7 +296,6 @@ enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1, SHIM_READ_UNREA
 
 /* shim_copy(dst, src, n): 0, or -1 when src faulted (dst then holds part of it); shim_mem.c. */
 long shim_copy(void *dst, const void *src, size_t n);
-extern int shim_guard_on; /* the SIGSEGV/SIGBUS handler that makes shim_copy safe is installed */
 int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
 
 /* Copy n bytes from the program's address addr: the path that read them
@@ -280,7 +304,7 @@ int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, size_t n);
 static inline int shim_read(struct shim_thread *t, void *dst, uint64_t addr, size_t n)
 {
 	/* A NULL or wrapping address needs no test here: it faults in the copy like any bad one. */
-	if (likely(t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED)))
+	if (likely(t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
 		return shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0 ? SHIM_READ_COPY : -1;
 	return shim_read_slow(t, dst, addr, n);
 }
@@ -313,6 +337,7 @@ struct shim_rec {
 	uint64_t time_ns;
 	uint16_t nbufs;
 	uint32_t size;          /* bytes written so far, header included */
+	uint32_t fast_end;      /* rec_fast: it may grow to this size with no room check; 0: check each buffer */
 	int cut;                /* trunc_big counted for this one        */
 	int dropped;            /* no room (lossy, stopped): not emitted */
 	uint16_t reads[3];      /* its buffers by enum shim_read_path    */
@@ -362,28 +387,45 @@ static inline struct shim_view rec_close(struct shim_rec *r, uint16_t role, uint
 int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr, uint64_t n,
 		      struct shim_view *view);
 
-/* Add a buffer read from the program: 0 with its captured bytes in *view,
- * or -1 when nothing was captured (unreadable, empty, no room).  Inline: the
- * common case (a buffer that fits whole, in a ring with room, read by the
- * copy) in two tests; rec_add_user_slow does everything else. */
-static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
-			       uint64_t n, struct shim_view *view)
+/* Bytes a record may take with its room checked once, when it starts (rec_fast), not buffer by buffer:
+ * nearly every ioctl's record is far smaller; a bigger one goes on the careful way. */
+#define SHIM_FAST_ROOM (64u << 10)
+uint32_t rec_fast_slow(struct shim_rec *r);
+
+/* Let the record's buffers be added the quick way (rec_add_user's first branch): when the ring has
+ * room for SHIM_FAST_ROOM bytes more (by the tail seen last time), mapped in, and this thread's reads
+ * go by the fault-tolerant copy, r->fast_end says how far the record may grow unchecked.  Checked here
+ * once a record instead of once a buffer; rec_fast_slow maps more of the ring in (ring_populate), or
+ * looks at the consumer's tail when the one seen last says there is no room.  Inline: the common case
+ * in four tests. */
+static inline void rec_fast(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
 
-	if (likely(n - 1 < shim_proc.max_buffer && addr && !r->dropped && r->nbufs < SHIM_MAX_BUFS)) {
-		uint32_t need = r->size + (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP((uint32_t)n);
-		if (likely(need <= shim_proc.max_record && t->head + need - t->tail_seen <= shim_proc.ring_size)) {
-			uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
-			int how;
-			rec_pad(dst, (uint32_t)n);
-			how = shim_read(t, dst, addr, n);
-			if (likely(how >= 0)) {
-				r->reads[how]++;
-				*view = rec_close(r, role, when, 0, (uint32_t)n, addr, n, slot);
-				return 0;
-			} /* unreadable: the slow way says so */
-		}
+	if (likely(t->head + SHIM_FAST_ROOM - t->tail_seen <= shim_proc.ring_size && t->head + SHIM_FAST_ROOM <= t->populated &&
+		   t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
+		r->fast_end = shim_proc.fast_end;
+	else
+		r->fast_end = rec_fast_slow(r);
+}
+
+/* Add a buffer read from the program: 0 with its captured bytes in *view,
+ * or -1 when nothing was captured (unreadable, empty, no room).  Inline: the
+ * common case (a record made rec_fast, a buffer that fits whole, read by the
+ * copy) in four tests; rec_add_user_slow does everything else. */
+static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t slot, uint64_t addr,
+			       uint64_t n, struct shim_view *view)
+{
+	/* n < 2^32 once the first test holds (max_buffer is a u32), so the sum cannot wrap. */
+	if (likely(n - 1 < shim_proc.max_buffer && addr && r->nbufs < SHIM_MAX_BUFS &&
+		   (uint64_t)r->size + sizeof(struct rmt_buffer) + ((n + 7) & ~7ull) <= r->fast_end)) {
+		uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
+		rec_pad(dst, (uint32_t)n);
+		if (likely(shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0)) {
+			r->reads[SHIM_READ_COPY]++;
+			*view = rec_close(r, role, when, 0, (uint32_t)n, addr, n, slot);
+			return 0;
+		} /* unreadable: the slow way says so */
 	}
 	return rec_add_user_slow(r, role, when, slot, addr, n, view);
 }
@@ -391,15 +433,6 @@ static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r
  * written (the recorder's merge waits for it: rmtrace_ring.h, time order).
  * rec_emit does it for a record whose time was not taken before. */
 void rec_stamp(struct shim_rec *r);
-/* n (<= 8) little-endian bytes at off of a captured buffer; 0 outside it. */
-static inline uint64_t view_load(const struct shim_view *v, uint32_t off, unsigned n)
-{
-	uint64_t value = 0;
-	if (off > v->len || n > v->len - off || n > sizeof(value))
-		return 0;
-	memcpy(&value, v->p + off, n); /* little-endian host */
-	return value;
-}
 /* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped). */
 int rec_emit(struct shim_rec *r);
 

@@ -43,8 +43,9 @@
  * shim_copy_end may fault on src (dst is the ring or our own memory), and a fault there
  * resumes at shim_copy_fixup.  Up to 256 bytes (nearly every buffer of an ioctl) the copy
  * is a few moves, as a libc memcpy does small sizes: two that overlap for 4-16 bytes and
- * for 17-32 (8- and 16-byte ones), four 16-byte ones for 33-64, 16-byte blocks and an
- * overlapping last one beyond; no load reaches outside [src, src + n).  Larger buffers
+ * for 17-32 (8- and 16-byte ones), four 16-byte ones for 33-64, eight for 65-128 (a class
+ * list, a handle array), 16-byte blocks and an overlapping last one beyond; no load
+ * reaches outside [src, src + n).  Larger buffers
  * go by `rep movsb`, which costs tens of cycles to start, more than a small copy takes. */
 extern const char shim_copy_end[], shim_copy_fixup[];
 __asm__(".section .text.hot.shim_copy,\"ax\",@progbits\n" /* beside the hot C (SHIM_HOT) */
@@ -75,9 +76,29 @@ __asm__(".section .text.hot.shim_copy,\"ax\",@progbits\n" /* beside the hot C (S
 	"	movdqu %xmm3, -16(%rdi,%rdx)\n"
 	"	xor %eax, %eax\n"
 	"	ret\n"
-	"3:	cmp $256, %rdx\n"
+	"3:	cmp $128, %rdx\n"
+	"	ja 10f\n"
+	"	movdqu (%rsi), %xmm0\n" /* 65..128: 64 bytes from each end */
+	"	movdqu 16(%rsi), %xmm1\n"
+	"	movdqu 32(%rsi), %xmm2\n"
+	"	movdqu 48(%rsi), %xmm3\n"
+	"	movdqu -64(%rsi,%rdx), %xmm4\n"
+	"	movdqu -48(%rsi,%rdx), %xmm5\n"
+	"	movdqu -32(%rsi,%rdx), %xmm6\n"
+	"	movdqu -16(%rsi,%rdx), %xmm7\n"
+	"	movdqu %xmm0, (%rdi)\n"
+	"	movdqu %xmm1, 16(%rdi)\n"
+	"	movdqu %xmm2, 32(%rdi)\n"
+	"	movdqu %xmm3, 48(%rdi)\n"
+	"	movdqu %xmm4, -64(%rdi,%rdx)\n"
+	"	movdqu %xmm5, -48(%rdi,%rdx)\n"
+	"	movdqu %xmm6, -32(%rdi,%rdx)\n"
+	"	movdqu %xmm7, -16(%rdi,%rdx)\n"
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"10:	cmp $256, %rdx\n"
 	"	ja 4f\n"
-	"	movdqu -16(%rsi,%rdx), %xmm1\n" /* 65..256: the last 16 bytes, then blocks */
+	"	movdqu -16(%rsi,%rdx), %xmm1\n" /* 129..256: the last 16 bytes, then blocks */
 	"	lea -16(%rdi,%rdx), %r8\n"
 	"	mov %rdx, %rcx\n"
 	"	shr $4, %rcx\n"
@@ -141,7 +162,6 @@ static const int guarded_sig[N_GUARDED] = { SIGSEGV, SIGBUS };
  * whole struct. */
 static struct sigaction program_act[N_GUARDED][2];
 static int program_slot[N_GUARDED];
-int shim_guard_on;
 
 static int guarded_index(int sig)
 {
@@ -208,7 +228,7 @@ void shim_guard_install(void)
 	for (i = 0; i < N_GUARDED; i++)
 		if (shim_real.sigaction(guarded_sig[i], &ours, &program_act[i][0]) != 0)
 			return;
-	__atomic_store_n(&shim_guard_on, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&shim_proc.guard_on, 1, __ATOMIC_RELEASE);
 }
 
 /* The program's sigaction, for SIGSEGV and SIGBUS once the guard is on: kept, not installed. */
@@ -216,7 +236,7 @@ int shim_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int i = guarded_index(sig);
 
-	if (i < 0 || !__atomic_load_n(&shim_guard_on, __ATOMIC_ACQUIRE)) {
+	if (i < 0 || !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_ACQUIRE)) {
 		struct sigaction copy;
 		if (act && (sigismember(&act->sa_mask, SIGSEGV) == 1 || sigismember(&act->sa_mask, SIGBUS) == 1)) {
 			copy = *act; /* a fault in the handler kills the process either way: keep our reads safe there */
@@ -310,7 +330,7 @@ SHIM_COLD int shim_read_slow(struct shim_thread *t, void *dst, uint64_t addr, si
 		return SHIM_READ_COPY;
 	if (addr == 0 || addr + n < addr)
 		return -1;
-	if (__atomic_load_n(&shim_guard_on, __ATOMIC_RELAXED) && faults_delivered(t))
+	if (__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED) && faults_delivered(t))
 		return shim_copy(dst, (const void *)(uintptr_t)addr, n) == 0 ? SHIM_READ_COPY : -1;
 	how = read_syscall(dst, addr, n);
 	errno = saved;

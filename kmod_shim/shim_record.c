@@ -120,9 +120,26 @@ static inline int rec_room(struct shim_rec *r, uint32_t extra)
 
 	if (likely(!r->dropped && t->head + r->size + extra - t->tail_seen <= shim_proc.ring_size))
 		return 0; /* the tail seen last time says there is room: no need to look at the consumer's line */
-	if (!r->dropped && ring_reserve(t, r->size + extra) != 0)
+	if (!r->dropped && ring_reserve(t, r->size + extra) != 0) {
 		r->dropped = 1;
+		r->fast_end = 0;
+	}
 	return r->dropped ? -1 : 0;
+}
+
+SHIM_COLD uint32_t rec_fast_slow(struct shim_rec *r)
+{
+	struct shim_thread *t = r->t;
+
+	if (r->dropped || t->faults != FAULTS_DELIVERED || !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED))
+		return 0;
+	if (t->head + SHIM_FAST_ROOM > t->populated)
+		ring_populate(t);
+	/* Once every ring_size - SHIM_FAST_ROOM bytes while the recorder keeps up: its tail, a line it writes. */
+	t->tail_seen = __atomic_load_n(&t->ctl->tail, __ATOMIC_ACQUIRE);
+	if (t->tail_seen > t->head || t->head + SHIM_FAST_ROOM - t->tail_seen > shim_proc.ring_size)
+		return 0; /* a tail we never wrote, or a ring that is full: the careful way decides */
+	return shim_proc.fast_end;
 }
 
 /* A new buffer for n bytes: where its data goes, and how many bytes it takes (*take, cut to the

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
@@ -210,11 +210,12 @@ def traffic(rows: Iterable[Mapping[str, Any]]) -> list[JsonObject]:
             for row in rows for source, (a, b) in row["sources"].items()]
 
 
-def stats(stats_dict: Mapping[str, Any]) -> list[JsonObject]:
-    """``analysis.stats.session_stats`` as objects: each process, each client, each operation row."""
-    return ([{"type": "process", **p} for p in stats_dict["processes"]]
-            + [{"type": "client", **c} for c in stats_dict["clients"]]
-            + [{"type": "stats", **row} for row in stats_dict["operations"]])
+def stats(stats_dict: Mapping[str, Any]) -> Iterator[JsonObject]:
+    """``analysis.stats.session_stats`` as objects: each process, each client, each operation row, made
+    one at a time (the operations may be an iterator: ``analysis.stats.stats_parts``)."""
+    yield from ({"type": "process", **p} for p in stats_dict["processes"])
+    yield from ({"type": "client", **c} for c in stats_dict["clients"])
+    yield from ({"type": "stats", **row} for row in stats_dict["operations"])
 
 
 def coverage(coverage_dict: Mapping[str, Any]) -> JsonObject:

@@ -190,8 +190,9 @@ def test_every_name_and_status_of_the_real_captures_is_accepted(capsys):
                     assert d.status_name in statuses
 
 
-def _streamed(reader, decoders, table, records, wanted):
-    """How show chose its calls before the call table: every record paired, every call decoded."""
+def _streamed(reader, decoders, table, records, wanted, lines=None):
+    """How show chose its calls before the call table: every record paired, every call decoded (none
+    printed from the columns)."""
     import dataclasses
     return decoders.calls(reader.iter_filtered(dataclasses.replace(records, t1=None)))
 

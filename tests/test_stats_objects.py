@@ -53,4 +53,4 @@ def test_the_command_prints_the_whole_models_stats(capsys, monkeypatch, boots):
     for path in [boots[0], captures.path("cuda-streams-3x-sequential")]:
         assert main(["stats", "--json", str(path)]) == 0
         printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-        assert printed == json.loads(json.dumps(jsonschema.stats(session_stats(load_session(path, cache=False)))))
+        assert printed == json.loads(json.dumps(list(jsonschema.stats(session_stats(load_session(path, cache=False))))))

@@ -120,6 +120,40 @@ async def test_lanes_and_wedges_come_before_the_object_trees(boots, monkeypatch)
 
 
 @pilot_test
+async def test_the_model_is_stored_in_the_cache_after_the_screen_has_it(boots, monkeypatch, tmp_path):
+    """A folded model is drawn first, and stored in the trace's cache entry after (the store costs a third
+    of a fold): the lanes, wedges and trees come while the store is held, and the next open loads it."""
+    from rmtrace.decoders import decoders_for
+
+    from rmtrace.columns import cache, modelcache
+    from rmtrace.trace import TraceReader
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
+    gate, stored = threading.Event(), []
+    store = modelcache.store_model
+    monkeypatch.setattr(modelcache, "store_model",
+                        lambda entry, model: (gate.wait(10), stored.append(store(entry, model)))[1])
+    app = open_app(boots[0])
+    messages = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        for _ in range(500):
+            if any(isinstance(m, TreesReady) for m in messages):
+                break
+            await pilot.pause(0.02)
+        assert app.workspace.run.wedges() and app.workspace.run.trees_ready and not stored
+        gate.set()
+        await settle(pilot)
+    for _ in range(500):
+        if stored:
+            break
+        threading.Event().wait(0.02)
+    assert stored == [True]
+    with TraceReader(str(boots[0])) as reader:
+        decoders = decoders_for(reader)
+        entry = cache.cache_root() / cache.entry_key(reader, decoders)
+        assert modelcache.load_model(entry, reader, decoders, cache.load(entry), 20_000) is not None
+
+
+@pilot_test
 async def test_the_main_screen_is_the_bottom_of_the_stack(boots):
     app = open_app(boots[0])
     async with app.run_test(size=SIZE) as pilot:

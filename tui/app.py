@@ -156,6 +156,7 @@ class RmtraceApp(App):
         self.post_message(ModelLoaded(index, folded))
         folded.trees()
         self.post_message(TreesReady(index, folded))
+        run.services.keep_model(folded.model)  # after what the screen shows: the next open loads it
 
     def _folded(self, index: int) -> None:
         """A fold ended: with none left, the interpreter switches threads at its usual pace again."""

@@ -40,6 +40,9 @@ class Services:
     """How deep a row of the events table is decoded (name, status, handles)."""
     full_level: Level = Level.FULL
     """How deep the field-tree screen decodes (every buffer, field by field)."""
+    keep_model: Callable[[SessionModel], None] = lambda model: None
+    """Session model ``load_model`` gave -> it stored in the trace's cache, if it was folded (a worker calls
+    this once the lanes, wedges and trees are on screen: the store costs a third of a fold)."""
 
 
 def library_services() -> Services:
@@ -49,20 +52,31 @@ def library_services() -> Services:
     from rmtrace.analysis.diff import first_divergence
     from rmtrace.analysis.wedges import find_wedges
     from rmtrace.columns.live import LiveSession
-    from rmtrace.session import STATE_SYMBOLS, load_session
-    from rmtrace.trace import is_finished
+    from rmtrace.columns.modelcache import unkept_session
+    from rmtrace.session import STATE_SYMBOLS
+    from rmtrace.session.model import SNAPSHOT_EVERY, fold_session
+    from rmtrace.trace import TraceReader, is_finished
 
     live: dict[str, LiveSession] = {}
+    unkept: dict[int, tuple[SessionModel, Callable[[], bool]]] = {}  # by the model's id (the model kept beside)
 
     def load_model(path: str, decoders: DecoderSet | None) -> SessionModel:
-        # a finished trace is folded once (or loaded from the cache); one still being recorded keeps
-        # its fold and each refold continues it (rmtrace.columns.live)
+        # a finished trace is folded once (or loaded from the cache, and stored there by keep_model); one
+        # still being recorded keeps its fold and each refold continues it (rmtrace.columns.live)
         session = live.get(path)
         if session is None and is_finished(path):
-            return load_session(path, decoders=decoders)
+            reader = TraceReader(path)
+            model, keep = unkept_session(reader, decoders or decoders_for(reader), SNAPSHOT_EVERY, fold_session)
+            unkept[id(model)] = (model, keep)
+            return model
         if session is None:
             session = live[path] = LiveSession(path, decoders)
         return session.update()
 
+    def keep_model(model: SessionModel) -> None:
+        found = unkept.pop(id(model), None)
+        if found is not None:
+            found[1]()
+
     return Services(load_model=load_model, find_wedges=find_wedges, first_divergence=first_divergence,
-                    symbols=STATE_SYMBOLS, decoders_for=decoders_for)
+                    symbols=STATE_SYMBOLS, decoders_for=decoders_for, keep_model=keep_model)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmtrace.columns.stats import client_sources, operation_rows
+from rmtrace.columns.stats import operations
 from rmtrace.record import Source, enum_name
 from rmtrace.session import CallInfo
 from rmtrace.session.entities import FreedBy
@@ -63,8 +63,15 @@ def session_stats(model: Objects) -> dict[str, Any]:
     """Everything ``rmtrace stats`` prints, as one JSON-ready dict (the operations from the call table,
     ``rmtrace.columns.stats``: what ``op_stats`` gives over every call, without a Python visit per call).
     ``model``: a ``SessionModel``, or as much of one as stats reads (``rmtrace.session.model.load_objects``)."""
-    rows = operation_rows(model.table)
-    per_client = client_sources(rows)
+    out = stats_parts(model)
+    out["operations"] = list(out["operations"])
+    return out
+
+
+def stats_parts(model: Objects) -> dict[str, Any]:
+    """``session_stats`` with its operations an iterator: each row's dict is made as it is taken."""
+    ops = operations(model.table)
+    per_client = ops.client_sources()
     objects = _object_counts(model)
     return {
         "processes": [{"pid": p.pid, "ppid": p.ppid, "argv": list(p.argv), "threads": len(p.threads),
@@ -72,7 +79,7 @@ def session_stats(model: Objects) -> dict[str, Any]:
         "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "sources": dict(per_client.get(c.id, {})),
                      "objects": objects.get(c.id, _counts(Counter()))}
                     for c in model.clients],
-        "operations": rows,
+        "operations": ops.rows(),
     }
 
 

@@ -13,6 +13,7 @@ import select
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rmtrace.errors import ProgramNotFoundError, ProgramNotRunnableError
 
@@ -50,8 +51,7 @@ def launch(command: list[str], env: dict[str, str]) -> int:
         raise ProgramNotRunnableError(f"cannot run {command[0]!r}: {exc.strerror}") from None
 
 
-@dataclass
-class Reaped:
+class Reaped(NamedTuple):
     pid: int
     status: int
     time_ns: int

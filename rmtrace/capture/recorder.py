@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,6 +84,8 @@ class Feed(Protocol):
 
 @dataclass
 class RecordOptions:
+    """What ``record_command`` runs and how it records it."""
+
     command: Sequence[str]
     output: str
     duration_s: float | None = None
@@ -116,6 +118,8 @@ class RecordOptions:
 
 @dataclass
 class RecordResult:
+    """How a recording ended and what it wrote."""
+
     exit_status: int
     stop_reason: str
     records: int = 0
@@ -151,7 +155,7 @@ def capture_table(driver_version: str | None, ring_size: int, lossy: bool) -> tu
         hit = ctab.table_from_profile(profile), profile.version, warning
         ctab.store(key, *hit)
     table, version, warning = hit
-    return replace(table, ring_size=ctab.check_ring_size(ring_size), lossy=lossy), version, warning
+    return table._replace(ring_size=ctab.check_ring_size(ring_size), lossy=lossy), version, warning
 
 
 def child_environment(shim: str, session_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -305,7 +309,7 @@ class Recorder:
             table = ctab.table_from_profile(self._profile, ring_size=self.opt.ring_size, lossy=self.opt.lossy)
         else:
             table, version, warning = capture_table(host["driver_version"], self.opt.ring_size, self.opt.lossy)
-        table = replace(table, tsc=self.opt.tsc and clocksource() == "tsc")
+        table = table._replace(tsc=self.opt.tsc and clocksource() == "tsc")
         self._profile_warning = warning
         if warning:
             self.result.warnings.append(f"driver profile: {warning}")

@@ -6,9 +6,9 @@ command, found by listing the package (adding one touches no shared list).
 
 Start-up is the price of every command (bench/cli_startup.py), so a command
 module imports at its top only what its parser needs, and run() imports the
-rest.  ``rmtrace COMMAND ...`` loads that command's module alone;
-``rmtrace --help`` loads every module for its one-line help, and adds no
-command's arguments.
+rest.  ``rmtrace COMMAND ...`` imports that command's module alone, by its
+name, without listing the package; ``rmtrace --help`` loads every module
+for its one-line help, and adds no command's arguments.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -45,12 +44,21 @@ Run 'rmtrace COMMAND --help' for each command's options.
 def command_modules(only: str | None = None) -> list[ModuleType]:
     """Every module of this package that defines a command, in COMMAND_ORDER; with ``only``, just the
     module of that command (a command's module is named as the command), when there is one."""
+    if only is not None and only.isidentifier() and not only.startswith("_"):
+        # Imported by name, not found by listing the package: the listing (pkgutil, which imports inspect)
+        # was a good part of what the command line added to `rmtrace record` (bench/record_start.py).
+        try:
+            module = importlib.import_module(f"rmtrace.cli.{only}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"rmtrace.cli.{only}":
+                raise
+        else:
+            if getattr(module, "NAME", None) == only and hasattr(module, "run"):
+                return [module]
+    import pkgutil
+
     import rmtrace.cli as package
     names = [info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")]
-    if only is not None and only in names:
-        module = importlib.import_module(f"rmtrace.cli.{only}")
-        if getattr(module, "NAME", None) == only and hasattr(module, "run"):
-            return [module]
     commands = [m for m in map(importlib.import_module, (f"rmtrace.cli.{n}" for n in names))
                 if hasattr(m, "NAME") and hasattr(m, "run")]
     rank = {name: i for i, name in enumerate(COMMAND_ORDER)}

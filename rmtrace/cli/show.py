@@ -21,6 +21,7 @@ from rmtrace.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from rmtrace.calls import Call
+    from rmtrace.columns.lines import ColumnCall
     from rmtrace.decoders import DecoderSet
     from rmtrace.decoders.filters import CallFilter
     from rmtrace.record import Record
@@ -145,20 +146,25 @@ whole: building its table would cost more (numpy and the table's modules are ~0.
 than decoding every call of it."""
 
 
-def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wanted: CallFilter) -> Iterable[Call]:
-    """The calls that may pass ``wanted``, in the order they start, each still to be checked against it."""
+def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wanted: CallFilter,
+           lines: bool) -> Iterable[Call | ColumnCall]:
+    """The calls that may pass ``wanted``, in the order they start, each still to be checked against it.
+    With ``lines``, those whose line needs no decoder come as ``ColumnCall``s (rmtrace.columns.lines)."""
     import dataclasses
     records = dataclasses.replace(records, phase=None)  # --phase chooses calls by any of their records: see _show_calls
     if reader.record_count < TABLE_FROM_RECORDS:
         return decoders.calls(reader.iter_filtered(dataclasses.replace(records, t1=None)))
     # the call table (built, or loaded from the cache) chooses the calls on its columns: only those
-    # printed are read and decoded (rmtrace.columns.select)
+    # printed are read and decoded (rmtrace.columns.select), and most not even that (rmtrace.columns.lines)
     from rmtrace.columns.cache import call_table
+    from rmtrace.columns.lines import ColumnLines
     from rmtrace.columns.select import selected_calls
-    return selected_calls(reader, decoders, call_table(reader, decoders), records, wanted)
+    table = call_table(reader, decoders)
+    return selected_calls(reader, decoders, table, records, wanted, ColumnLines(decoders, table) if lines else None)
 
 
 def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
+    from rmtrace.calls import Call
     from rmtrace.decoders import Level, decoders_for, render
     if args.json:
         from rmtrace import jsonschema
@@ -174,11 +180,22 @@ def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     # exit is filtered out, or comes after --to, still shows how it returned (it did not stay in flight).
     records = filter_from_args(args, reader)
     phases, until = records.phase, records.t1
+    # a line from the columns holds the call level's decode: not the buffers -V, --json and --handle need,
+    # nor the records --phase looks at
+    lines = level == Level.CALL and phases is None
     out = sys.stdout
     shown = 0
-    for call in _calls(reader, decoders, records, wanted):
+    for call in _calls(reader, decoders, records, wanted, lines):
         if args.limit is not None and shown >= args.limit:
             break
+        if not isinstance(call, Call):  # a ColumnCall (its module, and numpy, imported only with the table)
+            if until is not None and call.first_ns > until:
+                break
+            if not wanted.wants_label(call.label) or not wanted.wants(call.decoded):
+                continue
+            shown += 1
+            out.write(call.line(start, end) + "\n")
+            continue
         if until is not None and call.first.time_ns > until:
             break  # calls come in the order they start (a recording is written in time order)
         if phases is not None and not any(r.phase in phases for r in call.records):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
@@ -38,15 +38,16 @@ class Section(NamedTuple):  # not a dataclass: dataclasses imports inspect, a co
     name: str
     help: str
     compute: Callable[[str, argparse.Namespace], dict[str, Any]]  # (trace path, arguments) -> JSON-ready dict
-    text: Callable[[dict[str, Any]], list[str]]
-    objects: Callable[[dict[str, Any]], list[dict[str, Any]]]  # the dict as docs/json-schema.md's objects
+    text: Callable[[dict[str, Any]], Iterable[str]]
+    objects: Callable[[dict[str, Any]], Iterable[dict[str, Any]]]  # the dict as docs/json-schema.md's objects
     default: bool = False
 
 
 def _calls(path: str, args: argparse.Namespace) -> dict[str, Any]:
-    from rmtrace.analysis.stats import session_stats
+    from rmtrace.analysis.stats import stats_parts
     from rmtrace.session.model import load_objects
-    return session_stats(load_objects(path, driver=args.driver))  # the table and the objects: not the whole fold
+    # the table and the objects, not the whole fold; the operation rows are made as they are printed
+    return stats_parts(load_objects(path, driver=args.driver))
 
 
 def _latency(lat: dict | None) -> str:
@@ -55,21 +56,19 @@ def _latency(lat: dict | None) -> str:
     return "/".join(format_duration(lat[k]) for k in ("min", "median", "p99", "max"))
 
 
-def _calls_text(stats: dict[str, Any]) -> list[str]:
-    lines = []
+def _calls_text(stats: dict[str, Any]) -> Iterator[str]:
     for client in stats["clients"]:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(client["sources"].items()))
         o = client["objects"]
-        lines.append(f"{client['label']}: {counts}; objects {o['allocated']} allocated, {o['freed']} freed, "
-                     f"{o['freed_at_exit']} freed at exit, {o['leaked']} leaked")
-    lines.append("")
-    lines.append(f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  "
-                 f"{'latency min/med/p99/max':<34} {'bytes':>9}  statuses")
+        yield (f"{client['label']}: {counts}; objects {o['allocated']} allocated, {o['freed']} freed, "
+               f"{o['freed_at_exit']} freed at exit, {o['leaked']} leaked")
+    yield ""
+    yield (f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  "
+           f"{'latency min/med/p99/max':<34} {'bytes':>9}  statuses")
     for row in stats["operations"]:
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(row["statuses"].items(), key=lambda kv: -kv[1]))
-        lines.append(f"{row['pid']:>7} {row['client'] or '-':<6} {row['source']:<5} {row['operation'][:58]:<58} "
-                     f"{row['count']:>6}  {_latency(row['latency_ns']):<34} {row['bytes']:>9}  {statuses}")
-    return lines
+        yield (f"{row['pid']:>7} {row['client'] or '-':<6} {row['source']:<5} {row['operation'][:58]:<58} "
+               f"{row['count']:>6}  {_latency(row['latency_ns']):<34} {row['bytes']:>9}  {statuses}")
 
 
 def _decode(path: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -84,7 +83,7 @@ def _decode(path: str, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _stats_objects(stats: dict[str, Any]) -> list[dict[str, Any]]:
+def _stats_objects(stats: dict[str, Any]) -> Iterator[dict[str, Any]]:
     from rmtrace import jsonschema
     return jsonschema.stats(stats)
 

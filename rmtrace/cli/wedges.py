@@ -35,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rmtrace import jsonschema
     from rmtrace.analysis.wedges import cut_by_end, find_wedges
-    from rmtrace.session import load_session
-    model = load_session(trace_or_default(args), driver=args.driver)
+    from rmtrace.session.model import load_channels
+    model = load_channels(trace_or_default(args), driver=args.driver)  # what wedges reads: not the whole fold
     wedges = find_wedges(model, slow_ns=args.slow)
     if args.json:
         jsonschema.write_lines((jsonschema.wedge(w, model.start_ns) for w in wedges), sys.stdout)

@@ -41,17 +41,26 @@ import numpy as np
 from rmtrace.decoders import Decoded
 from rmtrace.decoders.context import context
 from rmtrace.decoders.rm import NamedByArg
-from rmtrace.decoders.roles import EscapeRole, Roles, UvmRole
+from rmtrace.decoders.roles import ControlRole, EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
-from rmtrace.columns.view import params_buffers
-from rmtrace.record import Phase, Record, Role, Source, SysOp
+from rmtrace.columns.view import params_buffers, params_view
+from rmtrace.record import Phase, Record, Role, Source, SysOp, When
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
-from rmtrace.semantics.effects import CATEGORIES, NO_CLASS, NO_COMMAND, EffectKind, Effects, effect_kinds, row_effects
+from rmtrace.semantics.effects import (
+    CATEGORIES,
+    NO_CLASS,
+    NO_COMMAND,
+    PARAMS_CATEGORIES,
+    EffectKind,
+    Effects,
+    effect_kinds,
+    row_effects,
+)
 from rmtrace.semantics.interpret import alloc_params_event, control_event, value_of
 from rmtrace.session.entities import CallInfo, Client, LaneState, Process
 from rmtrace.session.fold import (
@@ -129,11 +138,13 @@ def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
     return Need.RECORDS if source in RECORDS_SOURCES or source not in tuple(Source) else Need.NONE
 
 
-def fold_table(folder: Folder, table: CallTable, reader: TraceReader, objects_only: bool = False) -> None:
+def fold_table(folder: Folder, table: CallTable, reader: TraceReader, objects_only: bool = False,
+               channels_only: bool = False) -> None:
     """Bring ``folder`` to where folding every call of ``table`` in order would bring it; with
-    ``objects_only``, as far as its processes, clients and RM objects go (``OBJECTS_ONLY``)."""
+    ``objects_only``, as far as its processes, clients and RM objects go (``OBJECTS_ONLY``); with
+    ``channels_only``, as far as its channels, ranks and host state go (``CHANNELS_ONLY``)."""
     with young_collections():
-        TableFold(folder, reader, objects_only=objects_only).advance(table, final=True)
+        TableFold(folder, reader, objects_only=objects_only, channels_only=channels_only).advance(table, final=True)
 
 
 @contextlib.contextmanager
@@ -158,6 +169,17 @@ make the object), frees and duplicates from their rows, GSP messages (they carry
 fork/exec/exit from their records; channels, ranks, host state and the timeline it leaves as they are."""
 
 
+CHANNELS_ONLY = "the processes, clients, channels, ranks, host state and GSP exchanges"
+"""What a fold with ``channels_only`` makes as the whole fold would: the processes and clients; every
+channel (its id, handle, engine, rank, channel group, ring) and when it was freed, with every host-side
+flag of its lane (published, waiting, completed, stale, freed); the ranks, the host counters, the GSP
+exchanges, the recorder's marks.  It leaves out what none of those depends on: the RM objects that are
+neither a channel, a channel group, nor what one descends from (their frees with them), the work-submit
+tokens, the schedule controls, UVM's calls (its GPU and channel registrations: the lane flags SCHEDULED and
+REGISTERED rank below every host-side one in ``CHANNEL_PRECEDENCE``), and the stray frees.  Only a final fold:
+which objects a channel descends from is known once every row is there."""
+
+
 WINDOW = 65_536
 """Records a growing trace's fold waits for an open call to end before it folds the call as in flight
 (``rmtrace.calls.pair_calls``' window: one wedged call cannot hold the rest of the model back)."""
@@ -172,9 +194,11 @@ class TableFold:
     yields a call UNFINISHED and its close RESUMED.  With ``final`` every row is folded as it stands.
     """
 
-    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW, objects_only: bool = False) -> None:
+    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW, objects_only: bool = False,
+                 channels_only: bool = False) -> None:
         self.folder = folder
         self.objects_only = objects_only
+        self.channels_only = channels_only
         self.reader = reader
         self.window = window
         self.plan = Plan(folder.decoders)
@@ -191,6 +215,8 @@ class TableFold:
         need[start:] = needs(table, self.plan, folder.interpreter.roles, start)
         if self.objects_only:
             need[start:] = np.where(_objects_rows(table, start), need[start:], Need.NONE)
+        if self.channels_only:  # UVM's calls register GPUs and channels: flags none of it reads
+            need[start:] = np.where(c["source"][start:] != Source.UVM, need[start:], Need.NONE)
         rows = start + np.flatnonzero(need[start:] != Need.NONE)
         stop = n
         if not final and not flush and rows.size:
@@ -200,9 +226,30 @@ class TableFold:
                 stop = int(rows[np.argmax(young)])
                 rows = rows[rows < stop]
         resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
+        self._fold_rows(table, rows, need, stop, final)
+        for row in resumed:  # a call folded in flight has ended since: what its end says
+            self._unfinished.discard(row)
+            end = self.reader.record_at(int(c["exit_seq"][row]))
+            self._apply(folder.interpreter.interpret(Call((end,), CallState.RESUMED)), table.info(row))
+        self.next_row = stop
+        for pid, touch in table.processes.items():
+            if pid in folder.processes:
+                proc = folder.processes[pid]
+                proc.last_ns = max(proc.last_ns, touch.last_ns)
+                proc.threads |= touch.threads
+        _client_ends(folder, table)
+
+    def _fold_rows(self, table: CallTable, rows: np.ndarray, need: np.ndarray, stop: int, final: bool) -> None:
+        """Fold ``rows`` (their ``need``s), in order, with the processes and clients the table made before
+        ``stop``.  A method of its own so that its arrays go as it returns (before ``advance``'s last steps)."""
+        folder = self.folder
         by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles)
-        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader))
         slow = np.setdiff1d(rows, by_row.rows, assume_unique=True)
+        if self.channels_only:
+            assert final, "which objects a channel descends from is known once every row is there"
+            by_row = RowEffects(by_row.rows, by_row.effects[_channel_effects(table, by_row.effects, slow,
+                                                                             folder.interpreter.roles)])
+        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader))
         if self.objects_only:  # a control the model reads means nothing to the objects
             slow = slow[need[slow] == Need.RECORDS]
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
@@ -214,7 +261,7 @@ class TableFold:
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
         blocks = _blocks(table, slow, need, folder, self.plan, self.reader)
-        for row, effect in zip(merged[order].tolist(), tags[order].tolist()):
+        for row, effect in _in_blocks(merged[order], tags[order]):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
                 next_touch = next(touches, None)
@@ -234,17 +281,6 @@ class TableFold:
         while next_client is not None:
             self._client(next_client)
             next_client = next(creations, None)
-        for row in resumed:  # a call folded in flight has ended since: what its end says
-            self._unfinished.discard(row)
-            end = self.reader.record_at(int(c["exit_seq"][row]))
-            self._apply(folder.interpreter.interpret(Call((end,), CallState.RESUMED)), table.info(row))
-        self.next_row = stop
-        for pid, touch in table.processes.items():
-            if pid in folder.processes:
-                proc = folder.processes[pid]
-                proc.last_ns = max(proc.last_ns, touch.last_ns)
-                proc.threads |= touch.threads
-        _client_ends(folder, table)
 
     def _apply(self, meaning: CallMeaning, info: CallInfo) -> None:
         """What one call did, as ``Folder.fold`` applies it."""
@@ -322,6 +358,65 @@ def _objects_rows(table: CallTable, start: int) -> np.ndarray:
             | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
 
 
+ALLOCATIONS = (EffectKind.ALLOCATED, EffectKind.ALLOCATED_MEMORY, EffectKind.DUPLICATED)
+"""The effects that make an object."""
+
+
+def _channel_effects(table: CallTable, e: Effects, slow: np.ndarray, roles: Roles) -> np.ndarray:
+    """Which of the effects ``e`` a fold of ``CHANNELS_ONLY`` applies: the allocations and frees of the
+    objects of ``_channel_keys`` and the BIND controls (a channel's engine, when its allocation named none)."""
+    keys = _channel_keys(table, e, slow)
+    own = _object_key(e.h_client, e.handle)
+    binds = [command for command, role in roles.controls.items() if role is ControlRole.BIND]
+    return ((np.isin(e.kind, ALLOCATIONS) & np.isin(own, keys))
+            | ((e.kind == EffectKind.FREED) & (np.isin(own, keys) | np.isin(_object_key(e.handle, e.handle), keys)))
+            | ((e.kind == EffectKind.CONTROL) & np.isin(e.command, binds)))
+
+
+def _channel_keys(table: CallTable, e: Effects, slow: np.ndarray) -> np.ndarray:
+    """The (hClient, handle) keys (``_object_key``) of every channel and channel group the effects ``e``
+    allocate, of every handle a row read from its records (``slow``: it may allocate one) names, and of what
+    any of those descends from or copies: their parents up to the root clients, and the objects they duplicate.
+    A key stands for every object that ever had it, so a handle used again only adds objects."""
+    made = np.isin(e.kind, ALLOCATIONS)
+    own, parent, src = (_object_key(e.h_client, e.handle), _object_key(e.h_client, e.parent),
+                        _object_key(e.src_client, e.src_handle))
+    channels = made & np.isin(e.category, [CATEGORIES.index(c) for c in PARAMS_CATEGORIES])
+    keys = np.unique(np.concatenate([own[channels], _named_keys(table, slow)]))
+    up = made & (e.parent != 0)
+    dup = (e.kind == EffectKind.DUPLICATED) & (e.src_handle != 0)
+    # a free that names no client (or the root itself) frees the root client of that handle where there is
+    # one (``rmtrace.session.fold.free``): which it frees depends on whether that root is an object too
+    rootless = (e.kind == EffectKind.FREED) & ((e.h_client == 0) | (e.h_client == e.handle))
+    root = _object_key(e.handle, e.handle)
+    while True:
+        found = np.isin(own, keys)
+        grown = np.unique(np.concatenate([keys, parent[found & up], src[found & dup], root[found & rootless]]))
+        if len(grown) == len(keys):
+            return keys
+        keys = grown
+
+
+def _named_keys(table: CallTable, rows: np.ndarray) -> np.ndarray:
+    """(hClient, handle) keys of every handle each of ``rows`` names, with the row's hClient."""
+    handle = _handles(table, rows)
+    names = {name for names in table.handle_sets.values for name in names}
+    h_client = handle("hClient")
+    keys = [_object_key(h_client, handle(name)) for name in sorted(names)]
+    wanted = set(rows.tolist())
+    extra = [(named.get("hClient", 0) & 0xFFFFFFFF, value & 0xFFFFFFFF)  # a key keeps 32 bits of each
+             for row, named in table.extra_handles.items() if row in wanted for value in named.values()]
+    if extra:
+        keys.append(_object_key(*(np.array(side, dtype=np.uint64) for side in zip(*extra))))
+    return np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
+
+
+def _object_key(h_client: np.ndarray, handle: np.ndarray) -> np.ndarray:
+    """One number per (hClient, handle), of 32 bits of each (RM handles are 32-bit numbers, per client): the
+    fold's objects are keyed by the pair, and two pairs that share a key only make more objects kept."""
+    return (h_client.astype(np.uint64) << np.uint64(32)) | (handle.astype(np.uint64) & np.uint64(0xFFFFFFFF))
+
+
 def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
     """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
     (one in flight may still end, and its end be folded then) whose handles fit the columns."""
@@ -387,21 +482,16 @@ class _EffectRows:
             "last_ns": np.where(ends, c["t_exit"][rows], c["t_enter"][rows]), "client": c["client"][rows],
             "status": c["status_name"][rows], "kind": e.kind, "h_client": e.h_client, "handle": e.handle,
             "parent": e.parent, "class_id": e.class_id, "category": e.category, "src_client": e.src_client,
-            "src_handle": e.src_handle, "command": e.command, "with_params": e.params}
+            "src_handle": e.src_handle, "command": e.command, "with_params": e.params,
+            "params_seq": _last_records(table, rows)}
         self._clients = [m.id for m in table.clients]
         self._start = self._end = 0
         self._class_names: dict[int | None, str] = {}
         self._defs = context(folder.decoders.profile).defs
-        self._apply: dict[int, Callable[[int], None]] = {
-                       EffectKind.ALLOCATED: self._allocated, EffectKind.ALLOCATED_MEMORY: self._allocated,
-                       EffectKind.FREED: self._freed, EffectKind.DUPLICATED: self._duplicated,
-                       EffectKind.UVM_CHANNEL_REGISTERED: lambda k: self._uvm_channel(k, True),
-                       EffectKind.UVM_CHANNEL_UNREGISTERED: lambda k: self._uvm_channel(k, False),
-                       EffectKind.CONTROL: self._control}
 
     def apply(self, i: int) -> None:
         k = self._local(i)
-        self._apply[self.kind[k]](k)
+        _APPLY[self.kind[k]](self, k)
 
     def _local(self, i: int) -> int:
         """Effect ``i``'s place in the block of effects held as Python values (one block at a time: a list
@@ -416,7 +506,7 @@ class _EffectRows:
             self.kind, self.h_client, self.handle, self.parent = (got["kind"], got["h_client"], got["handle"],
                                                                   got["parent"])
             self.src_client, self.src_handle = got["src_client"], got["src_handle"]
-            self.command, self.with_params = got["command"], got["with_params"]
+            self.command, self.with_params, self.params_seq = got["command"], got["with_params"], got["params_seq"]
             self.client = [self._clients[k] if k >= 0 else None for k in got["client"]]
             self.status = [self.table.status_names.values[k] if k >= 0 else "NV_OK" for k in got["status"]]
             self.class_id = [None if k == NO_CLASS else k for k in got["class_id"]]
@@ -428,7 +518,13 @@ class _EffectRows:
         ``buffer_value`` reads it from the Decoded the interpreter is given (``params_buffers``: views by
         the class or command ``key``)."""
         assert self.params is not None
-        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq))  # only the buffers are read
+        # ``value_of`` takes the first readable AFTER copy, and only the call's last record (its exit) holds
+        # one: the others are read only when that one is not there (or not whole)
+        after = self.params.buffer(self.params_seq[k], role, When.AFTER)
+        value = params_view(self._defs, self.folder.profile, after, key) if after is not None else None
+        if value is not None:
+            return value
+        records = [Record(Source.RM, _ENTER, buffers=self.params.buffers(seq))
                    for seq, _ in self.table.records_of(self.rows[k])]
         return value_of(params_buffers(self._defs, self.folder.profile, records, key), role)
 
@@ -481,13 +577,44 @@ class _EffectRows:
         if not free(self.folder, self.h_client[i], self.handle[i], self.last_ns[i], self.last_seq[i]):
             self.folder.stray_frees.append(self.table.info(self.rows[i]))
 
-    def _uvm_channel(self, i: int, registered: bool) -> None:
-        uvm_channel(self.folder, self.h_client[i], self.handle[i], registered, self.last_ns[i], self.last_seq[i])
+    def _uvm_registered(self, i: int) -> None:
+        uvm_channel(self.folder, self.h_client[i], self.handle[i], True, self.last_ns[i], self.last_seq[i])
+
+    def _uvm_unregistered(self, i: int) -> None:
+        uvm_channel(self.folder, self.h_client[i], self.handle[i], False, self.last_ns[i], self.last_seq[i])
+
+
+_APPLY: dict[int, Callable[[_EffectRows, int], None]] = {
+    EffectKind.ALLOCATED: _EffectRows._allocated, EffectKind.ALLOCATED_MEMORY: _EffectRows._allocated,
+    EffectKind.FREED: _EffectRows._freed, EffectKind.DUPLICATED: _EffectRows._duplicated,
+    EffectKind.UVM_CHANNEL_REGISTERED: _EffectRows._uvm_registered,
+    EffectKind.UVM_CHANNEL_UNREGISTERED: _EffectRows._uvm_unregistered, EffectKind.CONTROL: _EffectRows._control}
+"""How ``_EffectRows`` applies an effect of each kind: functions of the class, not methods bound to one (a
+table of an instance's own bound methods is a cycle, which the fold, with the collector held, would keep
+with all its arrays until the collector ran)."""
+
+
+def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
+    """The sequence number of each of ``rows``' last record (``CallTable.records_of``)."""
+    c = table.columns
+    exit_seq = c["exit_seq"][rows]
+    last = np.where(exit_seq >= 0, exit_seq, c["enter_seq"][rows].astype(np.int64))
+    if table.members:
+        parted = np.flatnonzero(np.isin(rows, np.fromiter(table.members, dtype=np.int64)))
+        last[parted] = [table.members[row][-1][0] for row in rows[parted].tolist()]
+    return last
 
 
 BLOCK = 4096
 """Rows whose CallInfo and Decoded are made at once: numpy's cost per call is paid per block, and the
 objects of one block at a time are alive."""
+
+
+def _in_blocks(*columns: np.ndarray) -> Iterator[tuple[int, ...]]:
+    """The rows of ``columns`` as tuples of Python values, made a block at a time (a list of each whole
+    column would hold 30 bytes or so per value)."""
+    for at in range(0, len(columns[0]), BLOCK):
+        yield from zip(*(column[at:at + BLOCK].tolist() for column in columns))
 
 
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,

@@ -41,17 +41,29 @@ Fold = Callable[[TraceReader, DecoderSet, CallTable, int], SessionModel]
 
 def session(reader: TraceReader, decoders: DecoderSet, snapshot_every: int, fold: Fold,
             cache: bool = True) -> SessionModel:
+    model, keep = unkept_session(reader, decoders, snapshot_every, fold, cache)
+    keep()
+    return model
+
+
+def unkept_session(reader: TraceReader, decoders: DecoderSet, snapshot_every: int, fold: Fold,
+                   cache: bool = True) -> tuple[SessionModel, Callable[[], bool]]:
+    """``session``'s model, and what stores it in the cache entry (nothing when it came from there): for a
+    caller that shows the model before it pays for storing it (the TUI's lanes and wedges)."""
     root = cache_root() if cache and cacheable(reader) else None
     if root is None:
-        return fold(reader, decoders, call_table(reader, decoders, cache=False), snapshot_every)
+        return fold(reader, decoders, call_table(reader, decoders, cache=False), snapshot_every), _kept
     key = entry_key(reader, decoders)
     table = load(root / key) or build_into(root, key, reader, decoders)
     model = load_model(root / key, reader, decoders, table, snapshot_every)
-    if model is None:
-        model = fold(reader, decoders, table, snapshot_every)
-        if (root / key).is_dir():
-            store_model(root / key, model)
-    return model
+    if model is not None:
+        return model, _kept
+    folded = fold(reader, decoders, table, snapshot_every)
+    return folded, lambda: (root / key).is_dir() and store_model(root / key, folded)
+
+
+def _kept() -> bool:
+    return False
 
 
 FoldObjects = Callable[[TraceReader, DecoderSet, CallTable], Objects]

@@ -21,7 +21,7 @@ PARAMS_ROLES = frozenset({int(Role.ALLOC_PARAMS), int(Role.PARAMS)})
 """The buffers read: an allocation's params, a control's."""
 _B = BUFFER_LAYOUT.index
 _HEADER_SIZE, _NBUFS = RECORD["header_size"], RECORD["nbufs"]
-_ROLE, _LEN = BUFFER_LAYOUT["role"], BUFFER_LAYOUT["len"]
+_ROLE, _LEN, _WHEN = BUFFER_LAYOUT["role"], BUFFER_LAYOUT["len"], BUFFER_LAYOUT["when"]
 """The header fields the walk reads (one field each: unpacking a whole header costs more than the walk)."""
 
 
@@ -34,6 +34,16 @@ class ParamsReader:
 
     def buffers(self, seq: int) -> tuple[Buffer, ...]:
         """The params buffers of record ``seq``, in the record's order."""
+        return tuple(self._walk(seq, None, None))
+
+    def buffer(self, seq: int, role: int, when: int) -> Buffer | None:
+        """The first buffer of ``role`` (a params role) read ``when`` of record ``seq``; None when it has none."""
+        found = self._walk(seq, role, when)
+        return found[0] if found else None
+
+    def _walk(self, seq: int, role: int | None, when: int | None) -> list[Buffer]:
+        """Record ``seq``'s params buffers (of ``role`` read ``when``; the first only when both are given),
+        in the record's order, as its buffer headers are walked."""
         chunks = self.reader.chunks
         if len(self._first_seqs) != len(chunks):  # a growing trace has new chunks
             self._first_seqs = [c.first_seq for c in chunks]
@@ -46,9 +56,12 @@ class ParamsReader:
         out = []
         for _ in range(_NBUFS.get(view, at)):
             n = _LEN.get(view, pos)
-            if _ROLE.get(view, pos) in PARAMS_ROLES:
+            kind = _ROLE.get(view, pos)
+            if kind in PARAMS_ROLES and (role is None or (kind == role and _WHEN.get(view, pos) == when)):
                 b = BUFFER.unpack_from(view, pos)
                 out.append(Buffer(b[_B.role], b[_B.when], bytes(view[pos + BUFFER_HEADER_SIZE:pos + BUFFER_HEADER_SIZE + n]),
                                   b[_B.flags], b[_B.addr], b[_B.orig_len], b[_B.slot]))
+                if role is not None:
+                    break
             pos += BUFFER_HEADER_SIZE + ((n + ALIGN - 1) & ~(ALIGN - 1))
-        return tuple(out)
+        return out

@@ -22,6 +22,7 @@ from rmtrace.decoders import DecoderSet
 from rmtrace.decoders.filters import CallFilter, status_number
 
 from rmtrace.calls import Call
+from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, ColumnCall, ColumnLines
 from rmtrace.columns.strings import Strings
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.record import Record
@@ -59,15 +60,16 @@ def _matching(strings: Strings[str], patterns: Iterable[str]) -> list[int]:
 
 
 def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, records: RecordFilter,
-                   wanted: CallFilter) -> Iterator[Call]:
+                   wanted: CallFilter, lines: ColumnLines | None = None) -> Iterator[Call | ColumnCall]:
     """The calls of the rows ``row_mask`` keeps, records read from ``reader``, in order of their first
-    record, as ``decoders.calls`` makes them from the records ``records`` lets through.
+    record, as ``decoders.calls`` makes them from the records ``records`` lets through.  With ``lines``,
+    a row whose line needs no decoder comes as a ``ColumnCall`` (``rmtrace.columns.lines``).
 
     With a start time, a call that began before it and ended after is, as the records after the start
     pair on their own, the part of it after the start (its exit: a resumed call).
     """
     rows = np.flatnonzero(row_mask(table, records, wanted))
-    whole = _row_calls(reader, table, rows)
+    whole = _row_calls(reader, table, rows, lines)
     if records.t0 is None:
         return whole
     c = table.columns
@@ -78,21 +80,41 @@ def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, 
     parts = sorted((seq, reader.record_at(seq)) for row in straddling.tolist()
                    for seq, t in table.records_of(row) if t >= records.t0)
     late = decoders.calls(rec for _, rec in parts)
-    return heapq.merge(whole, late, key=lambda call: call.first.seq)
+    return heapq.merge(whole, late, key=_first_seq)
+
+
+def _first_seq(call: Call | ColumnCall) -> int:
+    return call.first_seq if isinstance(call, ColumnCall) else call.first.seq
 
 
 def _without_start(records: RecordFilter) -> RecordFilter:
     return RecordFilter(records.source, records.phase, records.pid, records.op, None, records.t1, records.predicate)
 
 
-def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray) -> Iterator[Call]:
+def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
+               lines: ColumnLines | None) -> Iterator[Call | ColumnCall]:
     # a row at a time through plain arrays: an element of a column mapped from the cache (np.memmap)
     # costs twice an ndarray's to read
     plain = dataclasses.replace(table, columns={name: np.asarray(table.columns[name]) for name in _RECORD_COLUMNS})
     state = plain.columns["state"].tolist()
     record: Callable[[int], Record] = reader.record_at
-    for row in rows.tolist():
-        yield Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+    for start in range(0, len(rows), ROWS_AT_ONCE):
+        block = rows[start:start + ROWS_AT_ONCE]
+        kinds = lines.kinds(block) if lines is not None else np.zeros(len(block), dtype=np.int64)
+        made = lines.calls(block[kinds != 0]) if lines is not None and kinds.any() else iter(())
+        for row, kind in zip(block.tolist(), kinds.tolist()):
+            if kind == FROM_COLUMNS:
+                yield next(made)
+                continue
+            call = Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+            if kind == FROM_ARGUMENT and lines is not None:
+                yield lines.with_argument(next(made), call.records) or call
+            else:
+                yield call
+
+
+ROWS_AT_ONCE = 4096
+"""Rows taken together (numpy's cost per call paid per block; a block's ColumnCalls made at once)."""
 
 
 _RECORD_COLUMNS = ("enter_seq", "t_enter", "exit_seq", "t_exit", "state")

@@ -1,14 +1,18 @@
 """``rmtrace stats``' operations table from the call table: one sort, then every group at once.
 
-``operation_rows`` gives what ``rmtrace.analysis.stats.op_stats`` gives from the
+``operations`` groups the columns with numpy (no Python visit per call or per
+group) into ``Operations``, a column per figure with one entry per group;
+its ``rows`` are what ``rmtrace.analysis.stats.op_stats`` gives from the
 session model's CallInfo list, as the JSON-ready dicts ``OpStats.to_dict``
-makes, in the same order and with the statuses in the same order; but it
-groups the columns with numpy instead of visiting each call in Python.
+makes, in the same order and with the statuses in the same order, made one
+at a time as a writer takes them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,48 +30,147 @@ IN_FLIGHT_STATUS, NO_STATUS = "in flight", "-"
 def full_names(table: CallTable) -> tuple[np.ndarray, Strings[str]]:
     """Each row's ``CallInfo.full_name`` as an id into a string table of its own."""
     names = Strings[str]()
-    pairs = table.columns["name"].astype(np.int64) << 32 | (table.columns["detail"].astype(np.int64) - NONE)
-    uniq, inverse = np.unique(pairs, return_inverse=True)
-    ids = np.empty(len(uniq), dtype=np.int32)
-    for i, pair in enumerate(uniq.tolist()):
-        name, detail = table.names.values[pair >> 32], table.details.get((pair & 0xFFFFFFFF) + NONE)
-        ids[i] = names.id(f"{name}({detail})" if detail else name)
-    return ids[inverse.ravel()], names
+    width = len(table.details) + 1
+    span = len(table.names) * width
+    pairs: np.ndarray = table.columns["name"].astype(np.int32 if span < 1 << 31 else np.int64)
+    pairs *= width
+    pairs += table.columns["detail"]
+    pairs -= NONE
+    if span > _LOOKUP_MAX:  # too many (name, detail) pairs to look them up by number: sort them
+        uniq, inverse = np.unique(pairs, return_inverse=True)
+        pairs, slots = inverse.ravel(), np.arange(len(uniq))
+    else:
+        present = np.zeros(span, dtype=bool)
+        present[pairs] = True
+        uniq = slots = np.flatnonzero(present)
+    ids = np.empty(int(slots[-1]) + 1 if len(slots) else 0, dtype=np.int32)
+    for slot, pair in zip(slots.tolist(), uniq.tolist()):
+        name, detail = table.names.values[pair // width], table.details.get(pair % width + NONE)
+        ids[slot] = names.id(f"{name}({detail})" if detail else name)
+    return ids[pairs], names
 
 
-def operation_rows(table: CallTable) -> list[dict[str, Any]]:
+_LOOKUP_MAX = 1 << 24
+"""Pairs of numbers looked up in a table indexed by them when there are at most so many (no sort)."""
+
+
+@dataclass
+class Operations:
+    """stats' operations table as columns, one entry per (pid, client, source, operation) group, in the
+    order ``op_stats`` sorts them; ``rows`` makes each group's JSON-ready dict when it is asked for (a
+    trace of 100M records has millions of groups: their dicts are never all alive at once)."""
+
+    pid: np.ndarray
+    client: np.ndarray
+    """Indexes into ``clients`` (0: no client)."""
+    source: np.ndarray
+    operation: np.ndarray
+    """Indexes into ``names``."""
+    count: np.ndarray
+    bytes: np.ndarray
+    in_flight: np.ndarray
+    latency: np.ndarray
+    """(groups, 4): min, median, p99 and max; a group without a timed call has ``timed`` False."""
+    timed: np.ndarray
+    status_bounds: np.ndarray
+    """Group g's statuses are ``status_text[a:b]`` and ``status_count[a:b]`` for a, b = bounds[g], bounds[g + 1]."""
+    status_text: np.ndarray
+    status_count: np.ndarray
+    clients: list[str]
+    sources: dict[int, str]
+    names: list[str]
+    status_names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+    def rows(self, block: int = 4096) -> Iterator[dict[str, Any]]:
+        """Each group as ``OpStats.to_dict`` gives it, in order (``block`` groups' values made at once)."""
+        clients, sources, names, texts = self.clients, self.sources, self.names, self.status_names
+        for at in range(0, len(self), block):
+            end = min(at + block, len(self))
+            bounds = self.status_bounds[at:end + 1].tolist()
+            first = bounds[0]
+            text = [texts[i] for i in self.status_text[first:bounds[-1]].tolist()]
+            counted = self.status_count[first:bounds[-1]].tolist()
+            latency = self.latency[at:end].tolist()
+            for k, (p, cl, so, o, n, b, f, t) in enumerate(zip(
+                    self.pid[at:end].tolist(), self.client[at:end].tolist(), self.source[at:end].tolist(),
+                    self.operation[at:end].tolist(), self.count[at:end].tolist(), self.bytes[at:end].tolist(),
+                    self.in_flight[at:end].tolist(), self.timed[at:end].tolist())):
+                a, z = bounds[k] - first, bounds[k + 1] - first
+                lat = latency[k]
+                yield {"pid": p, "client": clients[cl] or None, "source": sources[so], "operation": names[o],
+                       "count": n, "statuses": dict(zip(text[a:z], counted[a:z])),
+                       "latency_ns": {"min": lat[0], "median": lat[1], "p99": lat[2], "max": lat[3]} if t else None,
+                       "bytes": b, "in_flight": f}
+
+    def client_sources(self) -> dict[str, Counter]:
+        """Calls per source of each client ("-": no client), clients and their sources in the order the
+        rows meet them (``client_sources`` of the rows)."""
+        if not len(self):
+            return {}
+        width = max(self.sources) + 1
+        pairs = self.client.astype(np.int64) * width + self.source
+        uniq, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
+        sums = np.bincount(inverse.ravel(), weights=self.count, minlength=len(uniq)).astype(np.int64)
+        order = np.argsort(first, kind="stable")
+        per: dict[str, Counter] = {}
+        for pair, n in zip(uniq[order].tolist(), sums[order].tolist()):
+            per.setdefault(self.clients[pair // width] or "-", Counter())[self.sources[pair % width]] += n
+        return per
+
+
+def operations(table: CallTable) -> Operations:
     """Per (pid, client, source, operation): count, statuses, latency, bytes and calls in flight."""
     c = table.columns
-    n = len(table)
-    if n == 0:
-        return []
     full, full_table = full_names(table)
-    in_flight = np.isin(c["state"], _IN_FLIGHT)
-    status = np.where(c["status_name"] >= 0, c["status_name"],
-                      np.where(in_flight, len(table.status_names), len(table.status_names) + 1))
+    clients = [table.client_id(i) or "" for i in range(-1, len(table.clients))]
     status_text = [*table.status_names.values, IN_FLIGHT_STATUS, NO_STATUS]
+    if len(table) == 0:
+        none = np.zeros(0, dtype=np.int64)
+        return Operations(none, none, none, none, none, none, none, np.zeros((0, 4), dtype=np.int64),
+                          np.zeros(0, dtype=bool), np.zeros(1, dtype=np.int64), none, none, clients, {},
+                          full_table.values, status_text)
+    # each column's pages are let go of once read (a cached table is mapped: what a pass touches stays
+    # resident until then), and each row-long array once used
+    n = len(table)
+    table.release(0, n, ("name", "detail"))
     group, (pid, client, source, op) = _groups([c["pid"], c["client"] + 1, c["source"], full])
-    client = client - 1
+    del full
+    table.release(0, n, ("pid", "client", "source"))
     groups = len(pid)
     counts = np.bincount(group, minlength=groups)
     byte_sums = np.bincount(group, weights=c["bytes"], minlength=groups).astype(np.int64)  # exact to 2**53
-    flights = np.bincount(group, weights=in_flight, minlength=groups).astype(np.int64)
-    latencies = _latencies(c, group, groups)
-    statuses = _statuses(group, status, status_text, groups)
-    clients = [table.client_id(i) or "" for i in range(-1, len(table.clients))]
+    in_flight = np.isin(c["state"], _IN_FLIGHT)
+    flights = np.bincount(group[in_flight], minlength=groups)
+    status = c["status_name"].astype(np.int32)  # a call without a status name: in flight, or neither
+    unnamed = status < 0
+    status[unnamed] = len(table.status_names) + 1
+    status[unnamed & in_flight] = len(table.status_names)
+    del in_flight, unnamed
+    table.release(0, n, ("bytes", "state", "status_name"))
+    bounds, text, counted = _statuses(group, status, groups)
+    del status
+    latency, timed = _latencies(c, group, groups)
+    del group
+    table.release(0, n, ("exit_seq", "enter_seq", "t_exit", "t_enter"))
     sources = {int(v): enum_name(Source, int(v)) for v in np.unique(source)}
     # the order op_stats sorts in: pid, client id, source name, most calls first, operation name
     rank = _ranks(clients), _ranks([sources.get(v, "") for v in range(max(sources) + 1)]), _ranks(full_table.values)
-    final = np.lexsort((rank[2][op], -counts, rank[1][source], rank[0][client + 1], pid))
-    rows = []
-    for g, p, cl, so, o, k, b, f in zip(final.tolist(), pid[final].tolist(), client[final].tolist(),
-                                      source[final].tolist(), op[final].tolist(), counts[final].tolist(),
-                                      byte_sums[final].tolist(), flights[final].tolist()):
-        rows.append({"pid": p, "client": clients[cl + 1] or None, "source": sources[so],
-                     "operation": full_table.values[o], "count": k,
-                     "statuses": statuses[g], "latency_ns": latencies[g],
-                     "bytes": b, "in_flight": f})
-    return rows
+    final = np.lexsort((rank[2][op], -counts, rank[1][source], rank[0][client], pid))
+    # the statuses of the groups in their final order: each group's run of them, moved as a block
+    sizes = np.diff(bounds)[final]
+    starts = np.repeat(bounds[:-1][final] - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
+    moved = starts + np.arange(int(sizes.sum()))
+    return Operations(pid[final], client[final], source[final], op[final], counts[final], byte_sums[final],
+                      flights[final], latency[final], timed[final], np.concatenate(([0], np.cumsum(sizes))),
+                      text[moved], counted[moved], clients, sources, full_table.values, status_text)
+
+
+def operation_rows(table: CallTable) -> list[dict[str, Any]]:
+    """``operations(table)``' rows, as a list."""
+    return list(operations(table).rows())
 
 
 def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -80,13 +183,28 @@ def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
         return inverse.ravel(), [uniq[:, i] for i in range(len(keys))]
     packed = np.zeros(len(keys[0]), dtype=np.int64)
     for key, width in zip(keys, widths):
-        packed = (packed << width) | key.astype(np.int64)
-    uniq, inverse = np.unique(packed, return_inverse=True)
+        packed <<= width
+        packed |= key
+    # np.unique(return_inverse=True), holding fewer row-long arrays at once (a sort's order, the sorted
+    # keys, then int32 group numbers)
+    order = np.argsort(packed)
+    packed = packed[order]
+    new = np.empty(len(packed), dtype=bool)
+    new[:1] = True
+    np.not_equal(packed[1:], packed[:-1], out=new[1:])
+    uniq = packed[new]
+    del packed
+    numbers = np.cumsum(new, dtype=np.int32 if len(uniq) < 1 << 31 else np.int64)
+    del new
+    numbers -= 1
+    inverse = np.empty(len(numbers), dtype=numbers.dtype)
+    inverse[order] = numbers
+    del order, numbers
     values = []
     for width in reversed(widths):
         values.append(uniq & ((1 << width) - 1))
         uniq = uniq >> width
-    return inverse.ravel(), values[::-1]
+    return inverse, values[::-1]
 
 
 def _ranks(values: list[str]) -> np.ndarray:
@@ -97,44 +215,61 @@ def _ranks(values: list[str]) -> np.ndarray:
     return out
 
 
-def client_sources(rows: list[dict[str, Any]]) -> dict[str, Counter]:
-    """Calls per source of each client ("-": no client), in the order the operations table meets them."""
-    per: dict[str, Counter] = {}
-    for row in rows:
-        per.setdefault(row["client"] or "-", Counter())[row["source"]] += row["count"]
-    return per
-
-
-def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> list[dict[str, int] | None]:
-    """min, median (as ``statistics.median`` then ``int``), p99 and max of each group's latencies."""
-    timed = np.flatnonzero((c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64)))
-    latency = c["t_exit"][timed] - c["t_enter"][timed]
+def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """min, median (as ``statistics.median`` then ``int``), p99 and max of each group's latencies, and
+    whether the group has any."""
+    timed = (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64))
+    latency = c["t_exit"][timed]
+    latency -= c["t_enter"][timed]
     g = group[timed]
-    order = np.lexsort((latency, g))
-    g, latency = g[order], latency[order]
-    out: list[dict[str, int] | None] = [None] * groups
+    del timed
+    out = np.zeros((groups, 4), dtype=np.int64)
+    has = np.zeros(groups, dtype=bool)
     if not len(g):
-        return out
+        return out, has
+    g, latency = _sorted_pairs(g, latency)
     first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
     sizes = np.diff(np.append(first, len(g)))
-    low, high = first + (sizes - 1) // 2, first + sizes // 2
-    p99 = first + np.minimum(sizes - 1, (sizes * 0.99).astype(np.int64))
-    for grp, least, lo, hi, p, most in zip(g[first].tolist(), latency[first].tolist(), latency[low].tolist(),
-                                           latency[high].tolist(), latency[p99].tolist(),
-                                           latency[first + sizes - 1].tolist()):
-        median = lo if lo == hi else int((lo + hi) / 2)  # statistics.median's mean of the middle two, as int
-        out[grp] = {"min": least, "median": median, "p99": p, "max": most}
-    return out
+    lo, hi = latency[first + (sizes - 1) // 2], latency[first + sizes // 2]
+    owner = g[first]
+    has[owner] = True
+    out[owner, 0] = latency[first]
+    # statistics.median's mean of the middle two, made an int (a float's truncation, as int() does)
+    out[owner, 1] = np.where(lo == hi, lo, ((lo + hi) / 2).astype(np.int64))
+    out[owner, 2] = latency[first + np.minimum(sizes - 1, (sizes * 0.99).astype(np.int64))]
+    out[owner, 3] = latency[first + sizes - 1]
+    return out, has
 
 
-def _statuses(group: np.ndarray, status: np.ndarray, names: list[str], groups: int) -> list[dict[str, int]]:
-    """Each group's statuses and their counts, in order of each status's first call in the group
-    (a Counter's order)."""
+def _sorted_pairs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(major, minor) pairs sorted by major then minor (``major`` non-negative).  Packed into one int64
+    and sorted by value where they fit: several times faster than ``np.lexsort``'s indirect sort."""
+    low = int(minor.min())
+    bits = max(int(minor.max()) - low, 1).bit_length()
+    if bits + max(int(major.max()), 1).bit_length() > 63:
+        order = np.lexsort((minor, major))
+        return major[order], minor[order]
+    packed = minor - low  # non-negative, below 2**bits
+    packed |= major.astype(np.int64) << bits
+    packed.sort()
+    major = packed >> bits
+    packed &= (1 << bits) - 1
+    packed += low
+    return major, packed
+
+
+def _statuses(group: np.ndarray, status: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each group's statuses and their counts, in order of each status's first call in the group (a
+    Counter's order): (bounds of each group's run, status ids, counts)."""
     width = int(status.max()) + 1
-    uniq, first, counts = np.unique(group * width + status, return_index=True, return_counts=True)
+    key = group.astype(np.int64)
+    key *= width
+    key += status
+    key, row = _sorted_pairs(key, np.arange(len(status), dtype=np.int64))
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    uniq, first, counts = key[starts], row[starts], np.diff(np.append(starts, len(key)))
+    del key, row
     owner = uniq // width
     order = np.lexsort((first, owner))
-    text = [names[i] for i in (uniq[order] % width).tolist()]
-    counted = counts[order].tolist()
-    bounds = np.searchsorted(owner[order], np.arange(groups + 1)).tolist()
-    return [dict(zip(text[a:b], counted[a:b])) for a, b in zip(bounds, bounds[1:])]
+    bounds = np.searchsorted(owner[order], np.arange(groups + 1))
+    return bounds, uniq[order] % width, counts[order]

@@ -20,7 +20,8 @@ NPY_HEADER = 128
 
 
 class MemoryColumns:
-    """Columns of one length in memory, grown by doubling."""
+    """Columns of one length in memory, grown by doubling.  Their room is ``np.zeros``: pages the kernel
+    maps when they are first written, so room not yet used costs address space, not memory."""
 
     def __init__(self, dtypes: dict[str, str], capacity: int = 4096) -> None:
         self.n = 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import mmap
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -243,10 +243,11 @@ class CallTable:
                                        status_name=status_text, ok=okay, handles=handles, level=Level.CALL))
         return infos, decodes
 
-    def release(self, start: int, end: int) -> None:
-        """Let go of the pages of rows [start, end) of columns mapped from the cache: the kernel keeps them in
-        its page cache, the process no longer holds them (a pass over the table stays small)."""
-        for column in self.columns.values():
+    def release(self, start: int, end: int, names: Iterable[str] | None = None) -> None:
+        """Let go of the pages of rows [start, end) of columns mapped from the cache (``names``: of those
+        columns only): the kernel keeps them in its page cache, the process no longer holds them (a pass
+        over the table stays small)."""
+        for column in (self.columns.values() if names is None else (self.columns[name] for name in names)):
             held = getattr(column, "_mmap", None)
             if held is None or end <= start:
                 continue
@@ -311,7 +312,12 @@ class CallTableBuilder:
         self.handle_sets: Strings[tuple[str, ...]] = Strings()
         self.lock_sets: Strings[tuple[LockKind, ...]] = Strings([()])
         self.client_ids = dict(client_ids or {})
-        self.rows = rows if rows is not None else MemoryColumns(CALL_DTYPES)
+        self._planned = set(self.client_ids.values())
+        self._taken: set[str] = set()  # the ids of self.clients (a set: a trace of 100M records has 60,000)
+        # room for a row per record (a call has one at least), reserved but not touched: numpy's zeros are
+        # pages the kernel maps only when written, so the table holds its rows' bytes and is never copied
+        # to grow (a live trace that outgrows it doubles)
+        self.rows = rows if rows is not None else MemoryColumns(CALL_DTYPES, max(4096, reader.record_count))
         self.clients: list[ClientRow] = []
         self._client_of: dict[ClientKey, int] = {}
         self.extra_handles: dict[int, dict[str, int]] = {}
@@ -721,13 +727,11 @@ class CallTableBuilder:
     def _new_client_id(self, pid: int) -> str:
         """The name the trace gives this process's client (a replay's plan), else the next free ``cN``
         (as ``rmtrace.session.fold.ClientNames`` names them)."""
-        taken = {c.id for c in self.clients}
         named = self.client_ids.get(pid) if pid else None
-        if named is not None and named not in taken:
+        if named is not None and named not in self._taken:
             return named
         n = len(self.clients) + 1
-        taken |= set(self.client_ids.values())
-        while f"c{n}" in taken:
+        while f"c{n}" in self._taken or f"c{n}" in self._planned:
             n += 1
         return f"c{n}"
 
@@ -752,6 +756,7 @@ class CallTableBuilder:
                 self.clients.append(ClientRow(len(self.clients), self._new_client_id(int(pid[i])), name, int(pid[i]),
                                               base + i, int(rows["enter_seq"][i]), int(rows["t_enter"][i]),
                                               int(session[i]) if source[i] == Source.GSP else None))
+                self._taken.add(self.clients[-1].id)
         uniq, inverse = np.unique(key, return_inverse=True)
         index = np.full(len(uniq), NONE, dtype=np.int64)
         since = np.zeros(len(uniq), dtype=np.int64)

@@ -24,7 +24,7 @@ from rmtrace.decoders.structs import SCALAR_KINDS, SIGNED_KINDS, Definitions
 
 from rmtrace.columns.argspec import laid_out
 from rmtrace.layout import Field, Layout
-from rmtrace.record import BufferFlag, Record, Role
+from rmtrace.record import Buffer, BufferFlag, Record, Role
 
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 PARAMS_ROLES = (Role.ALLOC_PARAMS, Role.PARAMS)
@@ -70,9 +70,8 @@ class StructView(Mapping[str, Any]):
 
     def _read(self, f: Field) -> Any:
         at = self._base + f.offset
-        if f.kind in SCALAR_KINDS and f.size in _CODES:
-            code = _CODES[f.size].lower() if f.kind in SIGNED_KINDS else _CODES[f.size]
-            return struct.unpack_from("<" + code, self._data, at)[0]
+        if is_scalar(f):
+            return scalar_at(f, self._data, at)
         if f.kind == "array" and len(f.dims) <= 1 and f.count and f.elem_kind in SCALAR_KINDS:
             size = f.size // f.count
             if size == 1:
@@ -86,6 +85,21 @@ class StructView(Mapping[str, Any]):
             if inner is not None and inner.size == f.size and inner.kind != "union":
                 return StructView(self._defs, inner, self._data, at, self, f.name)
         return None
+
+
+def is_scalar(f: Field) -> bool:
+    """Whether member ``f`` is one number, which ``scalar_at`` reads."""
+    return f.kind in SCALAR_KINDS and f.size in _CODES and f.bit_size is None
+
+
+def scalar_at(f: Field, data: bytes, at: int) -> int:
+    """Member ``f`` (``is_scalar``) at byte ``at`` of ``data``, as ``Definitions.parse`` gives it."""
+    return _SCALARS[f.size, f.kind in SIGNED_KINDS].unpack_from(data, at)[0]
+
+
+_SCALARS = {(size, signed): struct.Struct("<" + (code.lower() if signed else code))
+            for size, code in _CODES.items() for signed in (False, True)}
+"""The little-endian integer of each size, unsigned and signed (compiled once: show reads millions)."""
 
 
 _MEMBERS: dict[int, tuple[Layout, dict[str, Field]]] = {}
@@ -112,14 +126,25 @@ def params_buffers(defs: Definitions, profile: DriverProfile, records: Sequence[
         for buf in rec.buffers:
             if buf.role not in PARAMS_ROLES:
                 continue
-            name = _params_layout(profile, buf.role, key)
-            layout = defs.layout(name) if name else None
-            readable = not buf.flags & BufferFlag.UNREADABLE
-            value = StructView(defs, layout, buf.data) if layout is not None and readable and \
-                len(buf.data) >= layout.size else None
-            out.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, layout if value is not None else None,
-                                     value, layouts=defs.layouts))
+            layout = _readable_layout(defs, profile, buf, key)
+            value = StructView(defs, layout, buf.data) if layout is not None else None
+            out.append(DecodedBuffer(buf.role, buf.when, buf.slot, buf.data, layout, value, layouts=defs.layouts))
     return out
+
+
+def params_view(defs: Definitions, profile: DriverProfile, buf: Buffer, key: int) -> StructView | None:
+    """The value of the params buffer ``buf`` (by the class or command ``key``) as a view, as
+    ``params_buffers`` makes it; None when its layout is unknown or the buffer was not read whole."""
+    layout = _readable_layout(defs, profile, buf, key)
+    return StructView(defs, layout, buf.data) if layout is not None else None
+
+
+def _readable_layout(defs: Definitions, profile: DriverProfile, buf: Buffer, key: int) -> Layout | None:
+    """The layout ``buf`` is read with, None when there is none or the buffer is not whole."""
+    name = _params_layout(profile, buf.role, key)
+    layout = defs.layout(name) if name else None
+    readable = not buf.flags & BufferFlag.UNREADABLE
+    return layout if layout is not None and readable and len(buf.data) >= layout.size else None
 
 
 def _params_layout(profile: DriverProfile, role: int, key: int) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -77,6 +77,10 @@ class Effects:
 
     def __len__(self) -> int:
         return len(self.at)
+
+    def __getitem__(self, keep: np.ndarray) -> Effects:
+        """The effects ``keep`` picks (a mask or indexes), in their order."""
+        return Effects(*(getattr(self, f.name)[keep] for f in fields(self)))
 
 
 def effect_kinds(roles: Roles, source: np.ndarray, op: np.ndarray, command: np.ndarray) -> np.ndarray:

@@ -192,8 +192,8 @@ class Folder:
         parent_obj = self._by_handle.get((h_client, parent)) if parent is not None else None
         base = parent_obj.stable_name if parent_obj is not None else ""
         order_key = (client.id, base, class_name)
-        order = self._siblings[order_key]
-        self._siblings[order_key] += 1
+        order = self._siblings.get(order_key, 0)  # a Counter's [] of a new key runs its __missing__
+        self._siblings[order_key] = order + 1
         stable = f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
         obj = RmObject(client.id, handle, parent, cls if cls is not None else -1, class_name, stable, alloc_seq,
                        alloc_ns, h_client=h_client, status=status, category=category)
@@ -351,7 +351,10 @@ class Folder:
 
 
 def _top(flags: set[LaneState], order: tuple[LaneState, ...]) -> LaneState | None:
-    return next((f for f in order if f in flags), None)
+    for f in order:
+        if f in flags:
+            return f
+    return None
 
 
 # --------------------------------------------------------------------------- effects, one per event type

@@ -71,7 +71,6 @@ class SessionModel:
         self.marked_in_flight: frozenset[tuple[int, int]] = frozenset(folder.marked_in_flight)
         self.recovery: Recovery = reader.recovery
         self.timeline = timeline
-        self._seqs, self._seq_clients = table.record_clients()
         label_clients(self.clients, self.processes)
 
     @property
@@ -90,11 +89,19 @@ class SessionModel:
         return self._clients[client_id]
 
     def client_of(self, seq: int) -> str | None:
-        i = int(np.searchsorted(self._seqs, seq))
-        return self.table.client_id(int(self._seq_clients[i])) if i < len(self._seqs) and self._seqs[i] == seq else None
+        seqs, owners = self._record_clients
+        i = int(np.searchsorted(seqs, seq))
+        return self.table.client_id(int(owners[i])) if i < len(seqs) and seqs[i] == seq else None
 
     def client_seqs(self, client_id: str) -> Sequence[int]:
-        return self._seqs[self._seq_clients == self.table.client_index(client_id)].tolist()
+        seqs, owners = self._record_clients
+        return seqs[owners == self.table.client_index(client_id)].tolist()
+
+    @cached_property
+    def _record_clients(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seqs, client indexes) of every record of a client (``CallTable.record_clients``), made when first
+        asked: 12 bytes a record, which wedges and stats never ask for."""
+        return self.table.record_clients()
 
     def calls_of(self, client_id: str) -> list[CallInfo]:
         return self.table.infos_at(np.flatnonzero(self.table.columns["client"] == self.table.client_index(client_id)))
@@ -229,6 +236,24 @@ def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) ->
     return ObjectsModel(table, folder.processes, clients, folder.object_list)
 
 
+def load_channels(source: str | os.PathLike | TraceReader, driver: str | None = None,
+                  decoders: DecoderSet | None = None, cache: bool = True) -> SessionModel:
+    """A trace's model as far as its channels, ranks and host state go (``fold_table``'s ``CHANNELS_ONLY``:
+    what ``rmtrace.analysis.wedges`` reads): the whole model when the cache holds it, else only the fold of
+    the calls that make those (the call table cached as ``load_session`` caches it; the model is not)."""
+    from rmtrace.columns.modelcache import objects
+    reader = source if isinstance(source, TraceReader) else TraceReader(source)
+    decoders = decoders or decoders_for(reader, override=driver)
+    model = objects(reader, decoders, fold_channels, cache=cache)
+    assert isinstance(model, SessionModel)  # the stored model, or fold_channels' own
+    return model
+
+
+def fold_channels(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> SessionModel:
+    """The model of the trace whose call table is ``table``, as far as ``CHANNELS_ONLY`` goes."""
+    return fold_session(reader, decoders, table, SNAPSHOT_EVERY, channels_only=True)
+
+
 def load_session(source: str | os.PathLike | TraceReader, driver: str | None = None,
                  snapshot_every: int = SNAPSHOT_EVERY, decoders: DecoderSet | None = None,
                  cache: bool = True) -> SessionModel:
@@ -240,12 +265,14 @@ def load_session(source: str | os.PathLike | TraceReader, driver: str | None = N
     return session(reader, decoders, snapshot_every, fold_session, cache=cache)
 
 
-def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int) -> SessionModel:
-    """The model of the trace whose call table is ``table`` (``rmtrace.columns.fold``)."""
+def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int,
+                 channels_only: bool = False) -> SessionModel:
+    """The model of the trace whose call table is ``table`` (``rmtrace.columns.fold``); with
+    ``channels_only``, as far as its channels, ranks and host state go (``CHANNELS_ONLY``)."""
     from rmtrace.columns.fold import fold_table
     timeline = Timeline(snapshot_every)
     folder = Folder(decoders, timeline, client_ids(reader.meta))
-    fold_table(folder, table, reader)
+    fold_table(folder, table, reader, channels_only=channels_only)
     span = reader.time_span or (0, 0)
     _mark_open_calls(table.infos_at(table.open_rows()), timeline)
     timeline.freeze(span[1])

@@ -1,0 +1,100 @@
+"""``rmtrace wedges`` folds only what its analysis reads, and says what the whole fold would.
+
+Its findings come from the model's channels, ranks, host state, GSP exchanges, processes and clients and
+from the call table (``rmtrace.analysis.wedges``), so with the cache cold it folds only the calls that
+make those (``rmtrace.session.model.load_channels``: ``fold_table``'s ``CHANNELS_ONLY``).  On every
+committed capture and replay trace and on constructed boots (GSP, sema, a wedge, a drain hold), its
+wedges and cut calls, the channels and ranks it keeps, and ``wedges --json`` as the command prints it,
+are what the whole model (``load_session``) gives.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rmtrace import captures, jsonschema
+from rmtrace.analysis.wedges import cut_by_end, find_wedges
+from rmtrace.cli.main import main
+from rmtrace.session import load_session
+from rmtrace.session.entities import Channel, LaneState
+from rmtrace.session.model import load_channels
+from tests import scenarios
+from tests.golden_outputs import CAPTURES, REPLAYS
+
+HOST_SIDE = (LaneState.FREED, LaneState.STALE, LaneState.WAITING, LaneState.COMPLETED, LaneState.PUBLISHED)
+"""The states of a channel's lane ``CHANNELS_ONLY`` keeps as the whole fold does."""
+TRACES = [captures.path(name) for name in CAPTURES] + sorted(REPLAYS.glob("*.trace"))
+
+
+@pytest.fixture(scope="module")
+def boots(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("boots")
+    return [scenarios.sequential(d / "wedged.trace", wedge=True), scenarios.sequential(d / "green.trace", wedge=False)]
+
+
+def same_wedges(path: Path) -> None:
+    whole = load_session(path, cache=False)
+    part = load_channels(path, cache=False)
+    assert len(part.object_list) <= len(whole.object_list)  # the cache is off: the channels' fold
+    assert [w.to_dict() for w in find_wedges(part, slow_ns=1)] == [w.to_dict() for w in find_wedges(whole, slow_ns=1)]
+    assert [c.to_dict() for c in cut_by_end(part)] == [c.to_dict() for c in cut_by_end(whole)]
+    assert [_kept(c) for c in part.channels.values()] == [_kept(c) for c in whole.channels.values()]
+    assert list(part.ranks.values()) == list(whole.ranks.values())
+    assert part.gsp == whole.gsp and part.processes == whole.processes
+    for chan in whole.channels.values():
+        assert _host_side(part, chan.entity) == _host_side(whole, chan.entity)
+    assert part.history("host") == whole.history("host")
+
+
+def _kept(chan: Channel) -> tuple:
+    """What the channels' fold keeps of a channel as the whole fold does (``CHANNELS_ONLY``)."""
+    return (chan.id, chan.client_id, chan.handle, chan.h_client, chan.engine, chan.engine_type, chan.rank, chan.tsg,
+            chan.ring_va)
+
+
+def _host_side(model, entity: str) -> list[tuple]:
+    """When a channel's lane came to a host-side state (or freed), and every detail it was given."""
+    return [(t.t_ns, t.seq, t.attr, t.value) for t in model.history(entity)
+            if t.attr == "detail" or (t.attr == "state" and t.value in HOST_SIDE)]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).name)
+def test_wedges_from_the_channels_fold_are_the_whole_folds(path):
+    same_wedges(path)
+
+
+def test_wedges_of_constructed_boots(boots):
+    for path in boots:
+        same_wedges(path)
+
+
+def test_the_channels_fold_keeps_fewer_objects():
+    path = captures.path("cuda-streams-3x-sequential")
+    assert len(load_channels(path, cache=False).object_list) < len(load_session(path, cache=False).object_list)
+
+
+def test_the_command_prints_the_whole_models_wedges(capsys, monkeypatch, boots):
+    monkeypatch.setenv("RMTRACE_CACHE", "off")
+    for path in [boots[0], captures.path("cuda-streams-3x-sequential")]:
+        main(["wedges", "--json", str(path)])
+        printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        whole = load_session(path, cache=False)
+        assert printed == json.loads(json.dumps([jsonschema.wedge(w, whole.start_ns) for w in find_wedges(whole)]))
+
+
+def test_with_the_cache_cold_then_warm(tmp_path, monkeypatch, boots):
+    """Cold, the table goes to the cache and only the channels are folded (no model is stored, so a later
+    ``load_session`` folds the whole); warm, the stored model is the one read.  The wedges are the same."""
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
+    path = boots[0]
+    whole = [w.to_dict() for w in find_wedges(load_session(path, cache=False))]
+    cold = load_channels(path)
+    assert not list((tmp_path / "cache").glob("*/model"))  # the channels' fold is not the model
+    assert [w.to_dict() for w in find_wedges(cold)] == whole
+    stored = load_session(path)  # folds the whole and stores it
+    warm = load_channels(path)
+    assert len(warm.object_list) == len(stored.object_list) > len(cold.object_list)
+    assert [w.to_dict() for w in find_wedges(warm)] == whole
