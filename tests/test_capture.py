@@ -395,7 +395,7 @@ def test_the_installed_shim_has_no_test_hooks(programs, devdir, tmp_path):
 def test_a_recorder_killed_mid_run_loses_at_most_its_last_100_ms(programs, devdir, tmp_path):
     """kill -9 of the recorder while its program runs: the program goes on and finishes, and the
     torn trace holds every call the program made up to 100 ms before the kill, exactly as made."""
-    from rmtrace.capture.session import sweep_stale_sessions
+    from rmtrace.capture.session import SHM_DIR, sweep_stale_sessions
     log = tmp_path / "steady.log"
     calls = 3000
     proc, out = start(programs, devdir, tmp_path, programs["rmprog"], "steady", calls, 300, log)
@@ -410,6 +410,10 @@ def test_a_recorder_killed_mid_run_loses_at_most_its_last_100_ms(programs, devdi
     killed_ns = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock of the records and of the program's log
     proc.kill()
     proc.wait(timeout=10)
+    # Read at once what the killed recorder left in /dev/shm: any other recorder started on this
+    # machine (another test run) sweeps stale sessions too, so by the end it may have gone already.
+    left = [os.path.join(SHM_DIR, n) for n in os.listdir(SHM_DIR) if n.startswith(f"rmtrace-{proc.pid}-")]
+    assert left, "the killed recorder left no session in /dev/shm: nothing for the sweep to test"
     while not (log.exists() and log.read_text().endswith(f"done {calls}\n")):  # the program finishes on its own
         assert time.monotonic() < deadline, "the traced program did not finish after its recorder died"
         time.sleep(0.05)
@@ -437,4 +441,5 @@ def test_a_recorder_killed_mid_run_loses_at_most_its_last_100_ms(programs, devdi
     lost_ms = (killed_ns - max(r.time_ns for r in records)) / 1e6
     print(f"recorder killed: {len(before)} calls before kill-100ms all present; the trace ends {lost_ms:.1f} ms "
           f"before the kill")
-    assert any(p.endswith(f"-{proc.pid}-") or f"rmtrace-{proc.pid}-" in p for p in sweep_stale_sessions())
+    sweep_stale_sessions()
+    assert not any(os.path.exists(path) for path in left), "a dead recorder's session outlived the sweep"
