@@ -45,6 +45,8 @@ CAPTURES = ("cuda-streams", "cuda-streams-2-together", "cuda-streams-3x-sequenti
 PLANNED = ("cuda-streams", "nvidia-smi-q", "torch-one-kernel")
 """Captures whose replay plans are kept message by message (the others repeat the same program)."""
 REPLAYS = Path(captures.__file__).resolve().parent / "replays"
+COMMITTED_TRACES = [captures.path(name) for name in CAPTURES] + sorted(REPLAYS.glob("*.trace"))
+"""Every committed capture and replay trace."""
 """The committed replay traces (the H200's and the model's judged by it): each is a case of its own."""
 
 

@@ -19,16 +19,7 @@ from rmtrace.analysis.stats import session_stats
 from rmtrace.cli.main import main
 from rmtrace.session import load_session
 from rmtrace.session.model import ObjectsModel, load_objects
-from tests import scenarios
-from tests.golden_outputs import CAPTURES, REPLAYS
-
-TRACES = [captures.path(name) for name in CAPTURES] + sorted(REPLAYS.glob("*.trace"))
-
-
-@pytest.fixture(scope="module")
-def boots(tmp_path_factory) -> list[Path]:
-    d = tmp_path_factory.mktemp("boots")
-    return [scenarios.sequential(d / "wedged.trace", wedge=True), scenarios.sequential(d / "green.trace", wedge=False)]
+from tests.golden_outputs import COMMITTED_TRACES
 
 
 def same_stats(path: Path) -> None:
@@ -38,19 +29,19 @@ def same_stats(path: Path) -> None:
     assert session_stats(part) == whole
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).name)
+@pytest.mark.parametrize("path", COMMITTED_TRACES, ids=lambda p: Path(p).name)
 def test_stats_from_the_objects_fold_are_the_whole_folds(path):
     same_stats(path)
 
 
-def test_stats_of_constructed_boots(boots):
-    for path in boots:
+def test_stats_of_constructed_boots(sequential_boots):
+    for path in sequential_boots:
         same_stats(path)
 
 
-def test_the_command_prints_the_whole_models_stats(capsys, monkeypatch, boots):
+def test_the_command_prints_the_whole_models_stats(capsys, monkeypatch, sequential_boots):
     monkeypatch.setenv("RMTRACE_CACHE", "off")
-    for path in [boots[0], captures.path("cuda-streams-3x-sequential")]:
+    for path in [sequential_boots[0], captures.path("cuda-streams-3x-sequential")]:
         assert main(["stats", "--json", str(path)]) == 0
         printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert printed == json.loads(json.dumps(list(jsonschema.stats(session_stats(load_session(path, cache=False))))))

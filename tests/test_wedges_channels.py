@@ -21,18 +21,11 @@ from rmtrace.cli.main import main
 from rmtrace.session import load_session
 from rmtrace.session.entities import Channel, LaneState
 from rmtrace.session.model import load_channels
-from tests import scenarios
-from tests.golden_outputs import CAPTURES, REPLAYS
+from tests.golden_outputs import COMMITTED_TRACES
 
 HOST_SIDE = (LaneState.FREED, LaneState.STALE, LaneState.WAITING, LaneState.COMPLETED, LaneState.PUBLISHED)
 """The states of a channel's lane ``CHANNELS_ONLY`` keeps as the whole fold does."""
-TRACES = [captures.path(name) for name in CAPTURES] + sorted(REPLAYS.glob("*.trace"))
 
-
-@pytest.fixture(scope="module")
-def boots(tmp_path_factory) -> list[Path]:
-    d = tmp_path_factory.mktemp("boots")
-    return [scenarios.sequential(d / "wedged.trace", wedge=True), scenarios.sequential(d / "green.trace", wedge=False)]
 
 
 def same_wedges(path: Path) -> None:
@@ -61,13 +54,13 @@ def _host_side(model, entity: str) -> list[tuple]:
             if t.attr == "detail" or (t.attr == "state" and t.value in HOST_SIDE)]
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).name)
+@pytest.mark.parametrize("path", COMMITTED_TRACES, ids=lambda p: Path(p).name)
 def test_wedges_from_the_channels_fold_are_the_whole_folds(path):
     same_wedges(path)
 
 
-def test_wedges_of_constructed_boots(boots):
-    for path in boots:
+def test_wedges_of_constructed_boots(sequential_boots):
+    for path in sequential_boots:
         same_wedges(path)
 
 
@@ -76,20 +69,20 @@ def test_the_channels_fold_keeps_fewer_objects():
     assert len(load_channels(path, cache=False).object_list) < len(load_session(path, cache=False).object_list)
 
 
-def test_the_command_prints_the_whole_models_wedges(capsys, monkeypatch, boots):
+def test_the_command_prints_the_whole_models_wedges(capsys, monkeypatch, sequential_boots):
     monkeypatch.setenv("RMTRACE_CACHE", "off")
-    for path in [boots[0], captures.path("cuda-streams-3x-sequential")]:
+    for path in [sequential_boots[0], captures.path("cuda-streams-3x-sequential")]:
         main(["wedges", "--json", str(path)])
         printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         whole = load_session(path, cache=False)
         assert printed == json.loads(json.dumps([jsonschema.wedge(w, whole.start_ns) for w in find_wedges(whole)]))
 
 
-def test_with_the_cache_cold_then_warm(tmp_path, monkeypatch, boots):
+def test_with_the_cache_cold_then_warm(tmp_path, monkeypatch, sequential_boots):
     """Cold, the table goes to the cache and only the channels are folded (no model is stored, so a later
     ``load_session`` folds the whole); warm, the stored model is the one read.  The wedges are the same."""
     monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
-    path = boots[0]
+    path = sequential_boots[0]
     whole = [w.to_dict() for w in find_wedges(load_session(path, cache=False))]
     cold = load_channels(path)
     assert not list((tmp_path / "cache").glob("*/model"))  # the channels' fold is not the model
