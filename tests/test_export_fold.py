@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from rmtrace.export.fold import StreamingFold
-from rmtrace.export.perfetto import PerfettoWriter
+from rmtrace.export.perfetto import PerfettoWriter, written_calls
 from rmtrace.export.source import ExportInput
 from tests.export_support import shipped
 
@@ -32,12 +32,7 @@ def test_an_exited_client_is_forgotten_by_the_fold_and_by_perfetto():
         fold = StreamingFold(src.decoders)
         writer = PerfettoWriter(io.BytesIO(), src, fold)
         seen: dict[str, dict[str, int]] = {}
-        for call in src.calls():
-            info = fold.fold(call)
-            for tr in fold.transitions.final(call.first.time_ns):
-                writer.transition(tr)
-            writer.retire()
-            writer.call(call, info)
+        for info in written_calls(src, fold, writer):
             if info.client_id in ("c1", "c2") and info.client_id not in seen:
                 seen[info.client_id] = {}
             for cid in seen:

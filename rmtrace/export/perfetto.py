@@ -37,7 +37,7 @@ so what is held is what is live.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -372,18 +372,26 @@ class PerfettoWriter:
         self._segments.clear()
 
 
+def written_calls(src: ExportInput, fold: StreamingFold, writer: PerfettoWriter) -> Iterator[CallInfo]:
+    """Fold and write each call of ``src`` in turn, yielding its CallInfo once it is written (a caller
+    may look at the fold and the writer between calls, as a test of their bounded state does)."""
+    for call in src.calls():
+        info = fold.fold(call)
+        for tr in fold.transitions.final(call.first.time_ns):
+            writer.transition(tr)
+        writer.retire()
+        writer.call(call, info)
+        yield info
+
+
 def write_perfetto(src: ExportInput, out: str) -> int:
     """Write the trace as a Perfetto trace to ``out`` (a path); returns the packets written."""
     fold = StreamingFold(src.decoders)
     with open(out, "wb") as f:
         writer = PerfettoWriter(f, src, fold)
         writer.clock_snapshot()
-        for call in src.calls():
-            info = fold.fold(call)
-            for tr in fold.transitions.final(call.first.time_ns):
-                writer.transition(tr)
-            writer.retire()
-            writer.call(call, info)
+        for _ in written_calls(src, fold, writer):
+            pass
         for tr in fold.transitions.final():
             writer.transition(tr)
         writer.finish()
