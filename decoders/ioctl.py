@@ -37,11 +37,16 @@ def arg_buffer(records: Sequence[Record], role: int, when: int) -> Buffer | None
     return None
 
 
+def in_summary(f: Any, hide: frozenset[str]) -> bool:
+    """Whether a one-line summary shows member ``f``: all but pointers, statuses and ``hide``."""
+    return not (f.kind == "ptr" or f.type == "NvP64" or f.name in STATUS_FIELDS or f.name in hide)
+
+
 def summary_args(layout: Any, value: Any, hide: frozenset[str], layouts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The members a one-line summary shows: all but pointers, statuses and ``hide``."""
+    """The members a one-line summary shows (``in_summary``), under the names rmtrace shows."""
     args: dict[str, Any] = {}
     for f, v in top_fields(layout, value, layouts):
-        if f.kind == "ptr" or f.type == "NvP64" or f.name in STATUS_FIELDS or f.name in hide:
+        if not in_summary(f, hide):
             continue
         if f.kind == "array" and f.elem_kind == "char" and isinstance(v, bytes):
             v = v.split(b"\0", 1)[0].decode("utf-8", "replace")

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from rmtrace.decoders import Decoded, DecoderSet, Label
-from rmtrace.decoders.ioctl import IoctlOp, arg_buffer
-from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES, STATUS_FIELDS
+from rmtrace.decoders.ioctl import IoctlOp, arg_buffer, in_summary
+from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES
 from rmtrace.decoders.render import call_line
 from rmtrace.decoders.rm import NamedByArg
 
@@ -146,7 +146,7 @@ class ColumnLines:
 
 
 def summary_members(decoder: IoctlOp, arg: ArgLayout) -> tuple[tuple[str, Field | None, int], ...] | None:
-    """The members ``ioctl.summary_args`` shows of layout ``arg``, in order: (name, None, 0) for a handle (the
+    """The members ``ioctl.summary_args`` shows (``ioctl.in_summary``) of layout ``arg``, in order: (name, None, 0) for a handle (the
     call table's handle columns hold it, under the same name) and (name, member, offset) for a number at a
     fixed offset; None when the summary holds anything else (text, an array, a bitfield) or names a
     member twice."""
@@ -154,7 +154,7 @@ def summary_members(decoder: IoctlOp, arg: ArgLayout) -> tuple[tuple[str, Field 
     handles = {name for name, _ in arg.handles}
     out: list[tuple[str, Field | None, int]] = []
     for f, at in members(layouts[arg.layout], layouts):
-        if f.kind == "ptr" or f.type == "NvP64" or f.name in STATUS_FIELDS or f.name in decoder.hide:
+        if not in_summary(f, decoder.hide):
             continue
         name = HANDLE_ALIASES.get(f.name, f.name)
         if any(name == seen for seen, _, _ in out):
