@@ -77,8 +77,7 @@ class StructView(Mapping[str, Any]):
             if size == 1:
                 return bytes(self._data[at:at + f.size])
             if size in _CODES:
-                code = _CODES[size].lower() if f.elem_kind in SIGNED_KINDS else _CODES[size]
-                return list(struct.unpack_from(f"<{f.count}{code}", self._data, at))
+                return list(struct.unpack_from(f"<{f.count}{_code(size, f.elem_kind in SIGNED_KINDS)}", self._data, at))
             return None
         if f.kind == "struct":
             inner = self._defs.layouts.get(f.type)
@@ -97,8 +96,12 @@ def scalar_at(f: Field, data: bytes, at: int) -> int:
     return _SCALARS[f.size, f.kind in SIGNED_KINDS].unpack_from(data, at)[0]
 
 
-_SCALARS = {(size, signed): struct.Struct("<" + (code.lower() if signed else code))
-            for size, code in _CODES.items() for signed in (False, True)}
+def _code(size: int, signed: bool) -> str:
+    """struct's code of a little-endian integer of ``size`` bytes (in ``_CODES``)."""
+    return _CODES[size].lower() if signed else _CODES[size]
+
+
+_SCALARS = {(size, signed): struct.Struct("<" + _code(size, signed)) for size in _CODES for signed in (False, True)}
 """The little-endian integer of each size, unsigned and signed (compiled once: show reads millions)."""
 
 
