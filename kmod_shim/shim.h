@@ -439,18 +439,17 @@ int rec_emit(struct shim_rec *r);
 /* ------------------------------------------------------- ioctl capture */
 #define SHIM_MAX_PLAN 20
 
-/* What an ioctl's enter read, so its exit reads the same memory again. */
+/* What an ioctl's enter read that the driver may write back, so its exit reads the same memory again.
+ * Each item is the exit's buffer header as it will stand when the buffer is read whole again (when
+ * AFTER, no flags, len = orig_len = the bytes read at enter): the exit copies it into the ring as is,
+ * one 24-byte move, with nothing to test or compute per buffer.  Where the enter did not read the
+ * buffer whole (whole = 0), the general way reads orig_len bytes (the program's length, capped at
+ * UINT32_MAX like the header's: every length past max_buffer is cut alike). */
 struct shim_plan {
-	int n;
-	int whole;              /* every buffer the exit reads again was read whole at enter */
+	uint32_t n;
+	uint32_t whole;         /* every item was read whole at enter */
 	uint32_t exit_bytes;    /* then: the exit record's buffers, headers and padding included */
-	struct {
-		uint16_t role;
-		uint8_t after;
-		uint32_t slot;
-		uint64_t addr;
-		uint64_t len;
-	} item[SHIM_MAX_PLAN];
+	struct rmt_buffer item[SHIM_MAX_PLAN];
 };
 
 /* The op number and the buffers of an RM or UVM ioctl, before the call. */

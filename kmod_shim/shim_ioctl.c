@@ -94,25 +94,21 @@ static inline uint64_t arg_load(const struct shim_view *arg, uint32_t off, unsig
 	return value;
 }
 
-/* Read one buffer before the call and remember it for the exit; 0 when its bytes are in *v. */
+/* Read one buffer before the call and, where the driver may write it back (after), put the exit's
+ * header for it in the plan; 0 when its bytes are in *v. */
 SHIM_HOT static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
 		uint64_t addr, uint64_t len, struct shim_view *v)
 {
 	int got = rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
 
-	if (p->n < SHIM_MAX_PLAN) {
-		p->item[p->n].role = role;
-		p->item[p->n].after = after;
-		p->item[p->n].slot = slot;
-		p->item[p->n].addr = addr;
-		p->item[p->n].len = len;
-		p->n++;
-		if (after) {
-			if (got == 0 && v->len == len) /* whole: the exit takes as many bytes, unless it faults */
-				p->exit_bytes += (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP((uint32_t)len);
-			else
-				p->whole = 0;
-		}
+	if (after && p->n < SHIM_MAX_PLAN) {
+		uint32_t orig = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+		p->item[p->n++] = (struct rmt_buffer){ .role = role, .when = RMT_WHEN_AFTER, .len = v->len, .addr = addr,
+							.orig_len = orig, .slot = slot };
+		if (got == 0 && v->len == len) /* whole: the exit takes as many bytes, unless it faults */
+			p->exit_bytes += (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP(v->len);
+		else
+			p->whole = 0;
 	}
 	return got;
 }
@@ -370,40 +366,39 @@ SHIM_HOT void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsig
 }
 
 /* The exit's buffers when each was read whole at enter and the whole record fits what rec_fast
- * allows: per buffer one copy and its header, nothing else tested.  Returns the plan item at which the
- * general way (capture_ioctl_exit) must go on: p->n when all are in, or the one whose copy faulted
- * (it is left out of the record, so the general way reads it again and says it is unreadable). */
-SHIM_HOT static int exit_whole(struct shim_rec *r, const struct shim_plan *p)
+ * allows: per buffer its header moved from the plan as it stands, and one copy; nothing else tested.
+ * Returns the plan item at which the general way (capture_ioctl_exit) must go on: p->n when all are in,
+ * or the one whose copy faulted (it is left out of the record, so the general way reads it again and
+ * says it is unreadable). */
+SHIM_HOT static uint32_t exit_whole(struct shim_rec *r, const struct shim_plan *p)
 {
-	uint16_t copied = 0;
-	int i;
+	const struct rmt_buffer *it = p->item, *end = it + p->n;
+	uint8_t *dst = r->base + r->size;
 
 	if (!p->whole || r->size + p->exit_bytes > r->fast_end)
 		return 0;
-	for (i = 0; i < p->n; i++) {
-		uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
-		uint32_t len = (uint32_t)p->item[i].len;
+	for (; it < end; it++) {
+		uint32_t len = it->len;
 
-		if (!p->item[i].after)
-			continue;
-		rec_pad(dst, len);
-		if (unlikely(shim_copy(dst, (const void *)(uintptr_t)p->item[i].addr, len) != 0))
+		memcpy(dst, it, sizeof(*it));
+		rec_pad(dst + sizeof(*it), len);
+		if (unlikely(shim_copy(dst + sizeof(*it), (const void *)(uintptr_t)it->addr, len) != 0))
 			break;
-		rec_close(r, p->item[i].role, RMT_WHEN_AFTER, 0, len, p->item[i].addr, len, p->item[i].slot);
-		copied++;
+		dst += sizeof(*it) + RMT_ALIGN_UP(len);
 	}
-	r->reads[SHIM_READ_COPY] += copied;
-	return i;
+	r->size = (uint32_t)(dst - r->base);
+	r->nbufs += (uint16_t)(it - p->item);
+	r->reads[SHIM_READ_COPY] += (uint16_t)(it - p->item);
+	return (uint32_t)(it - p->item);
 }
 
 SHIM_HOT void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p)
 {
 	struct shim_view ignored;
-	int i;
+	uint32_t i;
 
 	rec_fast(r);
 	for (i = exit_whole(r, p); i < p->n; i++)
-		if (p->item[i].after)
-			rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr,
-				     p->item[i].len, &ignored);
+		rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr, p->item[i].orig_len,
+			     &ignored);
 }

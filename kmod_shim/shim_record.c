@@ -302,7 +302,8 @@ SHIM_HOT int rec_emit(struct shim_rec *r)
 	struct rmt_record *h = (struct rmt_record *)r->base;
 
 	count_reads(r);
-	if (rec_room(r, 0) != 0) { /* (lossy) dropped: what rec_stamp announced ends here */
+	/* A record that stayed within what rec_fast allowed has its room (fast_end is 0 once dropped). */
+	if (unlikely(r->size > r->fast_end) && rec_room(r, 0) != 0) { /* (lossy) dropped: what rec_stamp announced ends here */
 		__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED);
 		return -1;
 	}
