@@ -365,40 +365,15 @@ SHIM_HOT void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsig
 		take_rm(r, p, (uint32_t)_IOC_NR(req), &data, 0);
 }
 
-/* The exit's buffers when each was read whole at enter and the whole record fits what rec_fast
- * allows: per buffer its header moved from the plan as it stands, and one copy; nothing else tested.
- * Returns the plan item at which the general way (capture_ioctl_exit) must go on: p->n when all are in,
- * or the one whose copy faulted (it is left out of the record, so the general way reads it again and
- * says it is unreadable). */
-SHIM_HOT static uint32_t exit_whole(struct shim_rec *r, const struct shim_plan *p)
-{
-	const struct rmt_buffer *it = p->item, *end = it + p->n;
-	uint8_t *dst = r->base + r->size;
-
-	if (!p->whole || r->size + p->exit_bytes > r->fast_end)
-		return 0;
-	for (; it < end; it++) {
-		uint32_t len = it->len;
-
-		memcpy(dst, it, sizeof(*it));
-		rec_pad(dst + sizeof(*it), len);
-		if (unlikely(shim_copy(dst + sizeof(*it), (const void *)(uintptr_t)it->addr, len) != 0))
-			break;
-		dst += sizeof(*it) + RMT_ALIGN_UP(len);
-	}
-	r->size = (uint32_t)(dst - r->base);
-	r->nbufs += (uint16_t)(it - p->item);
-	r->reads[SHIM_READ_COPY] += (uint16_t)(it - p->item);
-	return (uint32_t)(it - p->item);
-}
-
+/* The general way of the exit (capture_ioctl_exit_whole could not): each buffer as its enter found it,
+ * read again one by one, with room and faults handled per buffer. */
 SHIM_HOT void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p)
 {
 	struct shim_view ignored;
 	uint32_t i;
 
 	rec_fast(r);
-	for (i = exit_whole(r, p); i < p->n; i++)
+	for (i = 0; i < p->n; i++)
 		rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr, p->item[i].orig_len,
 			     &ignored);
 }
