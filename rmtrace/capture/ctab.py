@@ -141,21 +141,28 @@ def _rows(rows: FlatStruct, data: bytes, offset: int, count: int) -> list[Any]:
     return [rows.Fields._make(values) for values in rows.codec.iter_unpack(data[offset:end])]
 
 
+_pack_uvm = _UVM_ROWS.packer("nr", "size", "first_ptr", "n_ptr")
+_pack_ctrl = _CTRL_ROWS.packer("cmd", "first_ptr", "n_ptr")
+_pack_ptr = _PTR_ROWS.packer(attrs=("offset", "count_offset", "elem_size", "fixed_count", "count_size"))
+_pack_class = _CLASS_ROWS.packer("cls", "size")
+"""Each row by one call of its codec (FlatStruct.packer): a recorder encodes its table at every start,
+hundreds of rows, and packing them by keyword took a millisecond or two of it."""
+
+
 def encode(table: CaptureTable) -> bytes:
     """capture.tab's bytes."""
     pointers: list[TablePointer] = []
     uvm_rows, ctrl_rows = [], []
     for nr in sorted(table.uvm):
         size, ptrs = table.uvm[nr]
-        uvm_rows.append(dict(nr=nr, size=size, first_ptr=len(pointers), n_ptr=len(ptrs)))
+        uvm_rows.append(_pack_uvm(nr, size, len(pointers), len(ptrs)))
         pointers.extend(ptrs)
     for cmd in sorted(table.controls):
         ptrs = table.controls[cmd]
-        ctrl_rows.append(dict(cmd=cmd, first_ptr=len(pointers), n_ptr=len(ptrs), reserved=0))
+        ctrl_rows.append(_pack_ctrl(cmd, len(pointers), len(ptrs)))
         pointers.extend(ptrs)
-    ptr_rows = [dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
-                     fixed_count=p.fixed_count, count_size=p.count_size, reserved=0) for p in pointers]
-    class_rows = [dict(cls=cls, size=size) for cls, size in sorted(table.classes.items())]
+    ptr_rows = [_pack_ptr(p) for p in pointers]
+    class_rows = [_pack_class(cls, size) for cls, size in sorted(table.classes.items())]
     uvm_off = CTAB_HEADER.size
     ctrl_off = uvm_off + _UVM_ROWS.size * len(uvm_rows)
     ptr_off = ctrl_off + _CTRL_ROWS.size * len(ctrl_rows)
@@ -167,9 +174,7 @@ def encode(table: CaptureTable) -> bytes:
         ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
         ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off)
-    return b"".join([header, *(codec.pack(**row) for codec, rows in ((_UVM_ROWS, uvm_rows), (_CTRL_ROWS, ctrl_rows),
-                                                                     (_PTR_ROWS, ptr_rows), (_CLASS_ROWS, class_rows))
-                               for row in rows)])
+    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows, *class_rows])
 
 
 def decode(data: bytes) -> CaptureTable:
