@@ -102,14 +102,11 @@ SHIM_HOT static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role,
 	int got = rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
 
 	if (after && p->n < SHIM_MAX_PLAN) {
-		struct rmt_buffer *it = &p->item[p->n++];
-
-		if (likely(got == 0)) { /* its header, just written before its bytes, is the exit's but for when */
-			memcpy(it, v->p - sizeof(*it), sizeof(*it));
-			it->when = RMT_WHEN_AFTER;
-		} else
-			*it = (struct rmt_buffer){ .role = role, .when = RMT_WHEN_AFTER, .addr = addr, .slot = slot,
-						   .orig_len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len };
+		/* Built from the values at hand, not copied from the header just written before the bytes:
+		 * a wide load of narrower stores still in flight waits for them (no store forwarding). */
+		p->item[p->n++] = (struct rmt_buffer){ .role = role, .when = RMT_WHEN_AFTER, .len = v->len, .addr = addr,
+							.orig_len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len,
+							.slot = slot };
 		if (got == 0 && v->len == len) /* whole: the exit takes as many bytes, unless it faults */
 			p->exit_bytes += (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP(v->len);
 		else
