@@ -325,7 +325,7 @@ class CallTableBuilder:
         self.gsp_session = 0
         self.next_chunk = 0
         self.next_pos = 0
-        self._room: bytearray | None = None  # the batch's decompressed chunks, reused (its pages stay mapped)
+        self._room: bytearray | None = None  # the batch's decompressed chunks, reused from batch to batch
         self._pending: Records | None = None  # enters whose exit has not come, with their rows
         self._pending_rows = np.zeros(0, dtype=np.int64)
         self._kept: dict[int, Record] = {}  # of those, the records the decoders will decode, by position
@@ -356,6 +356,10 @@ class CallTableBuilder:
         for indices in batches(self.reader.chunks, self.next_chunk, self.batch_records):
             self.next_chunk = indices.stop
             self._batch(indices)
+        # the batch buffer is room for the next batch only: let it go now (the builder's key caches hold
+        # it in a reference cycle, so it would outlive the builder until a collection; a live trace's
+        # next update makes one the size of what it reads)
+        self._room = None
         return self.rows.n - before
 
     def table(self) -> CallTable:
