@@ -218,10 +218,10 @@ def _ranks(values: list[str]) -> np.ndarray:
 def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """min, median (as ``statistics.median`` then ``int``), p99 and max of each group's latencies, and
     whether the group has any."""
-    timed = (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64))
+    timed = (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].view(np.int64))  # seqs < 2**63: a view, not a copy
     latency = c["t_exit"][timed]
     latency -= c["t_enter"][timed]
-    g = group[timed]
+    g = group[timed].astype(np.int64)  # int64: _sorted_pairs packs into it, not into a copy
     del timed
     out = np.zeros((groups, 4), dtype=np.int64)
     has = np.zeros(groups, dtype=bool)
@@ -243,14 +243,18 @@ def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tupl
 
 def _sorted_pairs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(major, minor) pairs sorted by major then minor (``major`` non-negative).  Packed into one int64
-    and sorted by value where they fit: several times faster than ``np.lexsort``'s indirect sort."""
+    and sorted by value where they fit: several times faster than ``np.lexsort``'s indirect sort.  Both
+    arrays are the caller's temporaries: their room is reused (an int64 ``major`` becomes the packed
+    pairs, ``minor`` is offset in place), so a row-long array fewer is alive at the peak."""
     low = int(minor.min())
     bits = max(int(minor.max()) - low, 1).bit_length()
     if bits + max(int(major.max()), 1).bit_length() > 63:
         order = np.lexsort((minor, major))
         return major[order], minor[order]
-    packed = minor - low  # non-negative, below 2**bits
-    packed |= major.astype(np.int64) << bits
+    packed = major.astype(np.int64, copy=False)
+    packed <<= bits
+    minor -= low  # non-negative, below 2**bits
+    packed |= minor
     packed.sort()
     major = packed >> bits
     packed &= (1 << bits) - 1
