@@ -182,7 +182,9 @@ class CallTable:
 
     def open_rows(self) -> np.ndarray:
         """The rows of calls still in flight."""
-        return np.flatnonzero(np.isin(self.columns["state"], IN_FLIGHT_STATES))
+        found = np.flatnonzero(np.isin(self.columns["state"], IN_FLIGHT_STATES))
+        self.release(0, len(self), ("state",))
+        return found
 
     def record_clients(self) -> tuple[np.ndarray, np.ndarray]:
         """(seqs, client indexes) of every record of a call that has a client, by seq."""
@@ -198,6 +200,7 @@ class CallTable:
                                np.array([seq for seq, _ in parts], dtype=np.int64)])
         owners = np.concatenate([c["client"][regular], c["client"][second],
                                  np.array([owner for _, owner in parts], dtype=np.int32)])
+        self.release(0, len(self), ("client", "exit_seq", "enter_seq"))
         order = np.argsort(seqs, kind="stable")
         return seqs[order], owners[order]
 
@@ -218,6 +221,8 @@ class CallTable:
         would make of it as far as the columns say: name, detail, status and handles (no summary
         arguments, no buffers).  Both share one handles dict per row."""
         c = {name: self.columns[name][rows].tolist() for name in _INFO_COLUMNS}
+        if len(rows):  # read into Python values: a mapped table's pages are let go (sparse rows touch them all)
+            self.release(int(rows.min()), int(rows.max()) + 1, _INFO_COLUMNS)
         names, details, statuses = self.names.values, self.details.values, self.status_names.values
         locks, clients = self.lock_sets.values, [c.id for c in self.clients]
         in_flight = set(IN_FLIGHT_STATES)
