@@ -179,7 +179,9 @@ class ChunkDecoder:
 
     def decode_into(self, info: ChunkInfo, payload: bytes | memoryview, out: memoryview) -> array:
         """``decode`` into ``out`` (``info.raw_len`` bytes of a batch's buffer, ``TraceReader.read_chunks``):
-        no bytes object per chunk, and none copied; returns the chunk's offsets (its records follow them)."""
+        no bytes object per chunk and no copy of it to join a batch (zstd's streaming decoder still copies
+        each block out of its window: python-zstandard has no one-shot decompress into a caller's
+        buffer); returns the chunk's offsets (its records follow them)."""
         _check_payload(info, payload)
         try:
             stream = self._zstd.stream_reader(payload)

@@ -545,8 +545,8 @@ class TraceReader:
     def read_chunks(self, indices: Sequence[int], room: bytearray | None = None) -> tuple[bytearray, list[ChunkSpan]]:
         """Chunks ``indices``, checked and decompressed back to back into one buffer, for column readers
         that take numpy views of a batch of chunks at once: ``room`` when it is large enough (a caller
-        reading batch after batch hands the last one back, so its pages stay mapped and nothing is
-        copied), else a new one.  Each chunk's records start at a multiple of ``ALIGN``.  The chunk
+        reading batch after batch hands the last one back, so its pages stay mapped and the batch's
+        memory is one buffer), else a new one.  Each chunk's records start at a multiple of ``ALIGN``.  The chunk
         cache is left alone: these chunks are read once."""
         need = sum(self._raw_len(self.chunks[i]) + ALIGN for i in indices)
         buffer = room if room is not None and len(room) >= need else bytearray(need)
