@@ -10,6 +10,7 @@ is record N") is answered from memory.
 from __future__ import annotations
 
 import os
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,6 +23,7 @@ from rmtrace.session.entities import (
     CallInfo,
     Channel,
     Client,
+    FreedBy,
     GspExchange,
     Lane,
     LaneState,
@@ -32,6 +34,7 @@ from rmtrace.session.entities import (
     Transition,
 )
 from rmtrace.session.fold import Folder
+from rmtrace.session.objects import ObjectColumns, ObjectList
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import Recovery, TraceReader
 
@@ -150,6 +153,13 @@ class SessionModel:
             out.setdefault(obj.client_id, []).append(obj)
         return out
 
+    def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
+        """Objects per client id, per how they went (None: not freed)."""
+        by: dict[str, Counter[FreedBy | None]] = defaultdict(Counter)
+        for o in self.object_list:
+            by[o.client_id][o.freed_by] += 1
+        return by
+
     def leaked(self, client_id: str | None = None) -> list[RmObject]:
         """Objects still allocated at the end of the trace (neither freed nor reclaimed at exit)."""
         return [o for o in self.object_list
@@ -203,17 +213,27 @@ class Objects(Protocol):
     def clients(self) -> tuple[Client, ...]: ...
     @property
     def object_list(self) -> Sequence[RmObject]: ...
+    def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
+        """Objects per client id, per how they went (None: not freed)."""
 
 
 @dataclass
 class ObjectsModel:
-    """The part of a trace's model that its calls' rows and a few records make (``fold_table``'s
-    ``OBJECTS_ONLY``): the same processes, clients and objects the whole model has."""
+    """The part of a trace's model that its calls' rows and a few records make (``fold_table_objects``'s
+    ``OBJECTS_ONLY``): the same processes, clients and objects the whole model has, the objects as columns
+    (``rmtrace.session.objects``), made into ``RmObject``\\ s only when ``object_list`` is read."""
 
     table: CallTable
     processes: Mapping[int, Process]
     clients: tuple[Client, ...]
-    object_list: Sequence[RmObject]
+    columns: ObjectColumns
+
+    @cached_property
+    def object_list(self) -> Sequence[RmObject]:
+        return ObjectList(self.columns)
+
+    def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
+        return self.columns.counts()
 
 
 def load_objects(source: str | os.PathLike | TraceReader, driver: str | None = None,
@@ -228,12 +248,12 @@ def load_objects(source: str | os.PathLike | TraceReader, driver: str | None = N
 
 def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> ObjectsModel:
     """The processes, clients and objects of the trace whose call table is ``table``."""
-    from rmtrace.columns.fold import fold_table
+    from rmtrace.columns.fold import fold_table_objects
     folder = Folder(decoders, Timeline(), client_ids(reader.meta))
-    fold_table(folder, table, reader, objects_only=True)
+    columns = fold_table_objects(folder, table, reader)
     clients = tuple(folder.clients.values())
     label_clients(clients, folder.processes)
-    return ObjectsModel(table, folder.processes, clients, folder.object_list)
+    return ObjectsModel(table, folder.processes, clients, columns)
 
 
 def load_channels(source: str | os.PathLike | TraceReader, driver: str | None = None,
