@@ -120,3 +120,23 @@ def test_random_operations_leave_what_the_fold_leaves(decoders, ops):
     columns = objects.resolve(ours)
     assert columns.objects() == folder.object_list
     assert [(c.h_client, c.rm_clients) for c in ours] == [(c.h_client, c.rm_clients) for c in theirs]
+
+
+def test_a_warm_cache_maps_the_objects(tmp_path, monkeypatch):
+    """Stats' fold keeps its objects in the entry, and a stored model keeps them as the same columns: a
+    second ``load_objects`` maps them (no fold), and gives the same objects either way."""
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "t.trace"
+    path.write_bytes(captures.path("cuda-streams-3x-sequential").read_bytes())
+    whole = load_session(path, cache=False)
+    cold = load_objects(path)
+    assert list((tmp_path / "cache").glob("*/objects/manifest.json"))
+    monkeypatch.setattr("rmtrace.session.model.fold_objects", None)  # a fold now would fail
+    for warm in (load_objects(path), (load_session(path), load_objects(path))[1]):
+        assert isinstance(warm, ObjectsModel) and isinstance(warm.columns.handle, np.memmap)
+        assert list(warm.object_list) == list(cold.object_list) == list(whole.object_list)
+        assert [(c.id, c.label, c.rm_clients) for c in warm.clients] == [(c.id, c.label, c.rm_clients)
+                                                                          for c in whole.clients]
+    assert list((tmp_path / "cache").glob("*/model/objects.handle.npy"))
+    stored = load_session(path)
+    assert stored.object_list == whole.object_list and dict(stored.objects) == dict(whole.objects)

@@ -238,8 +238,9 @@ class ObjectsModel:
 
 def load_objects(source: str | os.PathLike | TraceReader, driver: str | None = None,
                  decoders: DecoderSet | None = None, cache: bool = True) -> Objects:
-    """A trace's processes, clients and objects: the whole model when the cache holds it, else only the
-    fold of the calls that make them (the call table cached as ``load_session`` caches it)."""
+    """A trace's processes, clients and objects: from the cache entry's model (or objects) when it holds
+    them, mapped, else only the fold of the calls that make them, stored there (the call table cached as
+    ``load_session`` caches it)."""
     from rmtrace.columns.modelcache import objects
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
@@ -261,12 +262,10 @@ def load_channels(source: str | os.PathLike | TraceReader, driver: str | None = 
     """A trace's model as far as its channels, ranks and host state go (``fold_table``'s ``CHANNELS_ONLY``:
     what ``rmtrace.analysis.wedges`` reads): the whole model when the cache holds it, else only the fold of
     the calls that make those (the call table cached as ``load_session`` caches it; the model is not)."""
-    from rmtrace.columns.modelcache import objects
+    from rmtrace.columns.modelcache import channels
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
-    model = objects(reader, decoders, fold_channels, cache=cache)
-    assert isinstance(model, SessionModel)  # the stored model, or fold_channels' own
-    return model
+    return channels(reader, decoders, fold_channels, cache=cache)
 
 
 def fold_channels(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> SessionModel:

@@ -16,7 +16,7 @@ checks that on every test trace and committed capture.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,33 @@ class ObjectColumns:
                 for (client, handle, parent, has_parent, cls, name, stable, seq, ns, free_seq, free_ns, status,
                      h_client, how, category) in columns]
 
+    @classmethod
+    def from_objects(cls, objects: Sequence[RmObject], client_ids: Sequence[str]) -> ObjectColumns:
+        """The columns of a fold's ``objects`` (``Folder.object_list``: in allocation order, each stable name
+        its base's and its class's); ValueError for objects no fold made so."""
+        client = {c: i for i, c in enumerate(client_ids)}
+        interned: dict[str, int] = {}
+        by_handle: dict[tuple[int, int], int] = {}  # as Folder._by_handle stood at each allocation
+        rows: list[tuple[int, ...]] = []
+        for i, o in enumerate(objects):
+            base = by_handle.get((o.h_client, o.parent), -1) if o.parent is not None else -1
+            head = f"{objects[base].stable_name}/{o.class_name}#" if base >= 0 else f"{o.class_name}#"
+            order = o.stable_name[len(head):]
+            if not o.stable_name.startswith(head) or not order.isdigit() or str(int(order)) != order:
+                raise ValueError(f"object {i}: {o.stable_name!r} is not its base's and class's name")
+            if (o.free_seq is None) != (o.freed_by is None) or (o.free_ns is None) != (o.freed_by is None):
+                raise ValueError(f"object {i}: freed by {o.freed_by} at {o.free_seq}")
+            by_handle[(o.h_client, o.handle)] = i
+            rows.append((client[o.client_id], o.h_client, o.handle, NONE if o.parent is None else o.parent,
+                         o.parent is not None, o.cls, interned.setdefault(o.class_name, len(interned)),
+                         CATEGORIES.index(o.category), o.alloc_seq, o.alloc_ns, o.free_seq or 0, o.free_ns or 0,
+                         FREED_BY.index(o.freed_by), interned.setdefault(o.status, len(interned)), base, int(order)))
+        dtypes = (np.int32, np.int64, np.int64, np.int64, bool, np.int64, np.int32, np.int8, np.int64, np.int64,
+                  np.int64, np.int64, np.int8, np.int32, np.int32, np.int32)
+        columns = list(zip(*rows)) if rows else [()] * len(dtypes)
+        arrays = {f.name: np.array(values, dtype=dtype) for f, values, dtype in zip(fields(cls), columns, dtypes)}
+        return cls(**arrays, client_ids=tuple(client_ids), names=tuple(interned))
+
     def save(self, directory: Path, prefix: str) -> dict[str, Any]:
         """Write the arrays as ``directory/{prefix}.{field}.npy``; returns what ``load`` needs besides."""
         for f in fields(self):
@@ -142,6 +169,35 @@ class ObjectList(Sequence[RmObject]):
 
     def __iter__(self) -> Iterator[RmObject]:
         return iter(self.made)
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable as one
+
+
+class NewestObjects(Mapping[tuple[str, int], RmObject]):
+    """(client id, handle) -> the newest object of that handle (``Folder.objects``), made from ``objects``
+    when first read."""
+
+    def __init__(self, objects: Sequence[RmObject]) -> None:
+        self.objects = objects
+        self._made: dict[tuple[str, int], RmObject] | None = None
+
+    @property
+    def made(self) -> dict[tuple[str, int], RmObject]:
+        if self._made is None:
+            self._made = {(o.client_id, o.handle): o for o in self.objects}
+        return self._made
+
+    def __getitem__(self, key: tuple[str, int]) -> RmObject:
+        return self.made[key]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self.made)
+
+    def __len__(self) -> int:
+        return len(self.made)
 
 
 OP_FIELDS = ("kind", "client", "h_client", "handle", "parent", "has_parent", "cls", "category", "name", "seq", "ns",
