@@ -140,3 +140,11 @@ def test_a_warm_cache_maps_the_objects(tmp_path, monkeypatch):
     assert list((tmp_path / "cache").glob("*/model/objects.handle.npy"))
     stored = load_session(path)
     assert stored.object_list == whole.object_list and dict(stored.objects) == dict(whole.objects)
+
+
+def test_what_the_keys_cannot_hold_is_folded_the_slow_way(monkeypatch):
+    path = captures.path("cuda-streams-3x-sequential")
+    whole = load_session(path, cache=False)
+    monkeypatch.setattr("rmtrace.session.objects.HANDLE_MAX", 1)  # every handle is "too wide" now
+    part = load_objects(path, cache=False)
+    assert isinstance(part, ObjectsModel) and list(part.object_list) == list(whole.object_list)

@@ -62,6 +62,7 @@ from rmtrace.semantics.effects import (
     row_effects,
 )
 from rmtrace.semantics.interpret import alloc_params_event, control_event, value_of
+from rmtrace.session.blocks import BLOCK, in_blocks
 from rmtrace.session.entities import CallInfo, Client, LaneState, Process
 from rmtrace.session.fold import (
     EFFECTS,
@@ -275,7 +276,7 @@ class TableFold:
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
         blocks = _blocks(table, slow, need, folder, self.plan, self.reader)
-        for row, effect in _in_blocks(merged[order], tags[order]):
+        for row, effect in in_blocks(merged[order], tags[order]):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
                 next_touch = next(touches, None)
@@ -645,18 +646,6 @@ def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
         parted = np.flatnonzero(np.isin(rows, np.fromiter(table.members, dtype=np.int64)))
         last[parted] = [table.members[row][-1][0] for row in rows[parted].tolist()]
     return last
-
-
-BLOCK = 4096
-"""Rows whose CallInfo and Decoded are made at once: numpy's cost per call is paid per block, and the
-objects of one block at a time are alive."""
-
-
-def _in_blocks(*columns: np.ndarray) -> Iterator[tuple[int, ...]]:
-    """The rows of ``columns`` as tuples of Python values, made a block at a time (a list of each whole
-    column would hold 30 bytes or so per value)."""
-    for at in range(0, len(columns[0]), BLOCK):
-        yield from zip(*(column[at:at + BLOCK].tolist() for column in columns))
 
 
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,

@@ -34,7 +34,7 @@ from rmtrace.session.entities import (
     Transition,
 )
 from rmtrace.session.fold import Folder
-from rmtrace.session.objects import ObjectColumns, ObjectList
+from rmtrace.session.objects import Ambiguous, ObjectColumns, ObjectList
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import Recovery, TraceReader
 
@@ -251,7 +251,12 @@ def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) ->
     """The processes, clients and objects of the trace whose call table is ``table``."""
     from rmtrace.columns.fold import fold_table_objects
     folder = Folder(decoders, Timeline(), client_ids(reader.meta))
-    columns = fold_table_objects(folder, table, reader)
+    try:
+        columns = fold_table_objects(folder, table, reader)
+    except Ambiguous:  # what the columns' keys cannot tell apart: the whole fold's objects, as columns
+        whole = fold_session(reader, decoders, table, SNAPSHOT_EVERY)
+        columns = ObjectColumns.from_objects(whole.object_list, [c.id for c in whole.clients])
+        return ObjectsModel(table, whole.processes, whole.clients, columns)
     clients = tuple(folder.clients.values())
     label_clients(clients, folder.processes)
     return ObjectsModel(table, folder.processes, clients, columns)

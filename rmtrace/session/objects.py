@@ -16,6 +16,7 @@ checks that on every test trace and committed capture.
 from __future__ import annotations
 
 import enum
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 from rmtrace.decoders.roles import Category
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
+from rmtrace.session.blocks import in_blocks
 from rmtrace.session.entities import CallInfo, Client, FreedBy, RmObject
 from rmtrace.session.fold import Folder
 
@@ -33,6 +35,8 @@ CATEGORIES = tuple(Category)
 FREED_BY: tuple[FreedBy | None, ...] = (None, FreedBy.RM_FREE, FreedBy.EXIT)
 """``ObjectColumns.freed_by`` holds the index of how an object went here (0: it did not)."""
 NONE = -1
+HANDLE_MAX = (1 << 32) - 1
+"""RM handles are 32-bit numbers (NvHandle)."""
 """A column's value for None (a parent not named, a class not known, a sequence number not reached)."""
 
 
@@ -208,6 +212,13 @@ and (ALLOC) class, category and class name (an index into ``ObjectsFold.names``)
 into the names); and (DUP) the object it copies."""
 
 
+OP_DTYPES = {"kind": np.int8, "client": np.int32, "h_client": np.uint32, "handle": np.uint32, "parent": np.uint32,
+             "has_parent": np.bool_, "cls": np.int64, "category": np.int8, "name": np.int32, "seq": np.int64,
+             "ns": np.int64, "status": np.int32, "src_client": np.uint32, "src_handle": np.uint32}
+"""The operations' columns as ``resolve`` keeps them (a 10M-record trace has 1.6M operations)."""
+HANDLES = ("h_client", "handle", "parent", "src_client", "src_handle")
+
+
 @dataclass
 class RowOps:
     """Object operations as columns (``OP_FIELDS``), at the rows of the call table they come from."""
@@ -269,68 +280,59 @@ class ObjectsFold:
         return True
 
     def _merged(self, clients: Sequence[Client]) -> dict[str, np.ndarray]:
-        """Every operation's columns, in the fold's order (a row's own, then a later row's), its client
-        an index into ``clients`` (-1: none)."""
+        """Every operation's columns (``OP_DTYPES``), in the fold's order (a row's own, then a later row's),
+        its client an index into ``clients`` (-1: none).  The rows' columns are let go of one by one."""
         index: dict[str | None, int] = {c.id: i for i, c in enumerate(clients)}
         logged = {name: [op[k] for _, op in self.log] for k, name in enumerate(OP_FIELDS)}
         logged["client"] = [index.get(c, -1) for c in logged["client"]]
         logged["name"] = [self.name(n) for n in logged["name"]]
         logged["status"] = [self.name(n) for n in logged["status"]]
-        parts = [{name: np.array(values, dtype=np.int64) for name, values in logged.items()}]
-        rows = [np.array([row for row, _ in self.log], dtype=np.int64)]
-        if self.row_ops is not None:
-            remap = np.array([index.get(c, -1) for c in self.row_ops.clients], dtype=np.int64)
-            own = dict(self.row_ops.columns)
-            own["client"] = remap[own["client"]]
-            parts.append({name: own[name].astype(np.int64) for name in OP_FIELDS})
-            rows.append(self.row_ops.rows)
-        order = np.argsort(np.concatenate(rows), kind="stable")  # rows differ between the two parts
-        return {name: np.concatenate([part[name] for part in parts])[order] for name in OP_FIELDS}
+        rows = np.array([row for row, _ in self.log], dtype=np.int64)
+        own, self.row_ops = self.row_ops, None
+        if own is not None:
+            remap = np.array([index.get(c, -1) for c in own.clients], dtype=np.int64)
+            own.columns["client"] = remap[own.columns["client"]]
+            rows = np.concatenate([rows, own.rows])
+        order = np.argsort(rows, kind="stable")  # rows differ between the two parts
+        del rows
+        out: dict[str, np.ndarray] = {}
+        for name in OP_FIELDS:
+            parts = [np.array(logged.pop(name), dtype=np.int64)]
+            if own is not None:
+                parts.append(own.columns.pop(name))
+            if name in HANDLES and any(((p < 0) | (p > HANDLE_MAX)).any() for p in parts):
+                raise Ambiguous("a handle of more than 32 bits: resolve's keys hold two in one number")
+            out[name] = np.concatenate(parts).astype(OP_DTYPES[name])[order]
+        return out
 
     def resolve(self, clients: Sequence[Client]) -> ObjectColumns:
         """Apply the operations as the fold applies them: the objects, and each client's root handles
         (``Client.rm_clients``, ``h_client``) as the fold leaves them (``clients``: the fold's)."""
         ops = self._merged(clients)
-        by_handle: dict[tuple[int, int], int] = {}  # the newest object of each (hClient, handle)
-        children: dict[tuple[int, int], list[int]] = {}  # handles allocated under each, until it is freed
-        siblings: dict[tuple[int, int, int], int] = {}  # (client, base's name, class name): objects so far
-        stable: dict[tuple[int, int, int], int] = {}  # (base's name, class name, order) -> a name
-        made: list[int] = []  # each object's operation
-        name_of: list[int] = []  # each object's stable name (an index into ``stable``)
-        bases: list[int] = []
-        orders: list[int] = []
-        classes: list[int] = []  # each object's class name
-        categories: list[int] = []
+        dup_name, other = self.name("DUP"), CATEGORIES.index(Category.OTHER)
+        state = _Objects()
+        by_handle, children = state.by_handle, state.children
+        parents, has_parents = state.parents, state.has_parents
+        free_object = state.free
+        # keys of several ints as one number, exact: a name or an order is below the count of operations
+        n_ops, n_names = len(ops["kind"]) + 1, len(self._names) + 1
+        siblings: dict[int, int] = {}  # (client, base's name, class name): objects so far
+        stable: dict[int, int] = {}  # (base's name, class name, order) -> a name
+        made, name_of, bases, orders = array("q"), array("q"), array("q"), array("q")
+        """Each object's operation, stable name (an index into ``stable``), base and order among its siblings."""
+        classes, categories = array("q"), array("q")
         copied: dict[int, int] = {}  # a duplicate: the object it copies
-        parents: list[tuple[bool, int]] = []
-        freed: dict[int, int] = {}  # object -> how it went (``FREED_BY``), and when:
-        free_seq: dict[int, int] = {}
-        free_ns: dict[int, int] = {}
         rm_clients: dict[int, list[int]] = {}
         root = CATEGORIES.index(Category.ROOT)
 
-        def free_object(h_client: int, handle: int, seq: int, t: int, how: int) -> None:
-            index = by_handle.get((h_client, handle))
-            if index is None or index in freed:
-                return
-            for child in children.pop((h_client, handle), ()):
-                free_object(h_client, child, seq, t, how)
-            has_parent, parent = parents[index]
-            if has_parent:
-                same = children.get((h_client, parent))
-                if same is not None and handle in same:
-                    same.remove(handle)
-            freed[index], free_seq[index], free_ns[index] = how, seq, t  # again, where it was its own child
-
-        dup_name, other = self.name("DUP"), CATEGORIES.index(Category.OTHER)
         free_op, exit_op, dup_op = int(Op.FREE), int(Op.EXIT), int(Op.DUP)  # an enum member is an attribute lookup
-        columns = [ops[name].tolist() for name in ("kind", "client", "h_client", "handle", "parent", "has_parent",
-                                                   "category", "name", "seq", "ns", "src_client", "src_handle")]
+        names = ("kind", "client", "h_client", "handle", "parent", "has_parent", "category", "name", "seq", "ns",
+                 "src_client", "src_handle")
         for at, (kind, client, h_client, handle, parent, has_parent, category, name, seq, ns, src_client,
-                 src_handle) in enumerate(zip(*columns)):
+                 src_handle) in enumerate(in_blocks(*(ops[name] for name in names))):
             if kind == free_op:  # rmtrace.session.fold.free; a stray free frees nothing
                 if not h_client or h_client == handle:
-                    h_client = handle if (handle, handle) in by_handle else h_client
+                    h_client = handle if (handle << 32 | handle) in by_handle else h_client
                 free_object(h_client, handle, seq, ns, 1)
                 continue
             if kind == exit_op:  # the kernel frees what the process left behind (``_exited``)
@@ -340,7 +342,7 @@ class ObjectsFold:
             if client < 0:  # ``Folder.add_object``: an object of no client is not kept
                 continue
             if kind == dup_op:
-                src = by_handle.get((src_client, src_handle))
+                src = by_handle.get(src_client << 32 | src_handle)
                 if src is None:
                     name, category = dup_name, other
                 else:
@@ -348,40 +350,42 @@ class ObjectsFold:
                     name, category = classes[src], categories[src]
             if category == root:
                 rm_clients.setdefault(client, []).append(handle)
-            base = by_handle.get((h_client, parent), -1) if has_parent else -1
+            base = by_handle.get(h_client << 32 | parent, -1) if has_parent else -1
             base_name = name_of[base] if base >= 0 else -1
-            key = (client, base_name, name)
+            key = (client * n_ops + base_name + 1) * n_names + name
             order = siblings.get(key, 0)
             siblings[key] = order + 1
-            name_key = (base_name, name, order)
+            name_key = ((base_name + 1) * n_names + name) * n_ops + order
             own = stable.get(name_key)
             if own is None:
                 own = stable[name_key] = len(stable)
-            by_handle[(h_client, handle)] = len(made)
+            by_handle[h_client << 32 | handle] = len(made)
             made.append(at)
             name_of.append(own)
             bases.append(base)
             orders.append(order)
             classes.append(name)
             categories.append(category)
-            parents.append((has_parent, parent))
+            parents.append(parent)
+            has_parents.append(has_parent)
             if has_parent:
-                children.setdefault((h_client, parent), []).append(handle)
+                children.setdefault(h_client << 32 | parent, []).append(handle)
         for client, handles in rm_clients.items():
             clients[client].rm_clients.extend(handles)
             if clients[client].h_client is None:
                 clients[client].h_client = handles[0]
-        return self._columns(ops, made, bases, orders, classes, categories, copied, (freed, free_seq, free_ns), clients)
+        return self._columns(ops, made, bases, orders, classes, categories, copied, (state.freed, state.free_seq, state.free_ns),
+                             clients)
 
-    def _columns(self, ops: dict[str, np.ndarray], made: list[int], bases: list[int], orders: list[int],
-                 classes: list[int], categories: list[int], copied: dict[int, int], frees: tuple[dict[int, int], ...],
+    def _columns(self, ops: dict[str, np.ndarray], made: array, bases: array, orders: array,
+                 classes: array, categories: array, copied: dict[int, int], frees: tuple[dict[int, int], ...],
                  clients: Sequence[Client]) -> ObjectColumns:
         """The objects' columns: each of ``made`` (the operations that made them) with its fields."""
         names = tuple(self._names)
-        class_name = np.array(classes, dtype=np.int32)
+        class_name = np.frombuffer(classes, dtype=np.int64).astype(np.int32)
         if any("/" in names[i] or "#" in names[i] for i in np.unique(class_name).tolist()):
             raise Ambiguous("a class name with '/' or '#'")
-        at = np.array(made, dtype=np.int64)
+        at = np.frombuffer(made, dtype=np.int64)
         cls = np.where(ops["kind"][at] == Op.DUP, -1, ops["cls"][at])  # a copy of nothing known has no class
         for obj, src in copied.items():  # in order: a copy of a copy copies what its source copied
             cls[obj] = cls[src]
@@ -394,15 +398,45 @@ class ObjectsFold:
             free_seq[gone] = np.fromiter(seqs.values(), dtype=np.int64, count=len(freed))
             free_ns[gone] = np.fromiter(times.values(), dtype=np.int64, count=len(freed))
         return ObjectColumns(
-            client=ops["client"][at].astype(np.int32), h_client=ops["h_client"][at], handle=ops["handle"][at],
+            client=ops["client"][at].astype(np.int32), h_client=ops["h_client"][at].astype(np.int64),
+            handle=ops["handle"][at].astype(np.int64),
             parent=np.where(ops["has_parent"][at] != 0, ops["parent"][at], NONE), has_parent=ops["has_parent"][at] != 0,
-            cls=cls, class_name=class_name, category=np.array(categories, dtype=np.int8), alloc_seq=ops["seq"][at],
+            cls=cls, class_name=class_name, category=np.frombuffer(categories, dtype=np.int64).astype(np.int8), alloc_seq=ops["seq"][at],
             alloc_ns=ops["ns"][at], free_seq=free_seq, free_ns=free_ns, freed_by=freed_by,
-            status=ops["status"][at].astype(np.int32), base=np.array(bases, dtype=np.int32),
-            order=np.array(orders, dtype=np.int32), client_ids=tuple(c.id for c in clients), names=names)
+            status=ops["status"][at].astype(np.int32), base=np.frombuffer(bases, dtype=np.int64).astype(np.int32),
+            order=np.frombuffer(orders, dtype=np.int64).astype(np.int32), client_ids=tuple(c.id for c in clients), names=names)
+
+
+class _Objects:
+    """What ``ObjectsFold.resolve`` keeps of the objects as it goes, and a free (a class, not a closure:
+    a recursive closure refers to itself, a cycle that would keep these dicts until the collector ran).
+    Each (hClient, handle) is one number, ``hClient << 32 | handle``: a tuple key and its ints cost four
+    times as much, and a 10M-record trace has a million objects."""
+
+    def __init__(self) -> None:
+        self.by_handle: dict[int, int] = {}  # the newest object of each (hClient, handle)
+        self.children: dict[int, list[int]] = {}  # handles allocated under each, until it is freed
+        self.parents, self.has_parents = array("q"), array("b")  # each object's parent handle, if it named one
+        self.freed: dict[int, int] = {}  # object -> how it went (``FREED_BY``), and when:
+        self.free_seq: dict[int, int] = {}
+        self.free_ns: dict[int, int] = {}
+
+    def free(self, h_client: int, handle: int, seq: int, t: int, how: int) -> None:
+        """``Folder.free_object``: the newest object of the handle, and first what was allocated under it."""
+        index = self.by_handle.get(h_client << 32 | handle)
+        if index is None or index in self.freed:
+            return
+        for child in self.children.pop(h_client << 32 | handle, ()):
+            self.free(h_client, child, seq, t, how)
+        if self.has_parents[index]:
+            same = self.children.get(h_client << 32 | self.parents[index])
+            if same is not None and handle in same:
+                same.remove(handle)
+        self.freed[index], self.free_seq[index], self.free_ns[index] = how, seq, t  # again: its own child
 
 
 class Ambiguous(ValueError):
-    """A class name with '/' or '#': two stable names made of different parts could read the same, so
-    the columns' names (by parts) might not be the fold's (by text); the caller folds the objects as objects."""
+    """What ``resolve``'s keys cannot tell apart: a class name with '/' or '#' (two stable names of different
+    parts could read the same: the fold's siblings are counted by the text), a handle of more than 32 bits
+    (two in one number).  The caller folds the objects as ``RmObject``\\ s (``Folder``)."""
 
