@@ -670,6 +670,11 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
     params = ParamsReader(reader)
     states = [STATES[s] for s in cols["state"]]
+    # the records of the rows read from them, read in the trace's order: a call's exit may be chunks after its
+    # enter, and reading them row by row went back and forth past the reader's few cached chunks (each chunk
+    # decompressed again, a third of the chunks at 1M records)
+    wanted = sorted(seq for row in rows[need != _ROW].tolist() for seq, _ in table.records_of(row))
+    read = {seq: reader.record_at(seq) for seq in wanted}
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
         if by_row:
@@ -683,7 +688,7 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(tuple(reader.record_at(seq) for seq, _ in table.records_of(row)), state))
+            yield interpreter.interpret(Call(tuple(read[seq] for seq, _ in table.records_of(row)), state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:
