@@ -22,7 +22,7 @@ from rmtrace.decoders import DecoderSet
 from rmtrace.decoders.filters import CallFilter, status_number
 
 from rmtrace.calls import Call
-from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, ColumnCall, ColumnLines
+from rmtrace.columns.lines import ColumnLines, Line
 from rmtrace.columns.strings import Strings
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.record import Record
@@ -60,10 +60,11 @@ def _matching(strings: Strings[str], patterns: Iterable[str]) -> list[int]:
 
 
 def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, records: RecordFilter,
-                   wanted: CallFilter, lines: ColumnLines | None = None) -> Iterator[Call | ColumnCall]:
+                   wanted: CallFilter, lines: ColumnLines | None = None) -> Iterator[Call | Line]:
     """The calls of the rows ``row_mask`` keeps, records read from ``reader``, in order of their first
     record, as ``decoders.calls`` makes them from the records ``records`` lets through.  With ``lines``,
-    a row whose line needs no decoder comes as a ``ColumnCall`` (``rmtrace.columns.lines``).
+    a row whose line is made without its records comes as that ``Line`` (``rmtrace.columns.lines``), and
+    one whose call ``wanted`` turns down, as far as the columns or a memo tell, not at all.
 
     With a start time, a call that began before it and ended after is, as the records after the start
     pair on their own, the part of it after the start (its exit: a resumed call).
@@ -83,8 +84,8 @@ def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, 
     return heapq.merge(whole, late, key=_first_seq)
 
 
-def _first_seq(call: Call | ColumnCall) -> int:
-    return call.first_seq if isinstance(call, ColumnCall) else call.first.seq
+def _first_seq(call: Call | Line) -> int:
+    return call.first_seq if isinstance(call, Line) else call.first.seq
 
 
 def _without_start(records: RecordFilter) -> RecordFilter:
@@ -92,7 +93,7 @@ def _without_start(records: RecordFilter) -> RecordFilter:
 
 
 def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
-               lines: ColumnLines | None) -> Iterator[Call | ColumnCall]:
+               lines: ColumnLines | None) -> Iterator[Call | Line]:
     # a row at a time through plain arrays: an element of a column mapped from the cache (np.memmap)
     # costs twice an ndarray's to read
     plain = dataclasses.replace(table, columns={name: np.asarray(table.columns[name]) for name in _RECORD_COLUMNS})
@@ -100,21 +101,16 @@ def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
     record: Callable[[int], Record] = reader.record_at
     for start in range(0, len(rows), ROWS_AT_ONCE):
         block = rows[start:start + ROWS_AT_ONCE]
-        kinds = lines.kinds(block) if lines is not None else np.zeros(len(block), dtype=np.int64)
-        made = lines.calls(block[kinds != 0]) if lines is not None and kinds.any() else iter(())
-        for row, kind in zip(block.tolist(), kinds.tolist()):
-            if kind == FROM_COLUMNS:
-                yield next(made)
-                continue
-            call = Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
-            if kind == FROM_ARGUMENT and lines is not None:
-                yield lines.with_argument(next(made), call.records) or call
-            else:
-                yield call
+        made: list[str | bool] = lines.lines(block, lines.kinds(block)) if lines is not None else [True] * len(block)
+        for row, text, seq in zip(block.tolist(), made, plain.columns["enter_seq"][block].tolist()):
+            if text is True:
+                yield Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+            elif text is not False:
+                yield Line(seq, text)
 
 
 ROWS_AT_ONCE = 4096
-"""Rows taken together (numpy's cost per call paid per block; a block's ColumnCalls made at once)."""
+"""Rows taken together (numpy's cost per call paid per block; a block's lines made at once)."""
 
 
 _RECORD_COLUMNS = ("enter_seq", "t_enter", "exit_seq", "t_exit", "state")
