@@ -12,7 +12,7 @@ from rmtrace.decoders.filters import CallFilter
 
 from rmtrace import captures
 from rmtrace.calls import CallState
-from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, MEMO, ColumnLines, Line
+from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, MEMO, ColumnLines, Lines
 from rmtrace.columns.select import selected_calls
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.trace import RecordFilter, TraceReader
@@ -43,13 +43,18 @@ class Made:
             self.columns: list[str] = []
             self.decoded: list[str] = []
             self.calls: list[tuple[str, CallState]] = []
-            for item, call in zip(selected_calls(reader, decoders, table, *everything, lines),
-                                  selected_calls(reader, decoders, table, *everything), strict=True):
-                if isinstance(item, Line):
+            calls = selected_calls(reader, decoders, table, *everything)
+            for item in selected_calls(reader, decoders, table, *everything, lines):
+                if not isinstance(item, Lines):
+                    assert item == next(calls)
+                    continue
+                for text in item.texts:  # the lines of consecutive calls
+                    call = next(calls)
                     d = decoders.decode(call, Level.CALL)
-                    self.columns.append(item.text)
+                    self.columns.append(text)
                     self.decoded.append(render.line(d, call, start, end))
                     self.calls.append((d.name, call.state))
+            assert next(calls, None) is None
             self.memo = lines.memo
 
 

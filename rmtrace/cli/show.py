@@ -21,7 +21,7 @@ from rmtrace.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from rmtrace.calls import Call
-    from rmtrace.columns.lines import Line
+    from rmtrace.columns.lines import Lines
     from rmtrace.decoders import DecoderSet
     from rmtrace.decoders.filters import CallFilter
     from rmtrace.record import Record
@@ -147,9 +147,9 @@ than decoding every call of it."""
 
 
 def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wanted: CallFilter,
-           lines: bool, span: tuple[int, int | None]) -> Iterable[Call | Line]:
+           lines: bool, span: tuple[int, int | None]) -> Iterable[Call | Lines]:
     """The calls that may pass ``wanted``, in the order they start, each still to be checked against it.
-    With ``lines``, those whose line is made without their records come as that ``Line``, checked
+    With ``lines``, those whose lines are made without their records come as those ``Lines``, checked
     (rmtrace.columns.lines; ``span``: the trace's start and end, which a line's times are from)."""
     import dataclasses
     records = dataclasses.replace(records, phase=None)  # --phase chooses calls by any of their records: see _show_calls
@@ -190,9 +190,12 @@ def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     for call in _calls(reader, decoders, records, wanted, lines, (start, end)):
         if args.limit is not None and shown >= args.limit:
             break
-        if not isinstance(call, Call):  # a Line (its module, and numpy, imported only with the table): its
-            shown += 1                  # call starts by --to and passes the call filter (the row mask, and it)
-            out.write(call.text + "\n")
+        if not isinstance(call, Call):  # Lines (their module, and numpy, imported only with the table): their
+            texts = call.texts          # calls start by --to and pass the call filter (the row mask, and they)
+            if args.limit is not None:
+                texts = texts[:args.limit - shown]
+            shown += len(texts)
+            out.write("\n".join(texts) + "\n")
             continue
         if until is not None and call.first.time_ns > until:
             break  # calls come in the order they start (a recording is written in time order)

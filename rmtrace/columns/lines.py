@@ -28,7 +28,6 @@ checks that both make the same line for every call of every shipped capture.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -38,8 +37,9 @@ from rmtrace.decoders import Decoded, DecoderSet, Label, Level
 from rmtrace.decoders.filters import CallFilter
 from rmtrace.decoders.ioctl import IoctlOp, in_summary
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES
-from rmtrace.decoders.render import line, line_text, summary, summary_text
+from rmtrace.decoders.render import format_arg, line, line_text, summary, summary_text
 from rmtrace.decoders.rm import NamedByArg
+from rmtrace.decoders.structs import SIGNED_KINDS
 from rmtrace.decoders.system import SysCall
 
 from rmtrace.calls import Call, CallState
@@ -55,6 +55,7 @@ from rmtrace.trace import TraceReader
 PRINTED_STATES = (CallState.COMPLETE, CallState.IN_FLIGHT, CallState.RESUMED)
 """The states of calls printed from the columns: an enter and its exit, an enter alone, an exit alone
 (whose first record is then the exit).  A record that stands alone (``SINGLE``) is no ioctl call."""
+_STATE_BYTES = [bytes((i,)) for i in range(len(STATES))]
 _PRINTED = np.array([STATES.index(s) for s in PRINTED_STATES], dtype=np.uint8)
 _COMPLETE, _RESUMED = STATES.index(CallState.COMPLETE), STATES.index(CallState.RESUMED)
 _UNREADABLE = int(BufferFlag.UNREADABLE)
@@ -68,38 +69,35 @@ MEMO_OPS = (IoctlOp, SysCall)
 """Decoders whose call-level decode is a function of the call's records' bytes alone (not of which call it
 is: seq, time, pid, tid, call id; nor of the calls before it), so that a summary can be kept by them."""
 MEMO_KEPT = 1 << 16
-"""Summaries the memo keeps (the most recently used): a key of 16 bytes and a small decode each, a few
-tens of MB at most.  The shipped capture of three CUDA clients has ~2,600 distinct decoded calls."""
+"""Summaries the memo keeps (the most recently used; a call-level decode is small).  The shipped capture
+of three CUDA clients has ~2,600 distinct decoded calls."""
+MEMO_KEPT_BYTES = 64 << 20
+"""And the bytes of their keys (a UVM call's records run to kilobytes)."""
 
 Member = tuple[str, Field | None, int]
 """A summary member: (name, None, 0) for a handle, (name, member, offset) for a number at a fixed offset."""
 
 
-class Line(NamedTuple):
-    """A call's line, made without its records (or from a summary decoded before), in place of its call."""
+class Lines(NamedTuple):
+    """The lines of consecutive calls, made without their records (or from summaries decoded before), in
+    place of those calls."""
 
     first_seq: int
-    text: str
+    """The first record of the first call."""
+    texts: list[str]
 
 
 class SummaryMemo:
-    """Call-level decodes of calls by their records' bytes (``BlockReader.stable_bytes``), bounded."""
+    """Call-level decodes of calls by their state and their records' bytes (``BlockReader.stable_parts``:
+    each record says its length, so the records' bytes one after the other are one key), bounded in
+    entries and in the bytes of the keys."""
 
-    def __init__(self, kept: int = MEMO_KEPT) -> None:
-        self.kept = kept
+    def __init__(self, kept: int = MEMO_KEPT, kept_bytes: int = MEMO_KEPT_BYTES) -> None:
+        self.kept, self.kept_bytes = kept, kept_bytes
         self.hits = 0
         self.misses = 0
+        self.bytes = 0
         self._done: OrderedDict[bytes, tuple[Decoded, str]] = OrderedDict()
-
-    @staticmethod
-    def key(state: int, records: Sequence[bytes]) -> bytes:
-        """The memo's key of a call in ``state`` made of records of these bytes (a digest: the bytes of a
-        UVM call run to kilobytes)."""
-        h = hashlib.blake2b(bytes((state, len(records))), digest_size=16)
-        for data in records:
-            h.update(len(data).to_bytes(4, "little"))
-            h.update(data)
-        return h.digest()
 
     def get(self, key: bytes) -> tuple[Decoded, str] | None:
         found = self._done.get(key)
@@ -112,8 +110,9 @@ class SummaryMemo:
 
     def put(self, key: bytes, decoded: Decoded, body: str) -> None:
         self._done[key] = (decoded, body)
-        if len(self._done) > self.kept:
-            self._done.popitem(last=False)
+        self.bytes += len(key)
+        while len(self._done) > self.kept or self.bytes > self.kept_bytes:
+            self.bytes -= len(self._done.popitem(last=False)[0])
 
 
 class ColumnLines:
@@ -135,6 +134,7 @@ class ColumnLines:
         self._summaries: list[tuple[Member, ...]] = []
         self._summary_ids: dict[tuple[Member, ...], int] = {}
         self._sides = KeyCache(self._side_summary)
+        self._templates: dict[tuple[int, int, int, int, int], _Template | None] = {}
         self._filtered = bool(wanted.names or wanted.statuses or wanted.failed or wanted.handles)
         c = table.columns
         self._cols = {name: np.asarray(c[name]) for name in _LINE_COLUMNS}
@@ -170,113 +170,144 @@ class ColumnLines:
     def _column_lines(self, rows: np.ndarray, kinds: np.ndarray, made: np.ndarray, out: list[str | bool]) -> None:
         block = rows[made]
         c = {name: self._cols[name][block].tolist() for name in _LINE_COLUMNS if name != "exit_seq"}
-        names, details = self.table.names.values, self.table.details.values
-        statuses, handle_sets = self.table.status_names.values, self.table.handle_sets.values
+        statuses = self.table.status_names.values
         extra = self.table.extra_handles
-        argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT)
-        start, end, named = self.start_ns, self.end_ns, self._named
-        handle_columns = [c[f"h{k}"] for k in range(len(_HANDLE_COLUMNS))]
-        for i, (at, row) in enumerate(zip(made.tolist(), block.tolist())):
-            handles = dict(extra[row]) if row in extra else {
-                name: handle_columns[k][i] for k, name in enumerate(handle_sets[c["handles"][i]])}
-            args: dict[str, object] = handles
-            if argument is not None and i in argument:
-                found = argument[i]
-                if found is None:
-                    continue  # the two copies of the argument disagree: the decoders decide
-                args = {name: handles[name] if f is None else value for (name, f, _), value in found}
-            name, detail_id = names[c["name"][i]], c["detail"][i]
-            detail = details[detail_id] if detail_id >= 0 else None
-            status_id = c["status_name"][i]
-            status_name = statuses[status_id] if status_id >= 0 else None
-            if self._filtered and not self._wants(c, i, name, detail, status_name, handles):
+        argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT) or {}
+        start, end, templates, filtered = self.start_ns, self.end_ns, self._templates, self._filtered
+        handle_rows = list(zip(*(c[name] for name in _HANDLE_COLUMNS)))
+        for i, (at, row, name_id, detail_id, status_id, hset, source, op, state, first_ns, t_exit, pid, tid) in \
+                enumerate(zip(made.tolist(), block.tolist(), c["name"], c["detail"], c["status_name"], c["handles"],
+                              c["source"], c["op"], c["state"], c["t_enter"], c["t_exit"], c["pid"], c["tid"])):
+            found = argument.get(i)
+            sid = -1 if found is None else found[0]
+            if sid == -2:
+                continue  # no copy of its argument decodes: the decoders say what it is
+            key = (source << 32 | op, name_id, detail_id, hset, sid)
+            template = templates.get(key)
+            if template is None:
+                template = templates[key] = self._template(key)
+            if template is None or row in extra:  # no template: the decoders decide; more handles: summary_text
+                if template is not None:
+                    out[at] = self._line_of(c, i, extra[row], found)
+                continue
+            hv = handle_rows[i]
+            if filtered and not self._wants(c, i, template.handles_of(hv)):
                 out[at] = False
                 continue
-            state = c["state"][i]
-            payload = detail is not None and named[c["source"][i] << 32 | c["op"][i]]
-            body = summary_text(name, args, handles, detail, payload)
-            first_ns = c["t_enter"][i]
-            duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
-            phase = Phase.EXIT if state == _RESUMED else Phase.ENTER
-            out[at] = line_text(name, body, status_name, (), c["pid"][i], c["tid"][i], first_ns, phase,
-                                STATES[state], duration, start, end)
+            if found is None:
+                body = template.body(hv)
+            else:
+                body = template.body([hv[p] if p >= 0 else v for p, v in zip(template.handle_at, found[1])])
+            duration = t_exit - first_ns if state == _COMPLETE else None
+            out[at] = line_text(template.name, body, statuses[status_id] if status_id >= 0 else None, (), pid, tid,
+                                first_ns, Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
+                                start, end)
 
-    def _wants(self, c: dict[str, list], i: int, name: str, detail: str | None, status_name: str | None,
-               handles: dict[str, int]) -> bool:
+    def _template(self, key: tuple[int, int, int, int, int]) -> _Template | None:
+        """The summary template of rows of ``key`` (see ``_column_lines``); None when a member the summary
+        shows as a handle is not among the row's handles (the decoders decide)."""
+        op_key, name_id, detail_id, hset, sid = key
+        handle_names = self.table.handle_sets.values[hset]
+        members_ = tuple((n, None, 0) for n in handle_names) if sid < 0 else self._summaries[sid]
+        if any(f is None and n not in handle_names for n, f, _ in members_):
+            return None
+        detail = self.table.details.values[detail_id] if detail_id >= 0 else None
+        payload = detail is not None and self._named[op_key]
+        template = _Template(self.table.names.values[name_id], detail, payload, handle_names, members_)
+        return template if template.text is not None else None
+
+    def _line_of(self, c: dict[str, list], i: int, handles: dict[str, int],
+                 found: tuple[int, Sequence[int]] | None) -> str | bool:
+        """The line of column row ``i`` whose handles are ``handles`` (more than the handle columns hold),
+        its summary put together by ``summary_text`` (``found``: its ``FROM_ARGUMENT`` members' summary and
+        values)."""
+        args: dict[str, object] = dict(handles)
+        if found is not None:
+            members_ = self._summaries[found[0]]
+            args = {name: handles[name] if f is None else v for (name, f, _), v in zip(members_, found[1])}
+        name = self.table.names.values[c["name"][i]]
+        detail = self.table.details.values[c["detail"][i]] if c["detail"][i] >= 0 else None
+        status_name = self.table.status_names.values[c["status_name"][i]] if c["status_name"][i] >= 0 else None
+        if self._filtered and not self._wants(c, i, handles):
+            return False
+        state = c["state"][i]
+        body = summary_text(name, args, handles, detail, detail is not None and self._named[c["source"][i] << 32 | c["op"][i]])
+        duration = c["t_exit"][i] - c["t_enter"][i] if state == _COMPLETE else None
+        return line_text(name, body, status_name, (), c["pid"][i], c["tid"][i], c["t_enter"][i],
+                         Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
+                         self.start_ns, self.end_ns)
+
+    def _wants(self, c: dict[str, list], i: int, handles: dict[str, int]) -> bool:
         """Whether the call filter wants the call of column row ``i`` (the call level's decode of it is
         what the columns say: the row mask chose on the same columns, but does not decide alone)."""
+        name = self.table.names.values[c["name"][i]]
+        detail = self.table.details.values[c["detail"][i]] if c["detail"][i] >= 0 else None
         if not self.wanted.wants_label(Label(name, detail)):
             return False
-        ok = c["ok"][i]
+        ok, status_id = c["ok"][i], c["status_name"][i]
         decoded = Decoded(c["source"][i], c["op"][i], name, detail, status=c["status"][i] if c["has_status"][i] else None,
-                          status_name=status_name, ok=None if ok < 0 else bool(ok), handles=handles, level=Level.CALL)
+                          status_name=self.table.status_names.values[status_id] if status_id >= 0 else None,
+                          ok=None if ok < 0 else bool(ok), handles=handles, level=Level.CALL)
         return self.wanted.wants(decoded)
 
-    def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray) -> dict[int, list[tuple[Member, int]] | None] | None:
-        """Of the ``FROM_ARGUMENT`` rows of ``block``, by index in it: each summary member with its value
-        (for a handle: None, the handle columns hold it), read from the argument as the decode takes it,
-        from the copy it uses, which is the only copy that decodes, or either when both do and agree; else
-        None (the decoders decide)."""
+    def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray) -> dict[int, tuple[int, Sequence[int]]] | None:
+        """Of the ``FROM_ARGUMENT`` rows of ``block``, by index in it: the id of its summary's members
+        (``_summaries``) and their values (for a handle: 0, the handle columns hold it), read from the copy
+        of the argument the decode takes (``IoctlOp.decode``): the one read after the call when the call
+        returned and it decodes, else the first that decodes; (-2, ()) when neither does (the decoders
+        decide)."""
         at = np.flatnonzero(arg_rows)
         if not at.size:
             return None
         rows = block[at]
+        n = len(rows)
         col = self._cols
         enter = col["enter_seq"][rows].astype(np.int64)
         exit_ = col["exit_seq"][rows]
         has_exit = (exit_ >= 0) & (exit_ != enter)
         seqs = np.concatenate([enter, exit_[has_exit]])
         found = self.blocks.arg_sides(seqs)
-        second = np.full(len(rows), -1, dtype=np.int64)
-        second[has_exit] = np.arange(len(rows), len(seqs))[: int(has_exit.sum())]
+        second = np.full(n, -1, dtype=np.int64)
+        second[has_exit] = np.arange(n, len(seqs))
+        # the call's exit (split_call: its first record of phase EXIT), and whether the call returned
+        phase = self.blocks.header_field(found.chunk, found.at, "phase")
+        ret = self.blocks.header_field(found.chunk, found.at, "ret")
+        err = self.blocks.header_field(found.chunk, found.at, "err")
+        mine = np.arange(n)
+        closing = np.where(phase[mine] == Phase.EXIT, mine, np.where((second >= 0), second, -1))
+        closing[(closing >= 0) & (phase[np.maximum(closing, 0)] != Phase.EXIT)] = -1
+        shut = np.maximum(closing, 0)
+        returned = (closing >= 0) & (ret[shut] >= 0) & (err[shut] == 0)
         source, op = col["source"][rows].astype(np.uint64), col["op"][rows].astype(np.uint64)
-        chosen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per side: summary id, chunk, start
+        sides: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per side: summary id, chunk, data start
         for side in range(len(SIDES)):
             start, length, flags = found.start[side], found.length[side], found.flags[side]
-            # the first buffer of the side in the call's records, as arg_buffer finds it: the first record's,
-            # else the exit's
-            pick = np.arange(len(rows))
+            # the side's first buffer in the call's records, as arg_buffer finds it: the first record's, else
+            # the exit's
+            pick = mine.copy()
             later = (start[pick] < 0) & (second >= 0)
             pick[later] = second[later]
-            present = start[pick] >= 0
             unreadable = (flags[pick] & _UNREADABLE) != 0
             key = ((source << np.uint64(60)) | (unreadable.astype(np.uint64) << np.uint64(59))
                    | (op << np.uint64(27)) | np.minimum(length[pick], (1 << 27) - 1).astype(np.uint64))
-            ids = np.where(present, self._sides(key), -1)
-            chosen.append((ids, found.chunk[pick], start[pick]))
-        (b_ids, b_chunk, b_start), (a_ids, a_chunk, a_start) = chosen
-        ids = np.where(b_ids >= 0, b_ids, a_ids)
-        both = (b_ids >= 0) & (a_ids >= 0)
-        agree = ~both | (b_ids == a_ids)
-        out: dict[int, list[tuple[Member, int]] | None] = {}
+            ids = np.where(start[pick] >= 0, self._sides(key), -1)
+            sides.append((ids, found.chunk[pick], start[pick]))
+        (b_ids, b_chunk, b_start), (a_ids, a_chunk, a_start) = sides
+        after = (a_ids >= 0) & (returned | (b_ids < 0))
+        ids = np.where(after, a_ids, b_ids)
+        chunk, start = np.where(after, a_chunk, b_chunk), np.where(after, a_start, b_start)
+        out: dict[int, tuple[int, Sequence[int]]] = {}
         for sid in np.unique(ids[ids >= 0]).tolist():
-            mine = np.flatnonzero((ids == sid) & agree)
+            chosen = np.flatnonzero(ids == sid)
             members_ = self._summaries[sid]
-            values = []
-            for _, f, offset in members_:
-                if f is None:
-                    values.append(np.zeros(len(mine), dtype=np.int64))
-                    continue
-                dtype = np.dtype(f"<{'i' if _signed(f) else 'u'}{f.size}")
-                value = np.zeros(len(mine), dtype=dtype)
-                use_b = b_ids[mine] >= 0
-                if use_b.any():
-                    value[use_b] = self.blocks.gather(b_chunk[mine][use_b], b_start[mine][use_b] + offset, dtype)
-                if (~use_b).any():
-                    value[~use_b] = self.blocks.gather(a_chunk[mine][~use_b], a_start[mine][~use_b] + offset, dtype)
-                two = both[mine]
-                if two.any():
-                    after = self.blocks.gather(a_chunk[mine][two], a_start[mine][two] + offset, dtype)
-                    differ = np.flatnonzero(two)[after != value[two]]
-                    agree[mine[differ]] = False
-                values.append(value)
-            # a column each (numbers of several types: stacked, numpy would make them floats)
-            table = list(zip(*(v.tolist() for v in values))) if values else [() for _ in mine]
-            for i, row_values in zip(mine.tolist(), table):
-                if agree[i]:
-                    out[int(at[i])] = list(zip(members_, row_values))
-        for i in np.flatnonzero((ids < 0) | ~agree).tolist():
-            out[int(at[i])] = None
+            # a column per member (numbers of several types: stacked, numpy would make them floats)
+            values = [[0] * len(chosen) if f is None else
+                      self.blocks.gather(chunk[chosen], start[chosen] + offset, _dtype(f)).tolist()
+                      for _, f, offset in members_]
+            for i, row_values in zip(at[chosen].tolist(), zip(*values) if values else [() for _ in chosen]):
+                out[i] = (sid, row_values)
+        for i in at[ids < 0].tolist():
+            out[i] = (-2, ())
         return out
 
     def _side_summary(self, key: int) -> int:
@@ -316,19 +347,16 @@ class ColumnLines:
         enter = col["enter_seq"][rows].astype(np.int64)
         exit_ = col["exit_seq"][rows]
         has_exit = (exit_ >= 0) & (exit_ != enter)
-        chunk, pos = self.blocks.places(np.concatenate([enter, exit_[has_exit]]))
+        seqs = np.concatenate([enter, exit_[has_exit]])
+        parts = self.blocks.stable_parts(seqs)
         second = np.full(len(rows), -1, dtype=np.int64)
-        second[has_exit] = np.arange(len(rows), len(chunk))[: int(has_exit.sum())]
+        second[has_exit] = np.arange(len(rows), len(seqs))
+        chunk, pos = self.blocks.places(enter)
+        phases = self.blocks.header_field(chunk, pos, "phase").tolist()
         c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
-        phases = self.blocks.header_field(chunk[:len(rows)], pos[:len(rows)], "phase").tolist()
-        chunk_l, pos_l, second_l = chunk.tolist(), pos.tolist(), second.tolist()
-        stable = self.blocks.stable_bytes
-        start, end, memo, wanted = self.start_ns, self.end_ns, self.memo, self.wanted
-        for i, k in enumerate(at.tolist()):
-            state = c["state"][i]
-            j = second_l[i]
-            data = [stable(chunk_l[i], pos_l[i])] if j < 0 else [stable(chunk_l[i], pos_l[i]), stable(chunk_l[j], pos_l[j])]
-            key = memo.key(state, data)
+        start, end, memo, wanted, join = self.start_ns, self.end_ns, self.memo, self.wanted, b"".join
+        for i, (k, j, state, first_ns) in enumerate(zip(at.tolist(), second.tolist(), c["state"], c["t_enter"])):
+            key = join((_STATE_BYTES[state], *parts[i])) if j < 0 else join((_STATE_BYTES[state], *parts[i], *parts[j]))
             kept = memo.get(key)
             if kept is None:
                 call = self._call(c["enter_seq"][i], c["exit_seq"][i] if j >= 0 else -1, STATES[state])
@@ -343,7 +371,6 @@ class ColumnLines:
             if self._filtered and not (wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d)):
                 out[k] = False
                 continue
-            first_ns = c["t_enter"][i]
             duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
             out[k] = line_text(d.name, body, d.status_name, d.notes, c["pid"][i], c["tid"][i], first_ns, phases[i],
                                STATES[state], duration, start, end)
@@ -352,6 +379,54 @@ class ColumnLines:
         record = self.reader.record_at
         records: tuple[Record, ...] = (record(first),) if exit_seq < 0 else (record(first), record(exit_seq))
         return Call(records, state)
+
+
+class _Slot:
+    """Where an argument's value goes in a summary template: ``format_arg`` prints it as ``str`` does."""
+
+    def __str__(self) -> str:
+        return _SLOT_TEXT
+
+
+_SLOT_TEXT = "\0"
+TEXTS_KEPT = 4096
+"""Texts of values a template's slot keeps (the most recent are not tracked: a full slot starts again)."""
+
+
+class _Template:
+    """A summary's constant parts (``NAME(hClient=``, ``, flags=``, ``, DETAIL{…})``), put together once by
+    ``render.summary_text`` around slots, and the text of each value each slot has held: ``format_arg``
+    of a number depends on nothing but the member's name, whether it is a handle, and the value."""
+
+    def __init__(self, name: str, detail: str | None, payload: bool, handle_names: tuple[str, ...],
+                 members_: tuple[Member, ...]) -> None:
+        self.name = name
+        self.handle_names = handle_names
+        self.handle_at = tuple(handle_names.index(n) if f is None else -1 for n, f, _ in members_)
+        """Per member: the index of its handle among the row's (-1: a number of the argument)."""
+        self._names = [n for n, _, _ in members_]
+        self._handles = dict.fromkeys(handle_names, 0)  # format_arg asks only whether a name is a handle
+        pieces = summary_text(name, dict.fromkeys(self._names, _Slot()), self._handles, detail, payload).split(_SLOT_TEXT)
+        # None when a constant part holds the slot's text itself
+        self.text = "%s".join(p.replace("%", "%%") for p in pieces) if len(pieces) == len(self._names) + 1 else None
+        self._texts: list[dict[int, str]] = [{} for _ in self._names]
+
+    def handles_of(self, values: Sequence[int]) -> dict[str, int]:
+        return dict(zip(self.handle_names, values))
+
+    def body(self, values: Sequence[int]) -> str:
+        """The summary of a call whose members (in the summary's order) have ``values``."""
+        texts = self._texts
+        try:
+            return self.text % tuple([t[v] for t, v in zip(texts, values)])  # type: ignore[operator]  # never None here
+        except KeyError:
+            pass
+        for t, name, v in zip(texts, self._names, values):
+            if v not in t:
+                if len(t) >= TEXTS_KEPT:
+                    t.clear()
+                t[v] = format_arg(name, v, self._handles)
+        return self.text % tuple([t[v] for t, v in zip(texts, values)])  # type: ignore[operator]
 
 
 _LINE_COLUMNS = ("enter_seq", "exit_seq", "t_enter", "t_exit", "state", "pid", "tid", "source", "op", "name",
@@ -363,9 +438,9 @@ _BUILT_IN = frozenset({"rmtrace.decoders.ioctl", "rmtrace.decoders.rm", "rmtrace
 """The decoders' own modules: a user's decoder may keep state, so its calls are never memoized."""
 
 
-def _signed(f: Field) -> bool:
-    from rmtrace.decoders.structs import SIGNED_KINDS
-    return f.kind in SIGNED_KINDS
+def _dtype(f: Field) -> np.dtype:
+    """The numpy type of member ``f`` (``view.is_scalar``), as ``view.scalar_at`` reads it."""
+    return np.dtype(f"<{'i' if f.kind in SIGNED_KINDS else 'u'}{f.size}")
 
 
 def summary_members(decoder: IoctlOp, arg: ArgLayout) -> tuple[Member, ...] | None:

@@ -55,7 +55,9 @@ def _volatile_span() -> tuple[int, int]:
     return spans[0][0], spans[-1][1]
 
 
-_VOLATILE_START, _VOLATILE_END = _volatile_span()
+VOLATILE_SPAN = _volatile_span()
+"""Where ``VOLATILE`` lies in a record: bytes [start, end)."""
+_VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
 
 
 class Chunk:
@@ -80,18 +82,15 @@ class Chunk:
             out |= self.u1[pos + i].astype(np.uint64) << np.uint64(8 * i)
         return out.astype(f"<u{size}").view(dtype)
 
-    def stable_bytes(self, at: int) -> bytes:
-        """Record at byte ``at``, without the header fields that say which call it is (``VOLATILE``)."""
-        view, end = self.view, at + int(self._typed[4][(at + _TOTAL[0]) // 4])
-        return view[at:at + _VOLATILE_START].tobytes() + view[at + _VOLATILE_END:end].tobytes()
-
 
 @dataclass
 class ArgSides:
-    """Of each record asked for: its chunk, and where its argument buffers are (per side of ``SIDES``: the
-    data's byte in the chunk, -1 for none; its length; its flags)."""
+    """Of each record asked for: its chunk and its byte in it (``BlockReader.places``), and where its
+    argument buffers are (per side of ``SIDES``: the data's byte in the chunk, -1 for none; its length; its
+    flags)."""
 
     chunk: np.ndarray
+    at: np.ndarray
     start: tuple[np.ndarray, np.ndarray]
     length: tuple[np.ndarray, np.ndarray]
     flags: tuple[np.ndarray, np.ndarray]
@@ -152,7 +151,7 @@ class BlockReader:
                 pos[live] = p + _BUFFER_SIZE + ((size + ALIGN - 1) & ~(ALIGN - 1))
                 step += 1
                 live = live[nbufs[live] > step]
-        return ArgSides(chunk, start, length, flags)
+        return ArgSides(chunk, at, start, length, flags)
 
     def header_field(self, chunk: np.ndarray, at: np.ndarray, name: str) -> np.ndarray:
         """Header field ``name`` of the records at byte ``at`` of chunk ``chunk`` (``places``)."""
@@ -166,9 +165,14 @@ class BlockReader:
             out[rows] = self.chunk(index).read(pos[rows], dtype)
         return out
 
-    def stable_bytes(self, chunk: int, at: int) -> bytes:
-        """``Chunk.stable_bytes`` of the record at byte ``at`` of chunk ``chunk``."""
-        return self.chunk(chunk).stable_bytes(at)
+    def stable_parts(self, seqs: np.ndarray) -> list[tuple[memoryview, memoryview]]:
+        """Each record of ``seqs`` without the header fields that say which call it is (``VOLATILE``): the
+        bytes before them and the bytes after, where they lie in the chunk."""
+        chunk, at = self.places(seqs)
+        ends = (at + self.gather(chunk, at + _TOTAL[0], _TOTAL[1])).tolist()
+        views = {index: self.chunk(index).view for index in np.unique(chunk).tolist()}
+        return [(views[c][a:a + _VOLATILE_START], views[c][a + _VOLATILE_END:e])
+                for c, a, e in zip(chunk.tolist(), at.tolist(), ends)]
 
     @staticmethod
     def _by_chunk(chunk: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
