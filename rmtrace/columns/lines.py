@@ -265,21 +265,19 @@ class ColumnLines:
         enter = col["enter_seq"][rows].astype(np.int64)
         exit_ = col["exit_seq"][rows]
         has_exit = (exit_ >= 0) & (exit_ != enter)
-        seqs = np.concatenate([enter, exit_[has_exit]])
-        found = self.blocks.arg_sides(seqs)
+        block = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        found = block.arg_sides()
         second = np.full(n, -1, dtype=np.int64)
-        second[has_exit] = np.arange(n, len(seqs))
+        second[has_exit] = np.arange(n, len(block.at))
         # the call's exit (split_call: its first record of phase EXIT), and whether the call returned
-        phase = self.blocks.header_field(found.chunk, found.at, "phase")
-        ret = self.blocks.header_field(found.chunk, found.at, "ret")
-        err = self.blocks.header_field(found.chunk, found.at, "err")
+        phase, ret, err = block.header("phase"), block.header("ret"), block.header("err")
         mine = np.arange(n)
         closing = np.where(phase[mine] == Phase.EXIT, mine, np.where((second >= 0), second, -1))
         closing[(closing >= 0) & (phase[np.maximum(closing, 0)] != Phase.EXIT)] = -1
         shut = np.maximum(closing, 0)
         returned = (closing >= 0) & (ret[shut] >= 0) & (err[shut] == 0)
         source, op = col["source"][rows].astype(np.uint64), col["op"][rows].astype(np.uint64)
-        sides: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per side: summary id, chunk, data start
+        sides: list[tuple[np.ndarray, np.ndarray]] = []  # per side: summary id, data start
         for side in range(len(SIDES)):
             start, length, flags = found.start[side], found.length[side], found.flags[side]
             # the side's first buffer in the call's records, as arg_buffer finds it: the first record's, else
@@ -291,18 +289,18 @@ class ColumnLines:
             key = ((source << np.uint64(60)) | (unreadable.astype(np.uint64) << np.uint64(59))
                    | (op << np.uint64(27)) | np.minimum(length[pick], (1 << 27) - 1).astype(np.uint64))
             ids = np.where(start[pick] >= 0, self._sides(key), -1)
-            sides.append((ids, found.chunk[pick], start[pick]))
-        (b_ids, b_chunk, b_start), (a_ids, a_chunk, a_start) = sides
+            sides.append((ids, start[pick]))
+        (b_ids, b_start), (a_ids, a_start) = sides
         after = (a_ids >= 0) & (returned | (b_ids < 0))
         ids = np.where(after, a_ids, b_ids)
-        chunk, start = np.where(after, a_chunk, b_chunk), np.where(after, a_start, b_start)
+        start = np.where(after, a_start, b_start)
         out: dict[int, tuple[int, Sequence[int]]] = {}
         for sid in np.unique(ids[ids >= 0]).tolist():
             chosen = np.flatnonzero(ids == sid)
             members_ = self._summaries[sid]
             # a column per member (numbers of several types: stacked, numpy would make them floats)
             values = [[0] * len(chosen) if f is None else
-                      self.blocks.gather(chunk[chosen], start[chosen] + offset, _dtype(f)).tolist()
+                      block.read(start[chosen] + offset, _dtype(f)).tolist()
                       for _, f, offset in members_]
             for i, row_values in zip(at[chosen].tolist(), zip(*values) if values else [() for _ in chosen]):
                 out[i] = (sid, row_values)
@@ -347,12 +345,11 @@ class ColumnLines:
         enter = col["enter_seq"][rows].astype(np.int64)
         exit_ = col["exit_seq"][rows]
         has_exit = (exit_ >= 0) & (exit_ != enter)
-        seqs = np.concatenate([enter, exit_[has_exit]])
-        parts = self.blocks.stable_parts(seqs)
+        block = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        parts = block.stable_parts()
         second = np.full(len(rows), -1, dtype=np.int64)
-        second[has_exit] = np.arange(len(rows), len(seqs))
-        chunk, pos = self.blocks.places(enter)
-        phases = self.blocks.header_field(chunk, pos, "phase").tolist()
+        second[has_exit] = np.arange(len(rows), len(block.at))
+        phases = block.header("phase")[:len(rows)].tolist()
         c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
         start, end, memo, wanted, join = self.start_ns, self.end_ns, self.memo, self.wanted, b"".join
         for i, (k, j, state, first_ns) in enumerate(zip(at.tolist(), second.tolist(), c["state"], c["t_enter"])):

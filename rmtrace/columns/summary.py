@@ -19,7 +19,6 @@ here checks them again.  Every offset comes from the record mirror
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +39,6 @@ def _field(dtype: np.dtype, name: str) -> tuple[int, np.dtype]:
     return offset, kind
 
 
-_HEADER_SIZE, _TOTAL, _NBUFS = (_field(HEADER_DTYPE, n) for n in ("header_size", "total_len", "nbufs"))
 _ROLE, _WHEN, _FLAGS, _LEN = (_field(BUFFER_DTYPE, n) for n in ("role", "when", "flags", "len"))
 VOLATILE = ("seq", "time_ns", "pid", "tid", "call_id")
 """The header fields that say which call a record is, not what it says: the rest of a record (its other
@@ -61,16 +59,40 @@ _VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
 
 
 class Chunk:
-    """One decompressed chunk as numpy arrays: its record offsets, its bytes and typed views of them."""
+    """One decompressed chunk as numpy arrays: its record offsets and its bytes (a whole number of words)."""
 
     def __init__(self, reader: TraceReader, index: int) -> None:
         offsets, view = reader.chunk_records(index)
-        self.view = view
         self.offsets = np.frombuffer(offsets, dtype=np.uint32).astype(np.int64)
-        whole = len(view) - len(view) % ALIGN
-        u1 = np.frombuffer(view, dtype=np.uint8, count=whole)
-        self.u1 = u1
-        self._typed = {1: u1, 2: u1.view("<u2"), 4: u1.view("<u4"), 8: u1.view("<u8")}
+        self.u1 = np.frombuffer(view, dtype=np.uint8, count=len(view) - len(view) % ALIGN)
+
+
+@dataclass
+class ArgSides:
+    """Of each record of a block, where its argument buffers are, per side of ``SIDES``: the data's byte in
+    the block (-1: none), its length, its flags."""
+
+    start: tuple[np.ndarray, np.ndarray]
+    length: tuple[np.ndarray, np.ndarray]
+    flags: tuple[np.ndarray, np.ndarray]
+
+
+class Block:
+    """Records by sequence number, in the bytes of the chunks that hold them put one after the other (each
+    a whole number of words, so every record stays aligned): one gather reads a field of all of them."""
+
+    def __init__(self, chunks: list[Chunk], first_seqs: np.ndarray, which: np.ndarray, seqs: np.ndarray) -> None:
+        """``chunks``: the chunks, ``first_seqs`` their first records' seqs; ``which``: the index in
+        ``chunks`` of each record of ``seqs``."""
+        sizes = np.array([len(c.u1) for c in chunks], dtype=np.int64)
+        bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        counts = np.array([len(c.offsets) for c in chunks], dtype=np.int64)
+        firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        offsets = np.concatenate([c.offsets + base for c, base in zip(chunks, bases.tolist())])
+        self.u1 = chunks[0].u1 if len(chunks) == 1 else np.concatenate([c.u1 for c in chunks])
+        self._typed = {1: self.u1, 2: self.u1.view("<u2"), 4: self.u1.view("<u4"), 8: self.u1.view("<u8")}
+        self.at = offsets[firsts[which] + seqs - first_seqs]
+        """Each record's first byte in the block."""
 
     def read(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """The numbers of ``dtype`` (a little-endian integer) at byte positions ``pos``."""
@@ -82,18 +104,47 @@ class Chunk:
             out |= self.u1[pos + i].astype(np.uint64) << np.uint64(8 * i)
         return out.astype(f"<u{size}").view(dtype)
 
+    def header(self, name: str) -> np.ndarray:
+        """Header field ``name`` of each record."""
+        offset, dtype = _field(HEADER_DTYPE, name)
+        return self.read(self.at + offset, dtype)
 
-@dataclass
-class ArgSides:
-    """Of each record asked for: its chunk and its byte in it (``BlockReader.places``), and where its
-    argument buffers are (per side of ``SIDES``: the data's byte in the chunk, -1 for none; its length; its
-    flags)."""
+    def arg_sides(self) -> ArgSides:
+        """Where the first argument buffer read before the call, and the first read after it, are in each
+        record (as ``Record.buffer(Role.ARG, when)`` finds them): the buffer headers of all the records
+        walked in step, one pass per buffer index."""
+        n = len(self.at)
+        start = (np.full(n, -1, np.int64), np.full(n, -1, np.int64))
+        length = (np.zeros(n, np.int64), np.zeros(n, np.int64))
+        flags = (np.zeros(n, np.int64), np.zeros(n, np.int64))
+        nbufs = self.header("nbufs").astype(np.int64)
+        pos = self.at + self.header("header_size").astype(np.int64)
+        live = np.flatnonzero(nbufs > 0)
+        step = 0
+        while live.size:
+            p = pos[live]
+            size = self.read(p + _LEN[0], _LEN[1]).astype(np.int64)
+            is_arg = self.read(p + _ROLE[0], _ROLE[1]) == _ARG
+            when = self.read(p + _WHEN[0], _WHEN[1])
+            for side, side_when in enumerate(SIDES):
+                first = is_arg & (when == side_when) & (start[side][live] < 0)
+                if first.any():
+                    mine = live[first]
+                    start[side][mine] = p[first] + _BUFFER_SIZE
+                    length[side][mine] = size[first]
+                    flags[side][mine] = self.read(p[first] + _FLAGS[0], _FLAGS[1])
+            pos[live] = p + _BUFFER_SIZE + ((size + ALIGN - 1) & ~(ALIGN - 1))
+            step += 1
+            live = live[nbufs[live] > step]
+        return ArgSides(start, length, flags)
 
-    chunk: np.ndarray
-    at: np.ndarray
-    start: tuple[np.ndarray, np.ndarray]
-    length: tuple[np.ndarray, np.ndarray]
-    flags: tuple[np.ndarray, np.ndarray]
+    def stable_parts(self) -> list[tuple[memoryview, memoryview]]:
+        """Each record without the header fields that say which call it is (``VOLATILE``): the bytes before
+        them and the bytes after, where they lie."""
+        view = memoryview(self.u1)
+        at = self.at.tolist()
+        ends = (self.at + self.header("total_len")).tolist()
+        return [(view[a:a + _VOLATILE_START], view[a + _VOLATILE_END:e]) for a, e in zip(at, ends)]
 
 
 class BlockReader:
@@ -105,81 +156,16 @@ class BlockReader:
         self._kept: dict[int, Chunk] = {}
         self._chunks_kept = chunks_kept
 
-    def chunk(self, index: int) -> Chunk:
+    def block(self, seqs: np.ndarray) -> Block:
+        """The records of ``seqs`` (a block's: a few consecutive chunks hold them)."""
+        chunk = np.searchsorted(self._first, seqs, side="right") - 1
+        indexes, which = np.unique(chunk, return_inverse=True)
+        return Block([self._chunk(i) for i in indexes.tolist()], self._first[chunk], which, seqs)
+
+    def _chunk(self, index: int) -> Chunk:
         found = self._kept.get(index)
         if found is None:
             if len(self._kept) >= self._chunks_kept:
-                del self._kept[next(iter(self._kept))]  # the oldest: a block's chunks are consecutive
+                del self._kept[next(iter(self._kept))]  # the oldest: blocks move forward through the trace
             found = self._kept[index] = Chunk(self.reader, index)
         return found
-
-    def places(self, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(chunk index, byte in the chunk) of each record of ``seqs``."""
-        chunk = np.searchsorted(self._first, seqs, side="right") - 1
-        at = np.zeros(len(seqs), dtype=np.int64)
-        for index, rows in self._by_chunk(chunk):
-            at[rows] = self.chunk(index).offsets[seqs[rows] - self._first[index]]
-        return chunk, at
-
-    def arg_sides(self, seqs: np.ndarray) -> ArgSides:
-        """Where the first argument buffer read before the call, and the first read after it, are in each
-        record of ``seqs`` (as ``Record.buffer(Role.ARG, when)`` finds them)."""
-        n = len(seqs)
-        chunk, at = self.places(seqs)
-        start = (np.full(n, -1, np.int64), np.full(n, -1, np.int64))
-        length = (np.zeros(n, np.int64), np.zeros(n, np.int64))
-        flags = (np.zeros(n, np.int64), np.zeros(n, np.int64))
-        for index, rows in self._by_chunk(chunk):
-            c = self.chunk(index)
-            base = at[rows]
-            nbufs = c.read(base + _NBUFS[0], _NBUFS[1]).astype(np.int64)
-            pos = base + c.read(base + _HEADER_SIZE[0], _HEADER_SIZE[1]).astype(np.int64)
-            live = np.flatnonzero(nbufs > 0)
-            step = 0
-            while live.size:
-                p = pos[live]
-                size = c.read(p + _LEN[0], _LEN[1]).astype(np.int64)
-                is_arg = c.read(p + _ROLE[0], _ROLE[1]) == _ARG
-                when = c.read(p + _WHEN[0], _WHEN[1])
-                for side, side_when in enumerate(SIDES):
-                    first = is_arg & (when == side_when) & (start[side][rows[live]] < 0)
-                    if first.any():
-                        mine = rows[live[first]]
-                        start[side][mine] = p[first] + _BUFFER_SIZE
-                        length[side][mine] = size[first]
-                        flags[side][mine] = c.read(p[first] + _FLAGS[0], _FLAGS[1])
-                pos[live] = p + _BUFFER_SIZE + ((size + ALIGN - 1) & ~(ALIGN - 1))
-                step += 1
-                live = live[nbufs[live] > step]
-        return ArgSides(chunk, at, start, length, flags)
-
-    def header_field(self, chunk: np.ndarray, at: np.ndarray, name: str) -> np.ndarray:
-        """Header field ``name`` of the records at byte ``at`` of chunk ``chunk`` (``places``)."""
-        offset, dtype = _field(HEADER_DTYPE, name)
-        return self.gather(chunk, at + offset, dtype)
-
-    def gather(self, chunk: np.ndarray, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """The numbers of ``dtype`` at byte ``pos`` of chunk ``chunk``, for each pair."""
-        out = np.zeros(len(pos), dtype=dtype)
-        for index, rows in self._by_chunk(chunk):
-            out[rows] = self.chunk(index).read(pos[rows], dtype)
-        return out
-
-    def stable_parts(self, seqs: np.ndarray) -> list[tuple[memoryview, memoryview]]:
-        """Each record of ``seqs`` without the header fields that say which call it is (``VOLATILE``): the
-        bytes before them and the bytes after, where they lie in the chunk."""
-        chunk, at = self.places(seqs)
-        ends = (at + self.gather(chunk, at + _TOTAL[0], _TOTAL[1])).tolist()
-        views = {index: self.chunk(index).view for index in np.unique(chunk).tolist()}
-        return [(views[c][a:a + _VOLATILE_START], views[c][a + _VOLATILE_END:e])
-                for c, a, e in zip(chunk.tolist(), at.tolist(), ends)]
-
-    @staticmethod
-    def _by_chunk(chunk: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-        if len(chunk) and chunk[0] == chunk[-1] and (chunk == chunk[0]).all():
-            yield int(chunk[0]), np.arange(len(chunk))
-            return
-        order = np.argsort(chunk, kind="stable")
-        bounds = np.flatnonzero(np.diff(chunk[order])) + 1
-        for rows in np.split(order, bounds):
-            yield int(chunk[rows[0]]), rows
