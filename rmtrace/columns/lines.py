@@ -265,12 +265,12 @@ class ColumnLines:
         enter = col["enter_seq"][rows].astype(np.int64)
         exit_ = col["exit_seq"][rows]
         has_exit = (exit_ >= 0) & (exit_ != enter)
-        block = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
-        found = block.arg_sides()
+        records = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        found = records.arg_sides()
         second = np.full(n, -1, dtype=np.int64)
-        second[has_exit] = np.arange(n, len(block.at))
+        second[has_exit] = np.arange(n, len(records.at))
         # the call's exit (split_call: its first record of phase EXIT), and whether the call returned
-        phase, ret, err = block.header("phase"), block.header("ret"), block.header("err")
+        phase, ret, err = records.header("phase"), records.header("ret"), records.header("err")
         mine = np.arange(n)
         closing = np.where(phase[mine] == Phase.EXIT, mine, np.where((second >= 0), second, -1))
         closing[(closing >= 0) & (phase[np.maximum(closing, 0)] != Phase.EXIT)] = -1
@@ -300,7 +300,7 @@ class ColumnLines:
             members_ = self._summaries[sid]
             # a column per member (numbers of several types: stacked, numpy would make them floats)
             values = [[0] * len(chosen) if f is None else
-                      block.read(start[chosen] + offset, _dtype(f)).tolist()
+                      records.read(start[chosen] + offset, _dtype(f)).tolist()
                       for _, f, offset in members_]
             for i, row_values in zip(at[chosen].tolist(), zip(*values) if values else [() for _ in chosen]):
                 out[i] = (sid, row_values)

@@ -141,7 +141,7 @@ class Block:
     def stable_parts(self) -> list[tuple[memoryview, memoryview]]:
         """Each record without the header fields that say which call it is (``VOLATILE``): the bytes before
         them and the bytes after, where they lie."""
-        view = memoryview(self.u1)
+        view = self.u1.data
         at = self.at.tolist()
         ends = (self.at + self.header("total_len")).tolist()
         return [(view[a:a + _VOLATILE_START], view[a + _VOLATILE_END:e]) for a, e in zip(at, ends)]
