@@ -40,6 +40,10 @@ class Services:
     """How deep a row of the events table is decoded (name, status, handles)."""
     full_level: Level = Level.FULL
     """How deep the field-tree screen decodes (every buffer, field by field)."""
+    load_channels: Callable[[str, DecoderSet | None], SessionModel | None] = lambda path, decoders: None
+    """(path of a trace, its DecoderSet or None) -> the part of its model the first screen reads, its lanes
+    and wedges, when that comes sooner than the whole model (a worker shows it while ``load_model`` folds the
+    rest); None when it would not."""
     keep_model: Callable[[SessionModel], None] = lambda model: None
     """Session model ``load_model`` gave -> it stored in the trace's cache, if it was folded (a worker calls
     this once the lanes, wedges and trees are on screen: the store costs a third of a fold)."""
@@ -51,10 +55,12 @@ def library_services() -> Services:
 
     from rmtrace.analysis.diff import first_divergence
     from rmtrace.analysis.wedges import find_wedges
+    from rmtrace.columns.cache import cache_root
     from rmtrace.columns.live import LiveSession
     from rmtrace.columns.modelcache import unkept_session
     from rmtrace.session import STATE_SYMBOLS
     from rmtrace.session.model import SNAPSHOT_EVERY, fold_session
+    from rmtrace.session.model import load_channels as channels_model
     from rmtrace.trace import TraceReader, is_finished
 
     live: dict[str, LiveSession] = {}
@@ -73,10 +79,22 @@ def library_services() -> Services:
             session = live[path] = LiveSession(path, decoders)
         return session.update()
 
+    def load_channels(path: str, decoders: DecoderSet | None) -> SessionModel | None:
+        # with the cache on, the channels' fold (what the wedges read, and the lanes' host-side states: a
+        # third of the whole fold's time) over the call table, which it builds into the cache entry, so that
+        # load_model's fold then loads it; the whole model when the entry holds one.  Not for a trace still
+        # being recorded (its refolds continue one fold), nor with the cache off (the table would be built
+        # twice).
+        if path in live or not is_finished(path) or cache_root() is None:
+            return None
+        reader = TraceReader(path)
+        return channels_model(reader, decoders=decoders or decoders_for(reader))
+
     def keep_model(model: SessionModel) -> None:
         found = unkept.pop(id(model), None)
         if found is not None:
             found[1]()
 
     return Services(load_model=load_model, find_wedges=find_wedges, first_divergence=first_divergence,
-                    symbols=STATE_SYMBOLS, decoders_for=decoders_for, keep_model=keep_model)
+                    symbols=STATE_SYMBOLS, decoders_for=decoders_for, load_channels=load_channels,
+                    keep_model=keep_model)
