@@ -45,9 +45,10 @@ import time
 from report import print_rows
 
 CHILD_TIMEOUT_S = 600
+WHOLE_FIRST = "cold, whole model first"
 
 
-def child(path: str, wait_model: bool) -> None:
+def child(path: str, wait_model: bool, whole_first: bool = False) -> None:
     """Run the TUI headless on ``path``, printing one JSON line per milestone (monotonic seconds)."""
     import asyncio
 
@@ -61,6 +62,9 @@ def child(path: str, wait_model: bool) -> None:
         print(json.dumps({"event": event, "t": time.monotonic(), "cpu": time.process_time(), **kw}), flush=True)
 
     services = library_services()
+    if whole_first:  # as before the channels' fold came first: the worker folds the whole model at once
+        from dataclasses import replace
+        services = replace(services, load_channels=lambda path, decoders: None)
 
     drawn: dict[int, float] = {}
     timeline_at_end: list[float] = []
@@ -123,11 +127,12 @@ def child(path: str, wait_model: bool) -> None:
     asyncio.run(main())
 
 
-def run_child(path: str, wait_model: bool, cache: str) -> dict[str, float]:
+def run_child(path: str, wait_model: bool, cache: str, whole_first: bool = False) -> dict[str, float]:
     """Each milestone's wall seconds from the spawn (by its name), and its process CPU seconds (``NAME cpu``:
     the UI thread and the worker together, which a loaded machine does not stretch as it stretches wall)."""
     start = time.monotonic()
-    cmd = [sys.executable, __file__, "--child", path] + (["--wait-model"] if wait_model else [])
+    cmd = ([sys.executable, __file__, "--child", path] + (["--wait-model"] if wait_model else [])
+           + (["--whole-first"] if whole_first else []))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
                          env={**os.environ, "RMTRACE_CACHE": cache})
     if out.returncode != 0:
@@ -168,10 +173,13 @@ def main() -> int:
     parser.add_argument("--no-model", action="store_true", help="do not wait for the session model")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--whole-first", action="store_true",
+                        help="also time the cold open with the whole model folded at once (the worker as it was "
+                             "before the channels' fold came first), in the same rounds")
     parser.add_argument("--wait-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.wait_model)
+        child(args.child, args.wait_model, args.whole_first)
         return 0
 
     load_before = os.getloadavg()
@@ -186,14 +194,18 @@ def main() -> int:
         cache = os.path.join(tmp, "cache")
         infos: list[tuple[float, float]] = []
         runs: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
+        if args.whole_first:
+            runs[WHOLE_FIRST] = []
+        order = ("info", "cold", *runs.keys() - {"cold", "warm"}, "warm")
         for r in range(args.rounds):
-            for step in (("info", "cold", "warm") if r % 2 == 0 else ("warm", "cold", "info")):
+            for step in (order if r % 2 == 0 else order[::-1]):
                 if step == "info":
                     infos.append(time_info(path))
                     continue
-                if step == "cold":
+                if step != "warm":
                     shutil.rmtree(cache, ignore_errors=True)
-                runs[step].append(run_child(path, wait_model=not args.no_model, cache=cache))
+                runs[step].append(run_child(path, wait_model=not args.no_model, cache=cache,
+                                            whole_first=step == WHOLE_FIRST))
         size = os.path.getsize(path)
     load_after = os.getloadavg()
 
@@ -210,7 +222,7 @@ def main() -> int:
                    f"{load_after[0]:.1f} after"),
         ("rmtrace info (baseline)", f"{info:7.3f} s   (CPU {info_cpu:.3f} s)"),
     ]
-    for step in ("cold", "warm"):
+    for step in runs:
         paint, events, timeline = (median(step, k) for k in ("first_paint", "events_end", "timeline_end"))
         assert paint is not None and events is not None and timeline is not None
         rows += [
