@@ -123,6 +123,15 @@ async def test_lanes_and_wedges_come_from_the_channels_fold_before_the_whole_mod
         assert len(run.model.object_list) == len(whole.object_list) > len(part.model.object_list)
         assert [w.to_dict() for w in run.wedges()] == [w.to_dict() for w in part.wedges]
         assert [lane.entity for lane in run.lanes()] == [lane.entity for lane in part.lanes]
+    # stored by the worker: the next open's first model is the whole one, and nothing is folded
+    asked: list[str] = []
+    again = replace(services, load_model=lambda path, decoders: (asked.append(path), services.load_model(path, decoders))[1])
+    app = open_app(boots[0], services=again)
+    messages = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await settle(pilot)
+        assert [m.whole for m in messages if isinstance(m, ModelLoaded)] == [True] and not asked
+        assert len(app.workspace.run.model.object_list) == len(whole.object_list) and app.workspace.run.trees_ready
 
 
 @pilot_test

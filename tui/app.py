@@ -147,9 +147,9 @@ class RmtraceApp(App):
                 if decoders is not None:
                     self.post_message(DecodersReady(index, decoders))
             first = run.build_first(decoders) if not run.loaded else None  # a refold has lanes on screen
-            if first is not None:
-                self.post_message(ModelLoaded(index, first, whole=False))
-            folded = run.build_model(decoders)
+            if first is not None and not first[1]:
+                self.post_message(ModelLoaded(index, first[0], whole=False))
+            folded = first[0] if first is not None and first[1] else run.build_model(decoders)
         except RmtraceError as exc:
             self.post_message(ModelFailed(index, str(exc)))
             return
