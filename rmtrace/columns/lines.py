@@ -29,7 +29,7 @@ checks that both make the same line for every call of every shipped capture.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -50,6 +50,7 @@ from rmtrace.columns.table import STATES, CallTable
 from rmtrace.columns.view import is_scalar
 from rmtrace.layout import Field
 from rmtrace.record import BufferFlag, Phase, Record
+from rmtrace.timefmt import format_duration, format_offset
 from rmtrace.trace import TraceReader
 
 PRINTED_STATES = (CallState.COMPLETE, CallState.IN_FLIGHT, CallState.RESUMED)
@@ -136,6 +137,10 @@ class ColumnLines:
         self._sides = KeyCache(self._side_summary)
         self._templates: dict[tuple[int, int, int, int, int], _Template | None] = {}
         self._filtered = bool(wanted.names or wanted.statuses or wanted.failed or wanted.handles)
+        # line templates (_LineTemplate) by (name, status, notes, state, phase): of column rows by status id,
+        # of memo rows by status name
+        self._heads: dict[tuple[str, int, tuple[str, ...], int, int], Callable[..., str] | None] = {}
+        self._memo_heads: dict[tuple[str, str | None, tuple[str, ...], int, int], Callable[..., str] | None] = {}
         c = table.columns
         self._cols = {name: np.asarray(c[name]) for name in _LINE_COLUMNS}
 
@@ -175,9 +180,11 @@ class ColumnLines:
         argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT) or {}
         start, end, templates, filtered = self.start_ns, self.end_ns, self._templates, self._filtered
         handle_rows = list(zip(*(c[name] for name in _HANDLE_COLUMNS)))
-        for i, (at, row, name_id, detail_id, status_id, hset, source, op, state, first_ns, t_exit, pid, tid) in \
+        offsets, durations = self._times(block)
+        heads = self._heads
+        for i, (at, row, name_id, detail_id, status_id, hset, source, op, state, first_ns, pid, tid) in \
                 enumerate(zip(made.tolist(), block.tolist(), c["name"], c["detail"], c["status_name"], c["handles"],
-                              c["source"], c["op"], c["state"], c["t_enter"], c["t_exit"], c["pid"], c["tid"])):
+                              c["source"], c["op"], c["state"], c["t_enter"], c["pid"], c["tid"])):
             found = argument.get(i)
             sid = -1 if found is None else found[0]
             if sid == -2:
@@ -198,10 +205,30 @@ class ColumnLines:
                 body = template.body(hv)
             else:
                 body = template.body([hv[p] if p >= 0 else v for p, v in zip(template.handle_at, found[1])])
-            duration = t_exit - first_ns if state == _COMPLETE else None
-            out[at] = line_text(template.name, body, statuses[status_id] if status_id >= 0 else None, (), pid, tid,
-                                first_ns, Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
-                                start, end)
+            head_key = (template.name, status_id, (), state, Phase.EXIT if state == _RESUMED else Phase.ENTER)
+            head = heads.get(head_key)
+            if head is None:
+                head = heads[head_key] = _LineTemplate.of(template.name, statuses[status_id] if status_id >= 0 else None,
+                                                          (), STATES[state], head_key[4])
+            if head is None:
+                duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
+                out[at] = line_text(template.name, body, statuses[status_id] if status_id >= 0 else None, (), pid, tid,
+                                    first_ns, head_key[4], STATES[state], duration, start, end)
+            else:
+                out[at] = head(pid, tid, offsets[i], body, durations[i])
+
+    def _times(self, rows: np.ndarray) -> tuple[list[str], list[str]]:
+        """Per row of ``rows``: its offset from the trace's start and (a row of a complete call) its duration,
+        as ``render.line_text`` prints them (``format_offset``, ``format_duration``), each distinct duration
+        of the block formatted once (a program's calls take much the same time again and again)."""
+        c = self._cols
+        first = c["t_enter"][rows]
+        start = self.start_ns
+        offsets = [format_offset(t - start) for t in first.tolist()]
+        taken = np.where(c["state"][rows] == _COMPLETE, c["t_exit"][rows] - first, -1)
+        distinct, which = np.unique(taken, return_inverse=True)
+        texts = [format_duration(d) if d >= 0 else "" for d in distinct.tolist()]
+        return offsets, [texts[w] for w in which.tolist()]
 
     def _template(self, key: tuple[int, int, int, int, int]) -> _Template | None:
         """The summary template of rows of ``key`` (see ``_column_lines``); None when a member the summary
@@ -352,6 +379,8 @@ class ColumnLines:
         phases = block.header("phase")[:len(rows)].tolist()
         c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
         start, end, memo, wanted, join = self.start_ns, self.end_ns, self.memo, self.wanted, b"".join
+        offsets, durations = self._times(rows)
+        heads = self._memo_heads
         for i, (k, j, state, first_ns) in enumerate(zip(at.tolist(), second.tolist(), c["state"], c["t_enter"])):
             key = join((_STATE_BYTES[state], *parts[i])) if j < 0 else join((_STATE_BYTES[state], *parts[i], *parts[j]))
             kept = memo.get(key)
@@ -368,14 +397,54 @@ class ColumnLines:
             if self._filtered and not (wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d)):
                 out[k] = False
                 continue
-            duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
-            out[k] = line_text(d.name, body, d.status_name, d.notes, c["pid"][i], c["tid"][i], first_ns, phases[i],
-                               STATES[state], duration, start, end)
+            head_key = (d.name, d.status_name, tuple(d.notes), state, phases[i])
+            head = heads.get(head_key)
+            if head is None:
+                head = heads[head_key] = _LineTemplate.of(d.name, d.status_name, d.notes, STATES[state], phases[i])
+            if head is None:
+                duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
+                out[k] = line_text(d.name, body, d.status_name, d.notes, c["pid"][i], c["tid"][i], first_ns, phases[i],
+                                   STATES[state], duration, start, end)
+            else:
+                out[k] = head(c["pid"][i], c["tid"][i], offsets[i], body, durations[i])
 
     def _call(self, first: int, exit_seq: int, state: CallState) -> Call:
         record = self.reader.record_at
         records: tuple[Record, ...] = (record(first),) if exit_seq < 0 else (record(first), record(exit_seq))
         return Call(records, state)
+
+
+class _LineTemplate:
+    """``render.line_text``'s line of calls alike but for who made them, when, their summary and their
+    duration: made once by ``line_text`` itself around probe values, then filled with ``str.format`` (one
+    call per line in place of line_text's and its pieces').  A state whose line holds a time other than
+    the offset and the duration (a call in flight) has none."""
+
+    PROBES = ((900000001, 900000002, 777_777_777_777, "\0", 555_555_555_555),
+              (800000003, 800000004, 666_666_666_666, "\1", 444_444_444_444))
+    """(pid, tid, offset, summary, duration): two sets, so that a template is checked against a second line."""
+
+    @classmethod
+    def of(cls, name: str, status_name: str | None, notes: Sequence[str], state: CallState,
+           phase: int) -> Callable[..., str] | None:
+        """The template's ``format`` (arguments: pid, tid, offset text, summary, duration text), or None."""
+        if state is CallState.IN_FLIGHT:
+            return None  # its outcome says since when and for how long at the end
+        lines = [(probe, line_text(name, probe[3], status_name, notes, probe[0], probe[1], probe[2], phase, state,
+                                   probe[4] if state is CallState.COMPLETE else None, 0))
+                 for probe in cls.PROBES]
+        probe, text = lines[0]
+        pieces = (str(probe[0]), str(probe[1]), format_offset(probe[2]), probe[3], format_duration(probe[4]))
+        text = text.replace("{", "{{").replace("}", "}}")
+        for i, piece in enumerate(pieces):
+            if text.count(piece) > 1:
+                return None  # a constant part holds a probe's text
+            text = text.replace(piece, f"{{{i}}}")
+        fill = text.format
+        for probe, made in lines:
+            if fill(str(probe[0]), str(probe[1]), format_offset(probe[2]), probe[3], format_duration(probe[4])) != made:
+                return None
+        return fill
 
 
 class _Slot:
