@@ -137,10 +137,8 @@ class ColumnLines:
         self._sides = KeyCache(self._side_summary)
         self._templates: dict[tuple[int, int, int, int, int], _Template | None] = {}
         self._filtered = bool(wanted.names or wanted.statuses or wanted.failed or wanted.handles)
-        # line templates (_LineTemplate) by (name, status, notes, state, phase): of column rows by status id,
-        # of memo rows by status name
-        self._heads: dict[tuple[str, int, tuple[str, ...], int, int], Callable[..., str] | None] = {}
-        self._memo_heads: dict[tuple[str, str | None, tuple[str, ...], int, int], Callable[..., str] | None] = {}
+        # line templates (_LineTemplate) of memo rows by (name, status, notes, state, phase)
+        self._memo_heads: dict[tuple[str, str | None, tuple[str, ...], int, int], str | None] = {}
         c = table.columns
         self._cols = {name: np.asarray(c[name]) for name in _LINE_COLUMNS}
 
@@ -181,7 +179,6 @@ class ColumnLines:
         start, end, templates, filtered = self.start_ns, self.end_ns, self._templates, self._filtered
         handle_rows = list(zip(*(c[name] for name in _HANDLE_COLUMNS)))
         offsets, durations = self._times(block)
-        heads = self._heads
         for i, (at, row, name_id, detail_id, status_id, hset, source, op, state, first_ns, pid, tid) in \
                 enumerate(zip(made.tolist(), block.tolist(), c["name"], c["detail"], c["status_name"], c["handles"],
                               c["source"], c["op"], c["state"], c["t_enter"], c["pid"], c["tid"])):
@@ -201,21 +198,33 @@ class ColumnLines:
             if filtered and not self._wants(c, i, template.handles_of(hv)):
                 out[at] = False
                 continue
-            if found is None:
-                body = template.body(hv)
-            else:
-                body = template.body([hv[p] if p >= 0 else v for p, v in zip(template.handle_at, found[1])])
-            head_key = (template.name, status_id, (), state, Phase.EXIT if state == _RESUMED else Phase.ENTER)
-            head = heads.get(head_key)
-            if head is None:
-                head = heads[head_key] = _LineTemplate.of(template.name, statuses[status_id] if status_id >= 0 else None,
-                                                          (), STATES[state], head_key[4])
-            if head is None:
+            values = hv if found is None else [hv[p] if p >= 0 else v for p, v in zip(template.handle_at, found[1])]
+            line_key = status_id << 8 | state
+            if line_key not in template.lines:
+                template.lines[line_key] = self._line_template(template, status_id, state)
+            fill = template.lines[line_key]
+            if fill is None:
                 duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
-                out[at] = line_text(template.name, body, statuses[status_id] if status_id >= 0 else None, (), pid, tid,
-                                    first_ns, head_key[4], STATES[state], duration, start, end)
-            else:
-                out[at] = head(pid, tid, offsets[i], body, durations[i])
+                out[at] = line_text(template.name, template.body(values),
+                                    statuses[status_id] if status_id >= 0 else None, (), pid, tid, first_ns,
+                                    Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
+                                    start, end)
+                continue
+            texts = template.texts
+            try:
+                out[at] = fill(pid, tid, offsets[i], "", durations[i], *[t[v] for t, v in zip(texts, values)])
+            except KeyError:
+                template.learn(values)
+                out[at] = fill(pid, tid, offsets[i], "", durations[i], *[t[v] for t, v in zip(texts, values)])
+
+    def _line_template(self, template: _Template, status_id: int, state: int) -> Callable[..., str] | None:
+        """The ``format`` of the lines of ``template``'s calls with status ``status_id`` in ``state``: the
+        line template (``_LineTemplate``) with the summary template in place of its summary (arguments:
+        pid, tid, offset text, "", duration text, then the text of each member's value); None when there
+        is none (``line_text`` makes those lines)."""
+        status = self.table.status_names.values[status_id] if status_id >= 0 else None
+        head = _LineTemplate.of(template.name, status, (), STATES[state], Phase.EXIT if state == _RESUMED else Phase.ENTER)
+        return None if head is None else template.line(head)
 
     def _times(self, rows: np.ndarray) -> tuple[list[str], list[str]]:
         """Per row of ``rows``: its offset from the trace's start and (a row of a complete call) its duration,
@@ -406,7 +415,7 @@ class ColumnLines:
                 out[k] = line_text(d.name, body, d.status_name, d.notes, c["pid"][i], c["tid"][i], first_ns, phases[i],
                                    STATES[state], duration, start, end)
             else:
-                out[k] = head(c["pid"][i], c["tid"][i], offsets[i], body, durations[i])
+                out[k] = head.format(c["pid"][i], c["tid"][i], offsets[i], body, durations[i])
 
     def _call(self, first: int, exit_seq: int, state: CallState) -> Call:
         record = self.reader.record_at
@@ -426,8 +435,8 @@ class _LineTemplate:
 
     @classmethod
     def of(cls, name: str, status_name: str | None, notes: Sequence[str], state: CallState,
-           phase: int) -> Callable[..., str] | None:
-        """The template's ``format`` (arguments: pid, tid, offset text, summary, duration text), or None."""
+           phase: int) -> str | None:
+        """The template, a ``str.format`` string of (pid, tid, offset text, summary, duration text), or None."""
         if state is CallState.IN_FLIGHT:
             return None  # its outcome says since when and for how long at the end
         lines = [(probe, line_text(name, probe[3], status_name, notes, probe[0], probe[1], probe[2], phase, state,
@@ -440,11 +449,11 @@ class _LineTemplate:
             if text.count(piece) > 1:
                 return None  # a constant part holds a probe's text
             text = text.replace(piece, f"{{{i}}}")
-        fill = text.format
         for probe, made in lines:
-            if fill(str(probe[0]), str(probe[1]), format_offset(probe[2]), probe[3], format_duration(probe[4])) != made:
+            if text.format(str(probe[0]), str(probe[1]), format_offset(probe[2]), probe[3],
+                           format_duration(probe[4])) != made:
                 return None
-        return fill
+        return text
 
 
 class _Slot:
@@ -474,25 +483,44 @@ class _Template:
         self._handles = dict.fromkeys(handle_names, 0)  # format_arg asks only whether a name is a handle
         pieces = summary_text(name, dict.fromkeys(self._names, _Slot()), self._handles, detail, payload).split(_SLOT_TEXT)
         # None when a constant part holds the slot's text itself
+        self.pieces = pieces
         self.text = "%s".join(p.replace("%", "%%") for p in pieces) if len(pieces) == len(self._names) + 1 else None
-        self._texts: list[dict[int, str]] = [{} for _ in self._names]
+        self.texts: list[dict[int, str]] = [{} for _ in self._names]
+        """Per slot: the text of each value it has held."""
+        self.lines: dict[int, Callable[..., str] | None] = {}
+        """``line`` of the line template of each (status id << 8 | state) of this summary's calls."""
 
     def handles_of(self, values: Sequence[int]) -> dict[str, int]:
         return dict(zip(self.handle_names, values))
 
-    def body(self, values: Sequence[int]) -> str:
-        """The summary of a call whose members (in the summary's order) have ``values``."""
-        texts = self._texts
-        try:
-            return self.text % tuple([t[v] for t, v in zip(texts, values)])  # type: ignore[operator]  # never None here
-        except KeyError:
-            pass
-        for t, name, v in zip(texts, self._names, values):
+    def learn(self, values: Sequence[int]) -> None:
+        """Keep the text of each of ``values`` (in the summary's order) its slot has not held."""
+        for t, name, v in zip(self.texts, self._names, values):
             if v not in t:
                 if len(t) >= TEXTS_KEPT:
                     t.clear()
                 t[v] = format_arg(name, v, self._handles)
-        return self.text % tuple([t[v] for t, v in zip(texts, values)])  # type: ignore[operator]
+
+    def body(self, values: Sequence[int]) -> str:
+        """The summary of a call whose members (in the summary's order) have ``values``."""
+        self.learn(values)
+        return self.text % tuple([t[v] for t, v in zip(self.texts, values)])  # type: ignore[operator]  # never None here
+
+    def line(self, head: str) -> Callable[..., str] | None:
+        """The ``format`` of line template ``head`` (``_LineTemplate.of``) with this summary's pieces in place
+        of its summary ({3}), each slot a field from {5} on; None when the two do not fit together."""
+        assert self.text is not None  # a template without text is never kept
+        fields = "".join(p.replace("{", "{{").replace("}", "}}") + (f"{{{5 + k}}}" if k < len(self._names) else "")
+                         for k, p in enumerate(self.pieces))
+        if head.count("{3}") > 1:
+            return None
+        text = head.replace("{3}", fields)
+        probes = [f"\2{k}" for k in range(len(self._names))]
+        pieces = (str(_LineTemplate.PROBES[0][0]), str(_LineTemplate.PROBES[0][1]), "\3", "\4")
+        made = head.format(pieces[0], pieces[1], pieces[2], self.text % tuple(probes), pieces[3])
+        if text.format(pieces[0], pieces[1], pieces[2], "", pieces[3], *probes) != made:
+            return None
+        return text.format
 
 
 _LINE_COLUMNS = ("enter_seq", "exit_seq", "t_enter", "t_exit", "state", "pid", "tid", "source", "op", "name",
