@@ -12,6 +12,9 @@ passing through the shim (bare vs recorded, across processes).
 
 ``--shim NAME=PATH`` adds a way recording with another build of the shim, in
 the same alternating rounds (a change to the shim against the one before it).
+``--cpus LIST`` runs every way on those CPUs: on the H200 an ioctl costs ~2.4 us
+on some CPUs and ~3.7 us on others (bench/results/record_overhead-h200.md), and
+capture adds more on the slower, so unpinned rounds mix the two by luck.
 
 End to end: a whole program (``--e2e CMD``; by default rmprog's threaded
 workload) runs alternately bare and recorded; the program's own elapsed time
@@ -137,6 +140,15 @@ def modes(all_samples: dict[str, dict[str, list[tuple[float, float]]]]) -> list[
     return out
 
 
+def cpu_list(text: str) -> set[int]:
+    """CPUs named as taskset names them: ``2,3``, ``2-5``, ``0,8-11``."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def pct(a: float, b: float) -> str:
     return f"{(a / b - 1) * 100:+.1f}%"
 
@@ -153,8 +165,12 @@ def main() -> int:
     parser.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
                         help="one more way: rmtrace recording with this build of the shim (RMTRACE_SHIM), "
                              "to compare builds side by side in the same rounds")
+    parser.add_argument("--cpus", help="run every way on these CPUs (a list as taskset takes: 2,3 or 2-3): on the H200 "
+                        "an ioctl costs ~2.4 us on some CPUs and ~3.7 on others, and an unpinned round draws either")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
+    if args.cpus:
+        os.sched_setaffinity(0, cpu_list(args.cpus))  # the ways' processes inherit it
 
     tmp = Path(tempfile.mkdtemp(prefix="rmtrace-bench-"))
     progs = build_programs(tmp / "bin")
@@ -201,15 +217,17 @@ def main() -> int:
     for way, (ns, _same) in med_none.items():
         lines.append(f"| {way} | {ns:.0f} | {ns - med_none['bare'][0]:+.0f} ns |")
 
-    command = args.e2e or [str(progs["rmprog"]), "threads", "4", "5000"]
-    wall, own = e2e(command, env, ways, args.e2e_rounds)
-    lines += ["", f"## End to end: `{shlex.join(command)}`, medians of {args.e2e_rounds} alternating runs", "",
-              "| way | program's own elapsed | vs bare | whole run (wall, recorder start-up included) | vs bare |",
-              "| --- | --- | --- | --- | --- |"]
-    for way in ways:
-        mine = f"{own[way]:.1f} ms" if way in own else "-"
-        mine_vs = pct(own[way], own["bare"]) if way in own and "bare" in own else "-"
-        lines.append(f"| {way} | {mine} | {mine_vs} | {wall[way] * 1e3:.1f} ms | {pct(wall[way], wall['bare'])} |")
+    # rmprog's threaded workload needs fakedrv (the real driver refuses its controls): with --real, only --e2e's.
+    command = args.e2e or (None if args.real else [str(progs["rmprog"]), "threads", "4", "5000"])
+    if command:
+        wall, own = e2e(command, env, ways, args.e2e_rounds)
+        lines += ["", f"## End to end: `{shlex.join(command)}`, medians of {args.e2e_rounds} alternating runs", "",
+                  "| way | program's own elapsed | vs bare | whole run (wall, recorder start-up included) | vs bare |",
+                  "| --- | --- | --- | --- | --- |"]
+        for way in ways:
+            mine = f"{own[way]:.1f} ms" if way in own else "-"
+            mine_vs = pct(own[way], own["bare"]) if way in own and "bare" in own else "-"
+            lines.append(f"| {way} | {mine} | {mine_vs} | {wall[way] * 1e3:.1f} ms | {pct(wall[way], wall['bare'])} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:
