@@ -1,9 +1,11 @@
 """The same steps at several trace sizes: time and peak RSS per record as the trace grows.
 
-    python bench/scaling.py [--sizes 100000 1000000 10000000] [--rounds 2] [--steps ...]
+    python bench/scaling.py [--sizes 100000 1000000 10000000 | --traces FILE...] [--rounds 2] [--steps ...]
 
 For each size the shipped capture of three CUDA clients in a row is replicated
-to that many records (bench/session.py's replicate), and bench/columns.py's
+to that many records (bench/session.py's replicate; with --traces, the traces
+given are timed as they are, each its own size: a 10M-record replication takes
+longer than the bench), and bench/columns.py's
 steps run on it, each in a fresh process (its own CPU time and peak RSS).  The
 rounds alternate both the sizes' order and the steps'.  Printed per step: each
 size's time per record (wall and CPU) and peak RSS per record, and the largest
@@ -31,6 +33,7 @@ DEFAULT_STEPS = ["call table", "table + stats", "fold", "model, cache warm", "st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    parser.add_argument("--traces", nargs="+", metavar="FILE", help="time these traces as they are (not replicated)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=DEFAULT_STEPS, metavar="STEP",
                         help=f"which of bench/columns.py's steps (default: {', '.join(DEFAULT_STEPS)})")
@@ -38,23 +41,32 @@ def main() -> int:
     from session import replicate
 
     from rmtrace import captures
+    from rmtrace.trace import TraceReader
     load_before = os.getloadavg()
     source = str(captures.path("cuda-streams-3x-sequential"))
     steps = ["zstd pass", *(s for s in args.steps if s != "zstd pass")]
+    given = {}
+    for path in args.traces or ():
+        with TraceReader(path) as reader:
+            given[reader.record_count] = path
+    if given:
+        args.sizes = sorted(given)
     results: dict[int, dict[str, list[dict[str, float]]]] = {n: {s: [] for s in steps} for n in args.sizes}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         paths = {}
         for n in args.sizes:
             os.mkdir(os.path.join(tmp, str(n)))
-            paths[n] = os.path.join(tmp, str(n), "bench.trace")
-            replicate(source, paths[n], n)
+            paths[n] = given.get(n) or os.path.join(tmp, str(n), "bench.trace")
+            if n not in given:
+                replicate(source, paths[n], n)
         for r in range(args.rounds):
             for n in (args.sizes if r % 2 == 0 else args.sizes[::-1]):
                 for step, runs in measure(paths[n], steps if r % 2 == 0 else steps[::-1], 1,
                                           os.path.join(tmp, str(n))).items():
                     results[n][step].extend(runs)
     load_after = os.getloadavg()
-    rows = [("traces", ", ".join(f"{n:,}" for n in args.sizes) + " records, the shipped 3-client capture replicated"),
+    rows = [("traces", ", ".join(f"{n:,}" for n in args.sizes) + " records, " + (
+                 "as given: " + ", ".join(given.values()) if given else "the shipped 3-client capture replicated")),
             ("rounds", f"{args.rounds}, alternating sizes and steps; medians; load average {load_before[0]:.1f} "
                        f"before, {load_after[0]:.1f} after"),
             ("columns", "per size: wall µs/record, CPU µs/record, peak RSS B/record; then the spread of "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,11 +84,8 @@ def stats_parts(model: Objects) -> dict[str, Any]:
 
 
 def _object_counts(model: Objects) -> dict[str, dict[str, int]]:
-    """Objects allocated, freed, freed at exit and leaked, per client, in one pass over the objects."""
-    by: dict[str, Counter] = defaultdict(Counter)
-    for o in model.object_list:
-        by[o.client_id][o.freed_by] += 1
-    return {client: _counts(counts) for client, counts in by.items()}
+    """Objects allocated, freed, freed at exit and leaked, per client (``Objects.object_counts``)."""
+    return {client: _counts(Counter(counts)) for client, counts in model.object_counts().items()}
 
 
 def _counts(by: Counter) -> dict[str, int]:

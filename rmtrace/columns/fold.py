@@ -62,6 +62,7 @@ from rmtrace.semantics.effects import (
     row_effects,
 )
 from rmtrace.semantics.interpret import alloc_params_event, control_event, value_of
+from rmtrace.session.blocks import BLOCK, in_blocks
 from rmtrace.session.entities import CallInfo, Client, LaneState, Process
 from rmtrace.session.fold import (
     EFFECTS,
@@ -75,6 +76,7 @@ from rmtrace.session.fold import (
     tsg_allocated,
     uvm_channel,
 )
+from rmtrace.session.objects import ObjectColumns, ObjectsFold, Op, RowOps
 from rmtrace.trace import TraceReader
 
 COMMAND_MEMBER = "cmd"
@@ -138,13 +140,21 @@ def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
     return Need.RECORDS if source in RECORDS_SOURCES or source not in tuple(Source) else Need.NONE
 
 
-def fold_table(folder: Folder, table: CallTable, reader: TraceReader, objects_only: bool = False,
-               channels_only: bool = False) -> None:
+def fold_table(folder: Folder, table: CallTable, reader: TraceReader, channels_only: bool = False) -> None:
     """Bring ``folder`` to where folding every call of ``table`` in order would bring it; with
-    ``objects_only``, as far as its processes, clients and RM objects go (``OBJECTS_ONLY``); with
     ``channels_only``, as far as its channels, ranks and host state go (``CHANNELS_ONLY``)."""
     with young_collections():
-        TableFold(folder, reader, objects_only=objects_only, channels_only=channels_only).advance(table, final=True)
+        TableFold(folder, reader, channels_only=channels_only).advance(table, final=True)
+
+
+def fold_table_objects(folder: Folder, table: CallTable, reader: TraceReader) -> ObjectColumns:
+    """The RM objects of ``table`` as columns (``rmtrace.session.objects``), and ``folder`` as far as its
+    processes and clients go (``OBJECTS_ONLY``): the objects are not made as ``RmObject``\\ s, nor kept
+    in ``folder``, but each client's root handles are (``Client.rm_clients``)."""
+    objects = ObjectsFold()
+    with young_collections():
+        TableFold(folder, reader, objects=objects).advance(table, final=True)
+    return objects.resolve(tuple(folder.clients.values()))
 
 
 @contextlib.contextmanager
@@ -162,11 +172,12 @@ def young_collections() -> Iterator[None]:
 
 
 OBJECTS_ONLY = "the processes, clients and RM objects"
-"""What a fold with ``objects_only`` makes as the whole fold would: the processes (their tree, argv,
-exit status), the clients, and every RM object with its life (allocated, freed, freed at exit).  It
-folds only the calls that can change those: allocations (of channels and TSGs too: their params do not
-make the object), frees and duplicates from their rows, GSP messages (they carry RM calls) and
-fork/exec/exit from their records; channels, ranks, host state and the timeline it leaves as they are."""
+"""What ``fold_table_objects`` makes as the whole fold would: the processes (their tree, argv, exit
+status), the clients, and every RM object with its life (allocated, freed, freed at exit).  It folds
+only the calls that can change those: allocations (of channels and TSGs too: their params do not make
+the object), frees and duplicates from their rows, GSP messages (they carry RM calls) and fork/exec/exit
+from their records; channels, ranks, host state and the timeline it leaves as they are.  The objects'
+operations are logged (``ObjectsFold``), the rows' as arrays, and applied after, over ints."""
 
 
 CHANNELS_ONLY = "the processes, clients, channels, ranks, host state and GSP exchanges"
@@ -194,10 +205,12 @@ class TableFold:
     yields a call UNFINISHED and its close RESUMED.  With ``final`` every row is folded as it stands.
     """
 
-    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW, objects_only: bool = False,
+    def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW, objects: ObjectsFold | None = None,
                  channels_only: bool = False) -> None:
+        """``objects``: fold only as far as ``OBJECTS_ONLY`` goes, logging the objects' operations there."""
         self.folder = folder
-        self.objects_only = objects_only
+        self.objects = objects
+        self.objects_only = objects is not None
         self.channels_only = channels_only
         self.reader = reader
         self.window = window
@@ -249,9 +262,11 @@ class TableFold:
             assert final, "which objects a channel descends from is known once every row is there"
             by_row = RowEffects(by_row.rows, by_row.effects[_channel_effects(table, by_row.effects, slow,
                                                                              folder.interpreter.roles)])
-        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader))
-        if self.objects_only:  # a control the model reads means nothing to the objects
+        if self.objects is not None:  # the rows' objects are logged as arrays; a control means nothing to them
+            self.objects.rows(_object_ops(folder, table, by_row, self.objects))
             slow = slow[need[slow] == Need.RECORDS]
+            by_row = RowEffects(by_row.rows, by_row.effects[np.zeros(len(by_row.effects), dtype=bool)])
+        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader))
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")
@@ -261,7 +276,7 @@ class TableFold:
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
         blocks = _blocks(table, slow, need, folder, self.plan, self.reader)
-        for row, effect in _in_blocks(merged[order], tags[order]):
+        for row, effect in in_blocks(merged[order], tags[order]):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
                 next_touch = next(touches, None)
@@ -272,7 +287,7 @@ class TableFold:
                 effects.apply(effect)
                 continue
             _, info, meaning = next(blocks)
-            self._apply(meaning, info)
+            self._apply(meaning, info, row)
             if not final and meaning.call.state is CallState.IN_FLIGHT:
                 self._unfinished.add(row)
         while next_touch is not None:
@@ -282,12 +297,15 @@ class TableFold:
             self._client(next_client)
             next_client = next(creations, None)
 
-    def _apply(self, meaning: CallMeaning, info: CallInfo) -> None:
-        """What one call did, as ``Folder.fold`` applies it."""
+    def _apply(self, meaning: CallMeaning, info: CallInfo, row: int = -1) -> None:
+        """What one call (of ``row``) did, as ``Folder.fold`` applies it; with ``objects``, what it did to
+        the objects is logged there instead."""
         folder = self.folder
         if meaning.first(ev.GspSessionStarted) is not None:
             folder.gsp_session += 1
         for event in meaning.effective():
+            if self.objects is not None and self.objects.event(row, event, meaning, info, folder):
+                continue
             effect = EFFECTS.get(type(event))
             if effect is not None:
                 effect(folder, event, meaning, info)
@@ -339,6 +357,31 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
         found = folder.clients.get(made.id)  # a growing trace's fold may not have reached it yet
         if found is not None:
             found.last_seq, found.last_ns = max(found.last_seq, s), max(found.last_ns, t)
+
+
+def _object_ops(folder: Folder, table: CallTable, found: RowEffects, objects: ObjectsFold) -> RowOps:
+    """The object operations (``rmtrace.session.objects.OP_FIELDS``) that ``found``'s effects are, as
+    ``_EffectRows`` would apply them, as columns."""
+    e, c = found.effects, table.columns
+    e = e[np.isin(e.kind, [*ALLOCATIONS, EffectKind.FREED])]
+    rows = found.rows[e.at]
+    exit_seq = c["exit_seq"][rows]
+    ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
+    last_seq = np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64))
+    last_ns = np.where(ends, c["t_exit"][rows], c["t_enter"][rows])
+    freed = e.kind == EffectKind.FREED
+    uniq, inverse = np.unique(e.class_id, return_inverse=True)
+    class_names = np.array([objects.name(folder.interpreter.class_name(None if k == NO_CLASS else k))
+                            for k in uniq.tolist()], dtype=np.int64)
+    statuses = np.array([objects.name(n) for n in (*table.status_names.values, "NV_OK")], dtype=np.int64)
+    columns = {
+        "kind": np.where(freed, Op.FREE, np.where(e.kind == EffectKind.DUPLICATED, Op.DUP, Op.ALLOC)),
+        "client": c["client"][rows], "h_client": e.h_client, "handle": e.handle, "parent": e.parent,
+        "has_parent": e.parent != 0, "cls": e.class_id, "category": e.category,
+        "name": class_names[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int64),
+        "seq": np.where(freed, last_seq, c["enter_seq"][rows].astype(np.int64)), "ns": last_ns,
+        "status": statuses[c["status_name"][rows]], "src_client": e.src_client, "src_handle": e.src_handle}
+    return RowOps(rows, columns, [m.id for m in table.clients] + [None])  # a row of no client (-1) reads the last
 
 
 @dataclass
@@ -605,18 +648,6 @@ def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
     return last
 
 
-BLOCK = 4096
-"""Rows whose CallInfo and Decoded are made at once: numpy's cost per call is paid per block, and the
-objects of one block at a time are alive."""
-
-
-def _in_blocks(*columns: np.ndarray) -> Iterator[tuple[int, ...]]:
-    """The rows of ``columns`` as tuples of Python values, made a block at a time (a list of each whole
-    column would hold 30 bytes or so per value)."""
-    for at in range(0, len(columns[0]), BLOCK):
-        yield from zip(*(column[at:at + BLOCK].tolist() for column in columns))
-
-
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
             reader: TraceReader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
     """(row, its CallInfo, what it means) for each of ``rows``, in order."""
@@ -639,6 +670,11 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
     params = ParamsReader(reader)
     states = [STATES[s] for s in cols["state"]]
+    # the records of the rows read from them, read in the trace's order: a call's exit may be chunks after its
+    # enter, and reading them row by row went back and forth past the reader's few cached chunks (each chunk
+    # decompressed again, a third of the chunks at 1M records)
+    wanted = sorted(seq for row in rows[need != _ROW].tolist() for seq, _ in table.records_of(row))
+    read = {seq: reader.record_at(seq) for seq in wanted}
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
         if by_row:
@@ -652,7 +688,7 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(tuple(reader.record_at(seq) for seq, _ in table.records_of(row)), state))
+            yield interpreter.interpret(Call(tuple(read[seq] for seq, _ in table.records_of(row)), state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:

@@ -2,12 +2,17 @@
 
 ``session(reader, decoders, fold)`` gives the trace's ``SessionModel``: loaded
 when the entry holds one, else folded (``fold`` over the call table, itself
-loaded or built) and stored.  The model is kept as columns where it is large
-(its RM objects and its transitions, ``rmtrace.columns.frames``) and as tagged
-JSON where it is small (processes, clients, channels, ranks, GSP exchanges,
-stray frees, the recorder's stop reason, losses and the calls it marked in flight), in ``entry/model``,
-written to a temporary directory and renamed into place.  A model the codec
-cannot save (a value it has no form for) is simply folded again next time.
+loaded or built) and stored.  The model is kept as columns where it grows with
+the trace: its RM objects (``rmtrace.session.objects.ObjectColumns``, mapped
+when loaded and made into ``RmObject``\\ s only when read), its transitions
+and its channels (``rmtrace.columns.frames``); and as tagged JSON where it is
+small (processes, clients, ranks, GSP exchanges, stray frees, the recorder's
+stop reason, losses and the calls it marked in flight), in ``entry/model``,
+written to a temporary directory and renamed into place.  ``objects`` gives
+what ``load_objects`` wants (processes, clients, objects) from the same files
+without the rest, or from ``entry/objects``, where an objects-only fold keeps
+just those.  A model the codec cannot save (a value it has no form for) is
+simply folded again next time.
 """
 
 from __future__ import annotations
@@ -25,14 +30,16 @@ from rmtrace.decoders import DecoderSet
 from rmtrace.columns.cache import build_into, cache_root, cacheable, call_table, entry_key, load
 from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_frame, save_frame
 from rmtrace.columns.table import CallTable
-from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, RmObject, Transition
+from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition
 from rmtrace.session.fold import Folder
-from rmtrace.session.model import SNAPSHOT_EVERY, Objects, SessionModel, client_ids
+from rmtrace.session.model import SNAPSHOT_EVERY, Objects, ObjectsModel, SessionModel, client_ids
+from rmtrace.session.objects import NewestObjects, ObjectColumns, ObjectList
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 
 MODEL = "model"
-MODEL_VERSION = 2
+OBJECTS = "objects"
+MODEL_VERSION = 3
 """Bumped whenever what a stored model holds changes meaning."""
 
 Fold = Callable[[TraceReader, DecoderSet, CallTable, int], SessionModel]
@@ -66,13 +73,32 @@ def _kept() -> bool:
     return False
 
 
-FoldObjects = Callable[[TraceReader, DecoderSet, CallTable], Objects]
+FoldObjects = Callable[[TraceReader, DecoderSet, CallTable], ObjectsModel]
 """Folds a trace's call table as far as its objects (``rmtrace.session.model.fold_objects``)."""
+FoldChannels = Callable[[TraceReader, DecoderSet, CallTable], SessionModel]
+"""Folds a trace's call table as far as its channels (``rmtrace.session.model.fold_channels``)."""
 
 
 def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache: bool = True) -> Objects:
-    """The trace's processes, clients and objects: its whole model when the entry holds one, else ``fold``
-    over its call table (loaded, or built into the entry)."""
+    """The trace's processes, clients and objects: from its entry (its model's or its objects'), else
+    ``fold`` over its call table (loaded, or built into the entry), stored in ``entry/objects``."""
+    root = cache_root() if cache and cacheable(reader) else None
+    if root is None:
+        return fold(reader, decoders, call_table(reader, decoders, cache=False))
+    key = entry_key(reader, decoders)
+    table = load(root / key) or build_into(root, key, reader, decoders)
+    for kept in (MODEL, OBJECTS):
+        found = load_objects_of(root / key / kept, table)
+        if found is not None:
+            return found
+    folded = fold(reader, decoders, table)
+    store_objects(root / key, folded)
+    return folded
+
+
+def channels(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels, cache: bool = True) -> SessionModel:
+    """The trace's model as far as its channels go: its whole model when the entry holds one, else ``fold``
+    over its call table (loaded, or built into the entry; the model it makes is not stored)."""
     root = cache_root() if cache and cacheable(reader) else None
     if root is None:
         return fold(reader, decoders, call_table(reader, decoders, cache=False))
@@ -84,26 +110,46 @@ def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache:
 
 def store_model(entry: Path, model: SessionModel) -> bool:
     """Keep ``model`` in ``entry``; False when it has a value the codec cannot save, or the entry cannot be written."""
-    try:
-        work = Path(tempfile.mkdtemp(prefix="model.", suffix=".tmp", dir=entry))
-    except OSError:
-        return False
-    try:
-        manifest = {
-            "version": MODEL_VERSION, "start_ns": model.start_ns, "end_ns": model.end_ns,
-            "objects": save_frame(model.object_list, RmObject, work, "objects"),
+    def write(work: Path) -> dict[str, Any]:
+        try:
+            columns = ObjectColumns.from_objects(model.object_list, [c.id for c in model.clients])
+        except ValueError as e:  # objects no fold made (or made otherwise): folded again next time
+            raise Unsaved(str(e)) from e
+        return {
+            "start_ns": model.start_ns, "end_ns": model.end_ns,
+            **_objects_part(model, columns, work),
             "transitions": save_frame(model.transitions, Transition, work, "transitions"),
-            "processes": [encode_instance(p) for p in model.processes.values()],
-            "clients": [encode_instance(c) for c in model.clients],
-            "channels": [encode_instance(c) for c in model.channels.values()],
+            "channels": save_frame(list(model.channels.values()), Channel, work, "channels"),
             "ranks": [encode_instance(r) for r in model.ranks.values()],
             "gsp": [encode_instance(x) for x in model.gsp],
             "stray_frees": [encode_instance(c) for c in model.stray_frees],
             "stop_reason": encode(model.stop_reason), "lost": encode(model.lost),
             "marked_in_flight": encode(set(model.marked_in_flight)),
         }
+    return _store(entry, MODEL, write)
+
+
+def store_objects(entry: Path, model: ObjectsModel) -> bool:
+    """Keep an objects-only fold's processes, clients and objects in ``entry/objects``."""
+    return _store(entry, OBJECTS, lambda work: _objects_part(model, model.columns, work))
+
+
+def _objects_part(model: Objects, columns: ObjectColumns, work: Path) -> dict[str, Any]:
+    """What ``load_objects_of`` reads: the processes and clients, and the objects' columns (written to ``work``)."""
+    return {"processes": [encode_instance(p) for p in model.processes.values()],
+            "clients": [encode_instance(c) for c in model.clients], "objects": columns.save(work, "objects")}
+
+
+def _store(entry: Path, name: str, write: Callable[[Path], dict[str, Any]]) -> bool:
+    """``write``'s files and manifest, made in a temporary directory of ``entry`` and renamed to ``entry/name``."""
+    try:
+        work = Path(tempfile.mkdtemp(prefix=f"{name}.", suffix=".tmp", dir=entry))
+    except OSError:
+        return False
+    try:
+        manifest = {"version": MODEL_VERSION, **write(work)}
         (work / "manifest.json").write_text(json.dumps(manifest))
-        os.rename(work, entry / MODEL)
+        os.rename(work, entry / name)
         return True
     except (Unsaved, OSError):
         return False
@@ -111,13 +157,34 @@ def store_model(entry: Path, model: SessionModel) -> bool:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _manifest(where: Path) -> dict[str, Any] | None:
+    """The manifest of ``where`` (``entry/model`` or ``entry/objects``) when this version wrote it."""
+    manifest = json.loads((where / "manifest.json").read_text())
+    return manifest if isinstance(manifest, dict) and manifest.get("version") == MODEL_VERSION else None
+
+
+def load_objects_of(where: Path, table: CallTable) -> ObjectsModel | None:
+    """The processes, clients and objects ``where`` keeps, on ``table``; None when it keeps none or
+    they cannot be read."""
+    try:
+        manifest = _manifest(where)
+        if manifest is None:
+            return None
+        processes = {p.pid: p for p in (decode_instance(Process, f) for f in manifest["processes"])}
+        clients = tuple(decode_instance(Client, f) for f in manifest["clients"])
+        columns = ObjectColumns.load(manifest["objects"], where, "objects")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return ObjectsModel(table, processes, clients, columns)
+
+
 def load_model(entry: Path, reader: TraceReader, decoders: DecoderSet, table: CallTable,
                snapshot_every: int) -> SessionModel | None:
     """The model ``entry`` holds, on ``table``; None when there is none or it cannot be read."""
     where = entry / MODEL
     try:
-        manifest = json.loads((where / "manifest.json").read_text())
-        if manifest.get("version") != MODEL_VERSION:
+        manifest = _manifest(where)
+        if manifest is None:
             return None
         timeline = Timeline(snapshot_every)
         folder = Folder(decoders, timeline, client_ids(reader.meta))
@@ -132,12 +199,13 @@ def load_model(entry: Path, reader: TraceReader, decoders: DecoderSet, table: Ca
 
 
 def _restore(folder: Folder, manifest: dict[str, Any], where: Path) -> None:
-    """The fold's results, as the fold left them in ``folder``."""
-    folder.object_list = load_frame(RmObject, manifest["objects"], where, "objects")
-    folder.objects = {(o.client_id, o.handle): o for o in folder.object_list}  # the newest object of each handle
+    """The fold's results, as the fold left them in ``folder`` (its objects made when first read)."""
+    object_list = ObjectList(ObjectColumns.load(manifest["objects"], where, "objects"))
+    folder.object_list = object_list  # type: ignore[assignment]  # a Sequence: the model only reads it
+    folder.objects = NewestObjects(object_list)  # type: ignore[assignment]
     folder.processes = {p.pid: p for p in (decode_instance(Process, f) for f in manifest["processes"])}
     folder.clients = {c.id: c for c in (decode_instance(Client, f) for f in manifest["clients"])}
-    folder.channels = {c.id: c for c in (decode_instance(Channel, f) for f in manifest["channels"])}
+    folder.channels = {c.id: c for c in load_frame(Channel, manifest["channels"], where, "channels")}
     folder.ranks = {r.id: r for r in (decode_instance(Rank, f) for f in manifest["ranks"])}
     folder.gsp = [decode_instance(GspExchange, f) for f in manifest["gsp"]]
     folder.stray_frees = [decode_instance(CallInfo, f) for f in manifest["stray_frees"]]

@@ -31,6 +31,9 @@ class ParamsReader:
     def __init__(self, reader: TraceReader) -> None:
         self.reader = reader
         self._first_seqs: list[int] = []
+        self._last: tuple[tuple[int, int], tuple] | None = None
+        """The chunk read last, by (offset, count): the fold reads params in the trace's order, between
+        other reads of the reader's few cached chunks that would push this one out."""
 
     def buffers(self, seq: int) -> tuple[Buffer, ...]:
         """The params buffers of record ``seq``, in the record's order."""
@@ -50,7 +53,10 @@ class ParamsReader:
         index = bisect.bisect_right(self._first_seqs, seq) - 1
         if index < 0 or seq > chunks[index].last_seq:
             raise IndexError(f"sequence {seq} is not in this trace (0..{self.reader.record_count - 1})")
-        offsets, view = self.reader.chunk_records(index)
+        key = (chunks[index].offset, chunks[index].count)  # a growing trace's last chunk may grow
+        if self._last is None or self._last[0] != key:
+            self._last = key, self.reader.chunk_records(index)
+        offsets, view = self._last[1]
         at = offsets[seq - chunks[index].first_seq]
         pos = at + _HEADER_SIZE.get(view, at)
         out = []

@@ -10,6 +10,7 @@ is record N") is answered from memory.
 from __future__ import annotations
 
 import os
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,6 +23,7 @@ from rmtrace.session.entities import (
     CallInfo,
     Channel,
     Client,
+    FreedBy,
     GspExchange,
     Lane,
     LaneState,
@@ -32,6 +34,7 @@ from rmtrace.session.entities import (
     Transition,
 )
 from rmtrace.session.fold import Folder
+from rmtrace.session.objects import Ambiguous, ObjectColumns, ObjectList
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import Recovery, TraceReader
 
@@ -150,6 +153,13 @@ class SessionModel:
             out.setdefault(obj.client_id, []).append(obj)
         return out
 
+    def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
+        """Objects per client id, per how they went (None: not freed)."""
+        by: dict[str, Counter[FreedBy | None]] = defaultdict(Counter)
+        for o in self.object_list:
+            by[o.client_id][o.freed_by] += 1
+        return by
+
     def leaked(self, client_id: str | None = None) -> list[RmObject]:
         """Objects still allocated at the end of the trace (neither freed nor reclaimed at exit)."""
         return [o for o in self.object_list
@@ -203,23 +213,34 @@ class Objects(Protocol):
     def clients(self) -> tuple[Client, ...]: ...
     @property
     def object_list(self) -> Sequence[RmObject]: ...
+    def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
+        """Objects per client id, per how they went (None: not freed)."""
 
 
 @dataclass
 class ObjectsModel:
-    """The part of a trace's model that its calls' rows and a few records make (``fold_table``'s
-    ``OBJECTS_ONLY``): the same processes, clients and objects the whole model has."""
+    """The part of a trace's model that its calls' rows and a few records make (``fold_table_objects``'s
+    ``OBJECTS_ONLY``): the same processes, clients and objects the whole model has, the objects as columns
+    (``rmtrace.session.objects``), made into ``RmObject``\\ s only when ``object_list`` is read."""
 
     table: CallTable
     processes: Mapping[int, Process]
     clients: tuple[Client, ...]
-    object_list: Sequence[RmObject]
+    columns: ObjectColumns
+
+    @cached_property
+    def object_list(self) -> Sequence[RmObject]:
+        return ObjectList(self.columns)
+
+    def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
+        return self.columns.counts()
 
 
 def load_objects(source: str | os.PathLike | TraceReader, driver: str | None = None,
                  decoders: DecoderSet | None = None, cache: bool = True) -> Objects:
-    """A trace's processes, clients and objects: the whole model when the cache holds it, else only the
-    fold of the calls that make them (the call table cached as ``load_session`` caches it)."""
+    """A trace's processes, clients and objects: from the cache entry's model (or objects) when it holds
+    them, mapped, else only the fold of the calls that make them, stored there (the call table cached as
+    ``load_session`` caches it)."""
     from rmtrace.columns.modelcache import objects
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
@@ -228,12 +249,17 @@ def load_objects(source: str | os.PathLike | TraceReader, driver: str | None = N
 
 def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> ObjectsModel:
     """The processes, clients and objects of the trace whose call table is ``table``."""
-    from rmtrace.columns.fold import fold_table
+    from rmtrace.columns.fold import fold_table_objects
     folder = Folder(decoders, Timeline(), client_ids(reader.meta))
-    fold_table(folder, table, reader, objects_only=True)
+    try:
+        columns = fold_table_objects(folder, table, reader)
+    except Ambiguous:  # what the columns' keys cannot tell apart: the whole fold's objects, as columns
+        whole = fold_session(reader, decoders, table, SNAPSHOT_EVERY)
+        columns = ObjectColumns.from_objects(whole.object_list, [c.id for c in whole.clients])
+        return ObjectsModel(table, whole.processes, whole.clients, columns)
     clients = tuple(folder.clients.values())
     label_clients(clients, folder.processes)
-    return ObjectsModel(table, folder.processes, clients, folder.object_list)
+    return ObjectsModel(table, folder.processes, clients, columns)
 
 
 def load_channels(source: str | os.PathLike | TraceReader, driver: str | None = None,
@@ -241,12 +267,10 @@ def load_channels(source: str | os.PathLike | TraceReader, driver: str | None = 
     """A trace's model as far as its channels, ranks and host state go (``fold_table``'s ``CHANNELS_ONLY``:
     what ``rmtrace.analysis.wedges`` reads): the whole model when the cache holds it, else only the fold of
     the calls that make those (the call table cached as ``load_session`` caches it; the model is not)."""
-    from rmtrace.columns.modelcache import objects
+    from rmtrace.columns.modelcache import channels
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)
-    model = objects(reader, decoders, fold_channels, cache=cache)
-    assert isinstance(model, SessionModel)  # the stored model, or fold_channels' own
-    return model
+    return channels(reader, decoders, fold_channels, cache=cache)
 
 
 def fold_channels(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> SessionModel:

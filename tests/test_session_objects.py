@@ -1,0 +1,150 @@
+"""The RM objects as columns (``rmtrace.session.objects``) are the fold's objects, field for field.
+
+``load_objects`` (what ``rmtrace stats`` folds) logs the objects' operations and applies them over ints
+(``ObjectsFold.resolve``); the whole fold makes an ``RmObject`` per object (``Folder.add_object``,
+``free_object``, ``rmtrace.session.fold.free``, ``duplicate``, a process's exit).  On every committed
+capture and replay trace and the constructed boots (GSP, sema, a wedge) the two give the same objects
+and the same root handles per client; on random sequences of operations (handles reused, parents freed
+with their children, copies of copies, frees of what was never allocated, exits) too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rmtrace.decoders import decoders_for
+
+from rmtrace import captures
+from rmtrace.semantics import Category
+from rmtrace.session import load_session
+from rmtrace.session.entities import Client, FreedBy
+from rmtrace.session.fold import Folder, duplicate, free
+from rmtrace.session.model import ObjectsModel, load_objects
+from rmtrace.session.objects import CATEGORIES, ObjectColumns, ObjectsFold, Op
+from rmtrace.session.timeline import Timeline
+from rmtrace.trace import TraceReader
+from tests.golden_outputs import COMMITTED_TRACES
+
+
+def same_objects(path: Path) -> None:
+    whole = load_session(path, cache=False)
+    part = load_objects(path, cache=False)
+    assert isinstance(part, ObjectsModel)
+    assert list(part.object_list) == list(whole.object_list)
+    assert [(c.id, c.h_client, c.rm_clients) for c in part.clients] == \
+        [(c.id, c.h_client, c.rm_clients) for c in whole.clients]
+    assert part.object_counts() == {k: dict(v) for k, v in whole.object_counts().items()}
+
+
+@pytest.mark.parametrize("path", COMMITTED_TRACES, ids=lambda p: Path(p).name)
+def test_the_columns_are_the_folds_objects(path):
+    same_objects(path)
+
+
+def test_the_columns_of_constructed_boots(sequential_boots):
+    for path in sequential_boots:
+        same_objects(path)
+
+
+def test_the_columns_round_trip_through_files(tmp_path):
+    columns = load_objects(captures.path("cuda-streams-3x-sequential"), cache=False)
+    assert isinstance(columns, ObjectsModel)
+    saved = columns.columns.save(tmp_path, "objects")
+    back = ObjectColumns.load(saved, tmp_path, "objects")
+    assert isinstance(back.handle, np.memmap)  # mapped, not read
+    assert back.objects() == list(columns.object_list)
+    (tmp_path / "objects.handle.npy").unlink()
+    np.save(tmp_path / "objects.handle.npy", np.zeros(1, dtype=np.int64))
+    with pytest.raises(ValueError):
+        ObjectColumns.load(saved, tmp_path, "objects")
+
+
+@pytest.fixture(scope="module")
+def decoders():
+    return decoders_for(TraceReader(captures.path("cuda-streams-3x-sequential")))
+
+
+HANDLES = st.sampled_from([1, 2, 3, 4, 5])
+CLASSES = st.sampled_from([None, 0x0080, 0x2080, 0xA06F])
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("alloc"), st.sampled_from([0, 1, -1]), HANDLES, HANDLES, st.one_of(st.none(), HANDLES),
+              CLASSES, st.sampled_from([Category.OTHER, Category.DEVICE, Category.CHANNEL])),
+    st.tuples(st.just("root"), st.sampled_from([0, 1]), HANDLES),
+    st.tuples(st.just("dup"), st.sampled_from([0, 1]), HANDLES, HANDLES, st.one_of(st.none(), HANDLES), HANDLES,
+              HANDLES),
+    st.tuples(st.just("free"), st.sampled_from([0, 1, 2, 3, 4, 5]), HANDLES),
+    st.tuples(st.just("exit"), st.sampled_from([0, 1]))), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=OPS)
+def test_random_operations_leave_what_the_fold_leaves(decoders, ops):
+    folder = Folder(decoders, Timeline())
+    theirs = [Client(f"c{i}", 100 + i) for i in range(2)]
+    ours = [Client(f"c{i}", 100 + i) for i in range(2)]
+    folder.clients = {c.id: c for c in theirs}
+    objects = ObjectsFold()
+    name = folder.interpreter.class_name
+    for row, op in enumerate(ops):
+        seq, ns = 10 * row, 1000 + row
+        kind, rest = op[0], op[1:]
+        if kind in ("alloc", "root"):
+            if kind == "root":
+                client, handle = rest
+                h_client, parent, cls, category = handle, None, 0x0041, Category.ROOT
+            else:
+                client, h_client, handle, parent, cls, category = rest
+            cid = f"c{client}" if client >= 0 else None
+            folder.add_object(cid, h_client, handle, parent, cls, category, name(cls), seq, ns, "NV_OK")
+            logged = (Op.ALLOC, cid, h_client, handle, parent or 0, parent is not None, -1 if cls is None else cls,
+                      CATEGORIES.index(category), name(cls), seq, ns, "NV_OK", 0, 0)
+        elif kind == "dup":
+            client, h_client, handle, parent, src_client, src_handle = rest
+            duplicate(folder, f"c{client}", h_client, handle, parent, src_client, src_handle, seq, ns, "NV_ERR")
+            logged = (Op.DUP, f"c{client}", h_client, handle, parent or 0, parent is not None, -1, 0, "DUP", seq, ns,
+                      "NV_ERR", src_client, src_handle)
+        elif kind == "free":
+            h_client, handle = rest
+            free(folder, h_client, handle, ns, seq)
+            logged = (Op.FREE, None, h_client, handle, 0, False, -1, 0, "", seq, ns, "", 0, 0)
+        else:
+            client = theirs[rest[0]]
+            for h in client.rm_clients:  # rmtrace.session.fold._exited
+                folder.free_object(h, h, seq, ns, by=FreedBy.EXIT)
+            logged = (Op.EXIT, client.id, 0, 0, 0, False, -1, 0, "", seq, ns, "", 0, 0)
+        objects.log.append((row, logged))
+    columns = objects.resolve(ours)
+    assert columns.objects() == folder.object_list
+    assert [(c.h_client, c.rm_clients) for c in ours] == [(c.h_client, c.rm_clients) for c in theirs]
+
+
+def test_a_warm_cache_maps_the_objects(tmp_path, monkeypatch):
+    """Stats' fold keeps its objects in the entry, and a stored model keeps them as the same columns: a
+    second ``load_objects`` maps them (no fold), and gives the same objects either way."""
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "t.trace"
+    path.write_bytes(captures.path("cuda-streams-3x-sequential").read_bytes())
+    whole = load_session(path, cache=False)
+    cold = load_objects(path)
+    assert list((tmp_path / "cache").glob("*/objects/manifest.json"))
+    monkeypatch.setattr("rmtrace.session.model.fold_objects", None)  # a fold now would fail
+    for warm in (load_objects(path), (load_session(path), load_objects(path))[1]):
+        assert isinstance(warm, ObjectsModel) and isinstance(warm.columns.handle, np.memmap)
+        assert list(warm.object_list) == list(cold.object_list) == list(whole.object_list)
+        assert [(c.id, c.label, c.rm_clients) for c in warm.clients] == [(c.id, c.label, c.rm_clients)
+                                                                          for c in whole.clients]
+    assert list((tmp_path / "cache").glob("*/model/objects.handle.npy"))
+    stored = load_session(path)
+    assert stored.object_list == whole.object_list and dict(stored.objects) == dict(whole.objects)
+
+
+def test_what_the_keys_cannot_hold_is_folded_the_slow_way(monkeypatch):
+    path = captures.path("cuda-streams-3x-sequential")
+    whole = load_session(path, cache=False)
+    monkeypatch.setattr("rmtrace.session.objects.HANDLE_MAX", 1)  # every handle is "too wide" now
+    part = load_objects(path, cache=False)
+    assert isinstance(part, ObjectsModel) and list(part.object_list) == list(whole.object_list)
