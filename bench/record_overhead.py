@@ -12,9 +12,10 @@ passing through the shim (bare vs recorded, across processes).
 
 ``--shim NAME=PATH`` adds a way recording with another build of the shim, in
 the same alternating rounds (a change to the shim against the one before it).
-``--cpus LIST`` runs every way on those CPUs: on the H200 an ioctl costs ~2.4 us
-on some CPUs and ~3.7 us on others (bench/results/record_overhead-h200.md), and
-capture adds more on the slower, so unpinned rounds mix the two by luck.
+``--cpus LIST`` runs every way on those CPUs.  On the H200 an RM control costs ~2.0 us in
+some processes and ~3.3 us in others, and capture adds more in the slower (the virtual CPU
+runs everything ~1.6x slower for a while: bench/results/record_overhead-h200.md); a pinned
+process still draws either, so the report also splits the rounds by that cost.
 ``--program-cpus LIST`` runs only the measured program there (through taskset), the
 recorder where ``--cpus`` (or nothing) puts it: whether the recorder's CPU moves the cost.
 The report is written again after each section, so a run cut short keeps what it measured.
@@ -169,8 +170,7 @@ def main() -> int:
     parser.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
                         help="one more way: rmtrace recording with this build of the shim (RMTRACE_SHIM), "
                              "to compare builds side by side in the same rounds")
-    parser.add_argument("--cpus", help="run every way on these CPUs (a list as taskset takes: 2,3 or 2-3): on the H200 "
-                        "an ioctl costs ~2.4 us on some CPUs and ~3.7 on others, and an unpinned round draws either")
+    parser.add_argument("--cpus", help="run every way on these CPUs (a list as taskset takes: 2,3 or 2-3)")
     parser.add_argument("--program-cpus", help="run only the measured programs on these CPUs (taskset), the "
                         "recorder where --cpus puts it")
     parser.add_argument("-o", "--output", help="also write the results here")
