@@ -98,6 +98,8 @@ def micro(prog: list[str], env: dict[str, str], ways: dict[str, list[str]], call
         for way, prefix in ways.items():
             _wall, out = run([*prefix, *prog, "bench", str(calls), *mode], env)
             match = NS.search(out)
+            if not match:
+                raise SystemExit(f"{way}: no traced_ns/untraced_ns line in rmprog's output:\n{out}")
             samples[way].append((float(match.group(1)), float(match.group(2))))
     med = {w: (statistics.median(a for a, _ in v), statistics.median(b for _, b in v)) for w, v in samples.items()}
     return med, samples
