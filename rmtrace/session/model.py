@@ -177,6 +177,10 @@ class SessionModel:
     def state_at(self, t_ns: int) -> State:
         return self.timeline.state_at(t_ns)
 
+    def final_state(self) -> State:
+        """``state_at(end_ns)``, for one look at the end: no snapshot taken (``Timeline.state_once``)."""
+        return self.timeline.state_once(self.end_ns)
+
     def lanes(self) -> list[Lane]:
         """One lane per client, then per channel (grouped by client), then per rank (the host)."""
         return [self.timeline.lane(*key) for key in self.lane_keys()]
