@@ -22,7 +22,7 @@ Side by side, per round:
   (interpreter start and imports included), with the cache off, cold (an
   empty cache: the table is written to it as it is built, and mapped) and warm:
   ``stats --json``, ``wedges --json``, ``show`` (every call, to /dev/null) and
-  ``show --failed``.
+  ``show --failed``; and ``info`` (record counts from the headers; it reads no cache).
 
 A library step's time is its own (after its imports, the trace opened); its
 peak RSS is the process's less what it held before the step.  A command's
@@ -51,13 +51,17 @@ from rmtrace.exitcodes import ExitCode
 
 COMMANDS = {
     "stats": ["stats", "--json"], "wedges": ["wedges", "--json"], "show": ["show"], "show --failed": ["show", "--failed"],
+    "info": ["info"],
 }
 """The commands timed as a user runs them: the arguments before the trace."""
+CACHELESS = ("info",)
+"""Commands that read no cache (timed once, without the cache variants)."""
 FINE = {"wedges": (ExitCode.OK, ExitCode.FOUND, ExitCode.WEDGED)}
 """Exit codes besides OK a command ends with when it worked (docs' exit code table: wedges found)."""
 STEPS = ("zstd -dc", "zstd pass", "call table", "table + stats", "fold", "fold, cache cold", "model, cache warm",
          "stats table, cache warm",
-         *(f"{command}{cache}" for command in COMMANDS for cache in ("", ", cache cold", ", cache warm")))
+         *(f"{command}{cache}" for command in COMMANDS
+           for cache in (("",) if command in CACHELESS else ("", ", cache cold", ", cache warm"))))
 BASELINE = "zstd pass"
 
 

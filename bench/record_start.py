@@ -12,9 +12,9 @@ site (in a development checkout, that includes the editable install's import hoo
 wheel install has not).  Two ways record: ``rmtrace record`` as the command line runs it,
 and the record command's module alone (``rmtrace.cli.record``'s parser and run, nothing else
 imported): what the recorder itself costs, apart from the command line finding the command
-and building its parser (rmtrace/cli/main.py).  ``--before DIR`` adds both ways once more with DIR first on PYTHONPATH (DIR holding
-an older rmtrace/, e.g. ``git archive COMMIT rmtrace | tar -x -C DIR``): the change against
-it, in the same rounds.
+and building its parser (rmtrace/cli/main.py).  Each ``--before DIR`` adds both ways once more with DIR
+first on PYTHONPATH (DIR holding an rmtrace/ as an install lays it out: an older one, or this one
+installed rather than editable): the change against it, in the same rounds.
 
   python bench/record_start.py [--rounds 15] [-o bench/results/record_start-local.md]
 """
@@ -61,7 +61,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--rmtrace", default=f"{sys.executable} -m rmtrace.cli.main", help="how to run rmtrace")
     parser.add_argument("--command", default="true", help="the command recorded (default: true)")
-    parser.add_argument("--before", metavar="DIR", help="also time the record command alone with DIR's rmtrace/")
+    parser.add_argument("--before", metavar="DIR", action="append", default=[],
+                        help="also time both recording ways with DIR's rmtrace/ (repeatable)")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -74,14 +75,15 @@ def main() -> int:
                 "record command alone": lambda n: [sys.executable, "-c", ALONE, "-o",
                                                    str(Path(tmp) / f"alone-{n}.trace"), "--", *bare]}
         envs = {name: env for name in ways}
-        if args.before:
-            before_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (args.before, env.get("PYTHONPATH")))))
-            name = f"rmtrace record, {args.before}'s rmtrace/"
-            ways[name] = lambda n: [*shlex.split(args.rmtrace), "record", "-o", str(Path(tmp) / f"before-cli-{n}.trace"),
-                                    "--", *bare]
+        for k, before in enumerate(args.before):
+            before_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (before, env.get("PYTHONPATH")))))
+            name = f"rmtrace record, {before}'s rmtrace/"
+            ways[name] = lambda n, k=k: [*shlex.split(args.rmtrace), "record", "-o",
+                                         str(Path(tmp) / f"before{k}-cli-{n}.trace"), "--", *bare]
             envs[name] = before_env
-            name = f"record command alone, {args.before}'s rmtrace/"
-            ways[name] = lambda n: [sys.executable, "-c", ALONE, "-o", str(Path(tmp) / f"before-{n}.trace"), "--", *bare]
+            name = f"record command alone, {before}'s rmtrace/"
+            ways[name] = lambda n, k=k: [sys.executable, "-c", ALONE, "-o", str(Path(tmp) / f"before{k}-{n}.trace"),
+                                         "--", *bare]
             envs[name] = before_env
         for name, way in ways.items():
             timed(way(-1), envs[name], tmp)
@@ -111,6 +113,15 @@ def main() -> int:
     for way in list(ways)[1:]:
         lines.append(f"added by {way}: {(med[way] - med['bare']) * 1e3:+.1f} ms wall, "
                      f"{(med_cpu[way] - med_cpu['bare']) * 1e3:+.1f} ms CPU (goal: <= 150 ms)")
+    if args.before:
+        # Rounds run back to back, so a round's ways share the machine's state of the moment: the median
+        # of each round's own difference says more of a change than the difference of two medians.
+        lines += ["", "each --before way against this tree's, median of the rounds' own differences (CPU, wall):"]
+        for way in list(ways)[4:]:
+            mine = "rmtrace record" if way.startswith("rmtrace record") else "record command alone"
+            cpu_d = statistics.median(a - b for a, b in zip(cpu[mine], cpu[way]))
+            wall_d = statistics.median(a - b for a, b in zip(times[mine], times[way]))
+            lines.append(f"{mine} - {way}: {cpu_d * 1e3:+.1f} ms CPU, {wall_d * 1e3:+.1f} ms wall")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:

@@ -18,8 +18,18 @@ and warm (the call table loaded from the cache):
 
 Show chooses its calls on the call table's columns and decodes only the ones
 it prints (rmtrace/columns/select.py), so a selective filter costs the table
-(built or loaded) and the calls printed.  Goal (issue 13): within 10x of
-``zstd -dc``.
+(built or loaded) and the calls printed; the lines of most calls are made
+without their records (rmtrace/columns/lines.py).  Goal (issue 13): within 10x
+of ``zstd -dc``.
+
+    python bench/show.py --shipped NAME [--rounds 15]
+
+times instead, in this process, the lines of every call of a shipped capture
+as it was recorded (no replicated copies: the memo of decoded summaries hits
+only on calls the program itself repeated) made without their records
+(``ColumnLines``) and by the decoders (every row decoded), in alternating
+rounds, with the memo's hit rate: what the lines path costs where bytes repeat
+less than in a replicated trace.
 """
 
 from __future__ import annotations
@@ -48,14 +58,75 @@ def filter_arguments(path: str) -> dict[str, list[str]]:
             "--from --to": ["--from", f"{50 * hundredth}ns", "--to", f"{51 * hundredth}ns"]}
 
 
+def shipped(name: str, rounds: int) -> int:
+    """``--shipped``: the lines of a shipped capture made both ways, CPU time per round, alternating."""
+    import statistics
+    import time
+
+    import numpy as np
+    from rmtrace.decoders import Level, decoders_for, render
+    from rmtrace.decoders.filters import CallFilter
+
+    from rmtrace import captures
+    from rmtrace.calls import Call
+    from rmtrace.columns import lines as lines_module
+    from rmtrace.columns.select import selected_calls
+    from rmtrace.columns.table import CallTableBuilder
+    from rmtrace.trace import RecordFilter, TraceReader
+
+    load_before = os.getloadavg()
+    with TraceReader(captures.path(name)) as reader:
+        decoders = decoders_for(reader)
+        builder = CallTableBuilder(reader, decoders)
+        builder.update()
+        table = builder.table()
+        start, end = reader.time_span
+        everything = RecordFilter(), CallFilter()
+
+        def run(made: bool) -> tuple[float, int, lines_module.SummaryMemo]:
+            lines = lines_module.ColumnLines(decoders, table, reader, everything[1], start, end)
+            if not made:  # every row decoded, as show did before the lines path
+                lines.kinds = lambda rows: np.zeros(len(rows), dtype=np.int64)  # type: ignore[method-assign]
+            t0, n = time.process_time(), 0
+            for item in selected_calls(reader, decoders, table, *everything, lines):
+                if isinstance(item, Call):
+                    render.line(decoders.decode(item, Level.CALL), item, start, end)
+                    n += 1
+                else:
+                    n += len(item.texts)
+            return time.process_time() - t0, n, lines.memo
+
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(rounds):
+            for made in ((True, False) if r % 2 == 0 else (False, True)):
+                seconds, n, memo = run(made)
+                times[made].append(seconds)
+                if made:
+                    hits = memo.hits, memo.misses
+    load_after = os.getloadavg()
+    fast, slow = statistics.median(times[True]), statistics.median(times[False])
+    print_rows([("trace", f"shipped capture {name} as recorded: {reader.record_count:,} records, {n:,} lines"),
+                ("rounds", f"{rounds}, alternating, in one process; medians of CPU time; load average "
+                           f"{load_before[0]:.1f} before, {load_after[0]:.1f} after"),
+                ("made without records", f"{fast * 1e3:8.1f} ms CPU  {fast / n * 1e6:5.1f} us a line"),
+                ("made by the decoders", f"{slow * 1e3:8.1f} ms CPU  {slow / n * 1e6:5.1f} us a line"),
+                ("ratio", f"{fast / slow:.2f}x"),
+                ("memo", f"{hits[0]:,} hits, {hits[1]:,} misses ({hits[0] / max(1, sum(hits)) * 100:.1f}% of the "
+                         "calls it was asked for)")])
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--trace", help="time this trace as it is")
+    parser.add_argument("--shipped", metavar="NAME", help="time the lines of this shipped capture both ways (above)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), metavar="STEP",
                         help=f"which steps (default all: {', '.join(STEPS)}); the zstd baselines always run")
     args = parser.parse_args()
+    if args.shipped:
+        return shipped(args.shipped, args.rounds)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         path = columns.bench_trace(args.trace, args.records, tmp)

@@ -11,15 +11,20 @@ run:
 * `rmtrace tui FILE` in a fresh process, headless at 120x34: wall time from
   spawning it to the first events row on screen, to the last row on screen
   after End in the events table, to the timeline at the trace's end after End
-  there, to the session model attached (it folds the whole trace in a
-  worker; the first screen does not wait for it): lanes and wedges, and
-  then to the Objects tab's trees, which the worker builds after those.
+  there, to the session model attached (it folds the trace in a worker; the
+  first screen does not wait for it): lanes and wedges (from the channels'
+  fold when the whole model must be folded: ``Services.load_channels``), the
+  whole model, and then to the Objects tab's trees, which the worker builds
+  after it.
 
 The TUI runs twice a round: with the cache cold (emptied first: the session
 model is folded and stored) and warm (the model loaded from the cache).  The
 rounds alternate the order of info, cold and warm; medians are printed.
 
-Both processes pay the interpreter's start.  Goals: first paint < 1 s on
+Both processes pay the interpreter's start.  Beside the wall time from first paint
+to lanes and wedges, the TUI process's CPU time over the same span is printed (its
+UI thread and its worker together): a loaded machine stretches the one, not the
+other.  Goals: first paint < 1 s on
 1,000,000 records, and far below `rmtrace info`, which reads the whole file;
 lanes and wedges (the session model attached: lanes, wedges and object trees
 computed) <= 3 s after first paint, <= 1 s with the cache warm (issue 13).
@@ -40,9 +45,10 @@ import time
 from report import print_rows
 
 CHILD_TIMEOUT_S = 600
+WHOLE_FIRST = "cold, whole model first"
 
 
-def child(path: str, wait_model: bool) -> None:
+def child(path: str, wait_model: bool, whole_first: bool = False) -> None:
     """Run the TUI headless on ``path``, printing one JSON line per milestone (monotonic seconds)."""
     import asyncio
 
@@ -53,9 +59,12 @@ def child(path: str, wait_model: bool) -> None:
     from rmtrace.tui.widgets.timeline.timeline import Timeline
 
     def say(event: str, **kw) -> None:
-        print(json.dumps({"event": event, "t": time.monotonic(), **kw}), flush=True)
+        print(json.dumps({"event": event, "t": time.monotonic(), "cpu": time.process_time(), **kw}), flush=True)
 
     services = library_services()
+    if whole_first:  # as before the channels' fold came first: the worker folds the whole model at once
+        from dataclasses import replace
+        services = replace(services, load_channels=lambda path, decoders: None)
 
     drawn: dict[int, float] = {}
     timeline_at_end: list[float] = []
@@ -84,9 +93,15 @@ def child(path: str, wait_model: bool) -> None:
         app = RmtraceApp.open([path], services)
         model_done = asyncio.Event()
 
+        loaded: list[bool] = []
+
         def hook(message) -> None:
-            if isinstance(message, ModelLoaded):
-                say("model")
+            if isinstance(message, ModelLoaded):  # the first: lanes and wedges (the channels' fold, or whole)
+                if not loaded:
+                    say("model")
+                loaded.append(message.whole)
+                if message.whole:
+                    say("whole_model")
             elif isinstance(message, (TreesReady, ModelFailed)):
                 say("trees" if isinstance(message, TreesReady) else "model_failed")
                 model_done.set()
@@ -112,9 +127,12 @@ def child(path: str, wait_model: bool) -> None:
     asyncio.run(main())
 
 
-def run_child(path: str, wait_model: bool, cache: str) -> dict[str, float]:
+def run_child(path: str, wait_model: bool, cache: str, whole_first: bool = False) -> dict[str, float]:
+    """Each milestone's wall seconds from the spawn (by its name), and its process CPU seconds (``NAME cpu``:
+    the UI thread and the worker together, which a loaded machine does not stretch as it stretches wall)."""
     start = time.monotonic()
-    cmd = [sys.executable, __file__, "--child", path] + (["--wait-model"] if wait_model else [])
+    cmd = ([sys.executable, __file__, "--child", path] + (["--wait-model"] if wait_model else [])
+           + (["--whole-first"] if whole_first else []))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
                          env={**os.environ, "RMTRACE_CACHE": cache})
     if out.returncode != 0:
@@ -124,13 +142,21 @@ def run_child(path: str, wait_model: bool, cache: str) -> dict[str, float]:
         if line.startswith("{"):
             ev = json.loads(line)
             times[ev["event"]] = ev["t"] - start
+            times[ev["event"] + " cpu"] = ev["cpu"]
     return times
 
 
-def time_info(path: str) -> float:
-    start = time.monotonic()
+def time_info(path: str) -> tuple[float, float]:
+    """Wall and CPU seconds of ``rmtrace info`` (the goals are absolute seconds: what the baseline took says
+    how fast the machine was)."""
+    import resource
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+    start, cpu = time.monotonic(), children_cpu()
     subprocess.run([sys.executable, "-m", "rmtrace.cli.main", "info", path], check=True, capture_output=True)
-    return time.monotonic() - start
+    return time.monotonic() - start, children_cpu() - cpu
 
 
 def write_trace(path: str, source: str, n: int) -> None:
@@ -147,10 +173,13 @@ def main() -> int:
     parser.add_argument("--no-model", action="store_true", help="do not wait for the session model")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--whole-first", action="store_true",
+                        help="also time the cold open with the whole model folded at once (the worker as it was "
+                             "before the channels' fold came first), in the same rounds")
     parser.add_argument("--wait-model", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.wait_model)
+        child(args.child, args.wait_model, args.whole_first)
         return 0
 
     load_before = os.getloadavg()
@@ -163,16 +192,20 @@ def main() -> int:
             print(f"replicating {source} to {args.records:,} records ...", file=sys.stderr)
             write_trace(path, source, args.records)
         cache = os.path.join(tmp, "cache")
-        infos: list[float] = []
+        infos: list[tuple[float, float]] = []
         runs: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
+        if args.whole_first:
+            runs[WHOLE_FIRST] = []
+        order = ("info", "cold", *runs.keys() - {"cold", "warm"}, "warm")
         for r in range(args.rounds):
-            for step in (("info", "cold", "warm") if r % 2 == 0 else ("warm", "cold", "info")):
+            for step in (order if r % 2 == 0 else order[::-1]):
                 if step == "info":
                     infos.append(time_info(path))
                     continue
-                if step == "cold":
+                if step != "warm":
                     shutil.rmtree(cache, ignore_errors=True)
-                runs[step].append(run_child(path, wait_model=not args.no_model, cache=cache))
+                runs[step].append(run_child(path, wait_model=not args.no_model, cache=cache,
+                                            whole_first=step == WHOLE_FIRST))
         size = os.path.getsize(path)
     load_after = os.getloadavg()
 
@@ -180,15 +213,16 @@ def main() -> int:
         found = [t[key] for t in runs[step] if key in t]
         return statistics.median(found) if found else None
 
-    info = statistics.median(infos)
+    info = statistics.median(wall for wall, _ in infos)
+    info_cpu = statistics.median(cpu for _, cpu in infos)
     rows = [
         ("trace", args.trace or f"{os.path.basename(args.replicate or 'the shipped capture')} replicated to "
                                 f"{args.records:,} records, {size / 1e6:.0f} MB"),
         ("rounds", f"{args.rounds}, alternating; medians; load average {load_before[0]:.1f} before, "
                    f"{load_after[0]:.1f} after"),
-        ("rmtrace info (baseline)", f"{info:7.3f} s"),
+        ("rmtrace info (baseline)", f"{info:7.3f} s   (CPU {info_cpu:.3f} s)"),
     ]
-    for step in ("cold", "warm"):
+    for step in runs:
         paint, events, timeline = (median(step, k) for k in ("first_paint", "events_end", "timeline_end"))
         assert paint is not None and events is not None and timeline is not None
         rows += [
@@ -198,8 +232,12 @@ def main() -> int:
         ]
         model = median(step, "model")
         if model is not None:
+            cpu = statistics.median(t["model cpu"] - t["first_paint cpu"] for t in runs[step] if "model" in t)
             rows.append((f"cache {step}: lanes and wedges", f"{model:7.3f} s   {model - paint:+.3f} s after first "
-                                                           f"paint, ratio to info {model / info:.2f}"))
+                                                           f"paint (CPU {cpu:+.3f} s), ratio to info {model / info:.2f}"))
+            whole = median(step, "whole_model")
+            if whole is not None and whole != model:
+                rows.append((f"cache {step}: whole model", f"{whole:7.3f} s   {whole - paint:+.3f} s after first paint"))
             trees = median(step, "trees")
             if trees is not None:
                 rows.append((f"cache {step}: object trees", f"{trees:7.3f} s   {trees - paint:+.3f} s after first paint"))

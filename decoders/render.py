@@ -223,10 +223,16 @@ def _quote(text: str, limit: int = 64) -> str:
 
 def summary(d: Decoded) -> str:
     """``NAME(arg=value, …, DETAIL{…})``: the call as strace would write it."""
-    parts = [f"{k}={format_arg(k, v, d.handles)}" for k, v in d.args.items()]
-    if d.detail:
-        parts.append(d.detail + ("{" + ELLIPSIS + "}" if d.payload else ""))
-    return f"{d.name}({', '.join(parts)})"
+    return summary_text(d.name, d.args, d.handles, d.detail, d.payload)
+
+
+def summary_text(name: str, args: Mapping[str, Any], handles: Mapping[str, int], detail: str | None,
+                 payload: bool) -> str:
+    """``summary`` of a call given by its parts (show makes most lines from the call table's columns)."""
+    parts = [f"{k}={format_arg(k, v, handles)}" for k, v in args.items()]
+    if detail:
+        parts.append(detail + ("{" + ELLIPSIS + "}" if payload else ""))
+    return f"{name}({', '.join(parts)})"
 
 
 def result(d: Decoded, call: Call | None, start_ns: int, end_ns: int | None = None) -> str:
@@ -240,6 +246,12 @@ def outcome(d: Decoded, state: CallState, first_ns: int, duration_ns: int | None
             end_ns: int | None = None) -> str:
     """``result`` of a call given by its state, the time of its first record and its duration (a call
     the call table's columns describe, with no records at hand)."""
+    return outcome_text(d.status_name, state, first_ns, duration_ns, start_ns, end_ns)
+
+
+def outcome_text(status_name: str | None, state: CallState, first_ns: int, duration_ns: int | None, start_ns: int,
+                 end_ns: int | None = None) -> str:
+    """``outcome`` of a call whose status is named ``status_name``."""
     if state is CallState.IN_FLIGHT:
         since = format_offset(first_ns - start_ns)
         held = f", {format_duration(end_ns - first_ns)} at the end" if end_ns is not None else ""
@@ -247,8 +259,8 @@ def outcome(d: Decoded, state: CallState, first_ns: int, duration_ns: int | None
     if state is CallState.UNFINISHED:
         return " <unfinished …>"
     text = ""
-    if d.status_name is not None:
-        text = f" = {d.status_name}"
+    if status_name is not None:
+        text = f" = {status_name}"
     elif state in (CallState.COMPLETE, CallState.RESUMED):
         text = " = ?"
     if duration_ns is not None:
@@ -280,12 +292,21 @@ def call_line(d: Decoded, pid: int, tid: int, first_ns: int, phase: int, state: 
               duration_ns: int | None, start_ns: int, end_ns: int | None = None) -> str:
     """``line`` of a call given by its first record's header fields, its state and its duration (as the
     call table's columns hold them: ``rmtrace show`` prints most calls from there, without their records)."""
+    return line_text(d.name, summary(d), d.status_name, d.notes, pid, tid, first_ns, phase, state, duration_ns,
+                     start_ns, end_ns)
+
+
+def line_text(name: str, body: str, status_name: str | None, notes: Sequence[str], pid: int, tid: int,
+              first_ns: int, phase: int, state: CallState, duration_ns: int | None, start_ns: int,
+              end_ns: int | None = None) -> str:
+    """``call_line`` of a call given by its name, its ``summary`` (``body``), its status's name and its
+    notes: what show keeps of a call it has decoded once, or makes from the call table's columns."""
     head = f"[{pid}/{tid}] {format_offset(first_ns - start_ns)} "
-    body = summary(d)
     if state is CallState.RESUMED and phase in (Phase.EXIT, Phase.RECV):
-        body = f"<… {d.name} resumed>"
-    note = f"  # {d.notes[0]}" + (f" (+{len(d.notes) - 1} more)" if len(d.notes) > 1 else "") if d.notes else ""
-    return head + direction_of(state, phase) + body + outcome(d, state, first_ns, duration_ns, start_ns, end_ns) + note
+        body = f"<… {name} resumed>"
+    note = f"  # {notes[0]}" + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "") if notes else ""
+    return head + direction_of(state, phase) + body + outcome_text(status_name, state, first_ns, duration_ns,
+                                                                   start_ns, end_ns) + note
 
 
 # -- the field tree ---------------------------------------------------------------------------
@@ -440,5 +461,5 @@ def hexdump(data: bytes, indent: int = 0) -> Iterator[str]:
         yield f"{pad}{off:04x}  {row.hex(' '):<{HEX_WIDTH * 3}} {text}"
 
 
-__all__ = ["plain", "members", "summary", "result", "outcome", "line", "call_line", "tree", "hexdump",
-           "scalar_text", "format_arg"]
+__all__ = ["plain", "members", "summary", "summary_text", "result", "outcome", "outcome_text", "line", "call_line",
+           "line_text", "tree", "hexdump", "scalar_text", "format_arg"]

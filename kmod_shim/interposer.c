@@ -104,12 +104,19 @@ SHIM_HOT static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned 
 	ret = shim_real.ioctl(fd, req, arg);
 	err = *errp;
 	if (traced && (t = shim_reenter(&shim_self)) != NULL) {
-		rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
-		rec_stamp(&r); /* the time the call returned, before its buffers are read again */
-		r.ret = ret;
-		r.err = ret < 0 ? err : 0;
-		capture_ioctl_exit(&r, &plan);
-		rec_emit(&r);
+		int32_t failed = ret < 0 ? err : 0; /* errno means something only where the call failed */
+
+		if (unlikely(capture_ioctl_exit_whole(&plan, source, op, fd, call_id, ret, failed) != 0)) {
+			rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
+			if (plan.stamped)
+				r.time_ns = plan.stamped;
+			else
+				rec_stamp(&r); /* the time the call returned, before its buffers are read again */
+			r.ret = ret;
+			r.err = failed;
+			capture_ioctl_exit(&r, &plan);
+			rec_emit(&r);
+		}
 		shim_leave(t);
 	}
 	*errp = err;

@@ -288,7 +288,6 @@ static inline void shim_leave(struct shim_thread *t)
 int ring_reserve(struct shim_thread *t, uint32_t size);
 /* Map in (MADV_POPULATE_WRITE) the ring's next pages up to head + SHIM_FAST_ROOM (shim_state.c). */
 void ring_populate(struct shim_thread *t);
-void ring_commit(struct shim_thread *t, uint64_t pos);
 void ring_count(uint64_t *counter);
 
 /* ------------------------------------------------------- program memory */
@@ -429,9 +428,42 @@ static inline __attribute__((always_inline)) int rec_add_user(struct shim_rec *r
 	}
 	return rec_add_user_slow(r, role, when, slot, addr, n, view);
 }
-/* Take the record's time, saying first in the ring that a record is being
- * written (the recorder's merge waits for it: rmtrace_ring.h, time order).
- * rec_emit does it for a record whose time was not taken before. */
+/* A record's time, saying first in the ring that a record is being written (the recorder's merge
+ * waits for it: rmtrace_ring.h, time order). */
+static inline uint64_t ring_stamp(struct shim_thread *t)
+{
+	uint64_t now;
+
+	/* The floor first, then the clock: a recorder that finds the ring idle may take its own
+	 * time as this ring's floor, so this store must come before the time is read. */
+	__atomic_store_n(&t->ctl->writing, t->last_ns ? t->last_ns : 1, __ATOMIC_RELAXED);
+	now = shim_now(t);
+	__atomic_store_n(&t->ctl->writing, now, __ATOMIC_RELAXED);
+	return now;
+}
+
+/* Publish the record whose header is h and whose buffers are in place after it at head (it ends
+ * what ring_stamp announced): its header in one struct store, which the compiler merges with the
+ * constant and adjacent fields into a few moves, then head. */
+#ifdef RMTRACE_TEST_HOOKS
+/* A thread descheduled between its timestamp and its publication, on demand (RMTRACE_TEST_STALL). */
+void test_stall(uint16_t source, uint32_t op);
+#endif
+
+static inline void ring_publish(struct shim_thread *t, struct rmt_record h)
+{
+	*(struct rmt_record *)(t->data + (t->head & t->mask)) = h;
+#ifdef RMTRACE_TEST_HOOKS
+	if (unlikely(shim_proc.test_stall_ms))
+		test_stall(h.source, h.op);
+#endif
+	t->head += h.total_len;
+	__atomic_store_n(&t->ctl->head, t->head, __ATOMIC_RELEASE);
+	t->last_ns = h.time_ns;
+	__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
+}
+
+/* Take the record's time (ring_stamp); rec_emit does it for a record whose time was not taken before. */
 void rec_stamp(struct shim_rec *r);
 /* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped). */
 int rec_emit(struct shim_rec *r);
@@ -439,18 +471,18 @@ int rec_emit(struct shim_rec *r);
 /* ------------------------------------------------------- ioctl capture */
 #define SHIM_MAX_PLAN 20
 
-/* What an ioctl's enter read, so its exit reads the same memory again. */
+/* What an ioctl's enter read that the driver may write back, so its exit reads the same memory again.
+ * Each item is the exit's buffer header as it will stand when the buffer is read whole again (when
+ * AFTER, no flags, len = orig_len = the bytes read at enter): the exit copies it into the ring as is,
+ * one 24-byte move, with nothing to test or compute per buffer.  Where the enter did not read the
+ * buffer whole (whole = 0), the general way reads orig_len bytes (the program's length, capped at
+ * UINT32_MAX like the header's: every length past max_buffer is cut alike). */
 struct shim_plan {
-	int n;
-	int whole;              /* every buffer the exit reads again was read whole at enter */
+	uint32_t n;
+	uint32_t whole;         /* every item was read whole at enter */
 	uint32_t exit_bytes;    /* then: the exit record's buffers, headers and padding included */
-	struct {
-		uint16_t role;
-		uint8_t after;
-		uint32_t slot;
-		uint64_t addr;
-		uint64_t len;
-	} item[SHIM_MAX_PLAN];
+	uint64_t stamped;       /* capture_ioctl_exit_whole: the exit's time, where it took it and gave up */
+	struct rmt_buffer item[SHIM_MAX_PLAN];
 };
 
 /* The op number and the buffers of an RM or UVM ioctl, before the call. */
@@ -458,6 +490,50 @@ void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind,
 			 uint64_t arg);
 /* The same buffers after the call. */
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
+
+/* The calling thread's exit record in one pass, when the enter read every buffer whole: 0 when it is
+ * published; -1 when the general way (capture_ioctl_exit) must build it, with p->stamped its time when
+ * taken (else 0).  Inline, in traced_ioctl: after the system call, no call but the clock's and the
+ * copies.  The room is checked once for the record's exact size, which the plan knows (within what
+ * rec_fast allows: no more than SHIM_FAST_ROOM, mapped in, the copy's guard in); then the time, each
+ * buffer's header moved from the plan with its bytes copied behind it, the header, head.  No struct
+ * shim_rec, no test per buffer.  A copy that faults (the driver unmapped a buffer) leaves the record
+ * unpublished: the general way builds it again with that time. */
+static inline __attribute__((always_inline)) int capture_ioctl_exit_whole(struct shim_plan *p, uint16_t source, uint32_t op,
+										 int fd, uint64_t call_id, int64_t ret, int32_t err)
+{
+	struct shim_thread *t = &shim_self;
+	const struct rmt_buffer *it = p->item, *end = it + p->n;
+	uint32_t size = (uint32_t)sizeof(struct rmt_record) + p->exit_bytes;
+	uint8_t *dst = t->data + (t->head & t->mask) + sizeof(struct rmt_record);
+	uint64_t now;
+
+	p->stamped = 0;
+	if (unlikely(!p->whole || size > shim_proc.fast_end || t->head + size - t->tail_seen > shim_proc.ring_size ||
+		     t->head + size > t->populated || t->faults != FAULTS_DELIVERED ||
+		     !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
+		return -1;
+	p->stamped = now = ring_stamp(t);
+	for (; it < end; it++) {
+		uint32_t len = it->len;
+
+		memcpy(dst, it, sizeof(*it));
+		rec_pad(dst + sizeof(*it), len);
+		if (unlikely(shim_copy(dst + sizeof(*it), (const void *)(uintptr_t)it->addr, len) != 0))
+			return -1;
+		dst += sizeof(*it) + RMT_ALIGN_UP(len);
+	}
+	/* The read counter shares head's line, written just below. */
+	__atomic_store_n(&t->ctl->read_copy, __atomic_load_n(&t->ctl->read_copy, __ATOMIC_RELAXED) + p->n,
+			 __ATOMIC_RELAXED);
+	ring_publish(t, (struct rmt_record){
+		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
+		.total_len = size, .source = source, .phase = RMT_PH_EXIT, .flags = 0, .seq = 0, .time_ns = now,
+		.pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = call_id, .op = op, .fd = fd, .ret = ret,
+		.err = err, .nbufs = (uint16_t)p->n, .reserved = 0,
+	});
+	return 0;
+}
 /* The record's op: the raw request for UVM (not _IOC-encoded), the escape number (_IOC_NR) for RM. */
 static inline uint32_t ioctl_op(unsigned kind, unsigned long req)
 {

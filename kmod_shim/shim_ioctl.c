@@ -94,25 +94,23 @@ static inline uint64_t arg_load(const struct shim_view *arg, uint32_t off, unsig
 	return value;
 }
 
-/* Read one buffer before the call and remember it for the exit; 0 when its bytes are in *v. */
+/* Read one buffer before the call and, where the driver may write it back (after), put the exit's
+ * header for it in the plan; 0 when its bytes are in *v. */
 SHIM_HOT static int take(struct shim_rec *r, struct shim_plan *p, uint16_t role, uint8_t after, uint32_t slot,
 		uint64_t addr, uint64_t len, struct shim_view *v)
 {
 	int got = rec_add_user(r, role, RMT_WHEN_BEFORE, slot, addr, len, v);
 
-	if (p->n < SHIM_MAX_PLAN) {
-		p->item[p->n].role = role;
-		p->item[p->n].after = after;
-		p->item[p->n].slot = slot;
-		p->item[p->n].addr = addr;
-		p->item[p->n].len = len;
-		p->n++;
-		if (after) {
-			if (got == 0 && v->len == len) /* whole: the exit takes as many bytes, unless it faults */
-				p->exit_bytes += (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP((uint32_t)len);
-			else
-				p->whole = 0;
-		}
+	if (after && p->n < SHIM_MAX_PLAN) {
+		/* Built from the values at hand, not copied from the header just written before the bytes:
+		 * a wide load of narrower stores still in flight waits for them (no store forwarding). */
+		p->item[p->n++] = (struct rmt_buffer){ .role = role, .when = RMT_WHEN_AFTER, .len = v->len, .addr = addr,
+							.orig_len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len,
+							.slot = slot };
+		if (got == 0 && v->len == len) /* whole: the exit takes as many bytes, unless it faults */
+			p->exit_bytes += (uint32_t)sizeof(struct rmt_buffer) + RMT_ALIGN_UP(v->len);
+		else
+			p->whole = 0;
 	}
 	return got;
 }
@@ -369,41 +367,15 @@ SHIM_HOT void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsig
 		take_rm(r, p, (uint32_t)_IOC_NR(req), &data, 0);
 }
 
-/* The exit's buffers when each was read whole at enter and the whole record fits what rec_fast
- * allows: per buffer one copy and its header, nothing else tested.  Returns the plan item at which the
- * general way (capture_ioctl_exit) must go on: p->n when all are in, or the one whose copy faulted
- * (it is left out of the record, so the general way reads it again and says it is unreadable). */
-SHIM_HOT static int exit_whole(struct shim_rec *r, const struct shim_plan *p)
-{
-	uint16_t copied = 0;
-	int i;
-
-	if (!p->whole || r->size + p->exit_bytes > r->fast_end)
-		return 0;
-	for (i = 0; i < p->n; i++) {
-		uint8_t *dst = r->base + r->size + sizeof(struct rmt_buffer);
-		uint32_t len = (uint32_t)p->item[i].len;
-
-		if (!p->item[i].after)
-			continue;
-		rec_pad(dst, len);
-		if (unlikely(shim_copy(dst, (const void *)(uintptr_t)p->item[i].addr, len) != 0))
-			break;
-		rec_close(r, p->item[i].role, RMT_WHEN_AFTER, 0, len, p->item[i].addr, len, p->item[i].slot);
-		copied++;
-	}
-	r->reads[SHIM_READ_COPY] += copied;
-	return i;
-}
-
+/* The general way of the exit (capture_ioctl_exit_whole could not): each buffer as its enter found it,
+ * read again one by one, with room and faults handled per buffer. */
 SHIM_HOT void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p)
 {
 	struct shim_view ignored;
-	int i;
+	uint32_t i;
 
 	rec_fast(r);
-	for (i = exit_whole(r, p); i < p->n; i++)
-		if (p->item[i].after)
-			rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr,
-				     p->item[i].len, &ignored);
+	for (i = 0; i < p->n; i++)
+		rec_add_user(r, p->item[i].role, RMT_WHEN_AFTER, p->item[i].slot, p->item[i].addr, p->item[i].orig_len,
+			     &ignored);
 }

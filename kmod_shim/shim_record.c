@@ -105,12 +105,6 @@ SHIM_COLD int ring_reserve(struct shim_thread *t, uint32_t size)
 	return -1;
 }
 
-void ring_commit(struct shim_thread *t, uint64_t pos)
-{
-	t->head = pos;
-	__atomic_store_n(&t->ctl->head, pos, __ATOMIC_RELEASE);
-}
-
 /* ------------------------------------------------------------------ records */
 
 /* Ring room for the record so far plus extra bytes; 0, or -1 (the record is dropped). */
@@ -216,13 +210,7 @@ SHIM_COLD int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when,
 
 SHIM_HOT void rec_stamp(struct shim_rec *r)
 {
-	struct shim_thread *t = r->t;
-
-	/* The floor first, then the clock: a recorder that finds the ring idle may take its own
-	 * time as this ring's floor, so this store must come before the time is read. */
-	__atomic_store_n(&t->ctl->writing, t->last_ns ? t->last_ns : 1, __ATOMIC_RELAXED);
-	r->time_ns = shim_now(t);
-	__atomic_store_n(&t->ctl->writing, r->time_ns, __ATOMIC_RELAXED);
+	r->time_ns = ring_stamp(r->t);
 }
 
 /* Ticks a sample may take from its first rdtsc to its second (a clock_gettime is about a hundred): a
@@ -275,10 +263,9 @@ SHIM_COLD uint64_t shim_now_sync(struct shim_thread *t, uint64_t tsc)
 }
 
 #ifdef RMTRACE_TEST_HOOKS
-/* A thread descheduled between its timestamp and its publication, on demand. */
-static void test_stall(const struct shim_rec *r)
+SHIM_COLD void test_stall(uint16_t source, uint32_t op)
 {
-	if (shim_proc.test_stall_ms && r->source == RMT_SRC_RM && r->op == shim_proc.test_stall_op) {
+	if (source == RMT_SRC_RM && op == shim_proc.test_stall_op) {
 		struct timespec ts = { shim_proc.test_stall_ms / 1000, (long)(shim_proc.test_stall_ms % 1000) * 1000000L };
 		syscall(SYS_nanosleep, &ts, NULL);
 	}
@@ -299,27 +286,20 @@ SHIM_HOT static void count_reads(const struct shim_rec *r)
 SHIM_HOT int rec_emit(struct shim_rec *r)
 {
 	struct shim_thread *t = r->t;
-	struct rmt_record *h = (struct rmt_record *)r->base;
 
 	count_reads(r);
-	if (rec_room(r, 0) != 0) { /* (lossy) dropped: what rec_stamp announced ends here */
+	/* A record that stayed within what rec_fast allowed has its room (fast_end is 0 once dropped). */
+	if (unlikely(r->size > r->fast_end) && rec_room(r, 0) != 0) { /* (lossy) dropped: what rec_stamp announced ends here */
 		__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED);
 		return -1;
 	}
 	if (!r->time_ns)
 		rec_stamp(r);
-	/* One struct store, in place: the compiler merges the constant and adjacent fields into a few moves. */
-	*h = (struct rmt_record){
-		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(*h),
+	ring_publish(t, (struct rmt_record){
+		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
 		.total_len = r->size, .source = r->source, .phase = r->phase, .flags = r->flags, .seq = 0,
 		.time_ns = r->time_ns, .pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = r->call_id,
 		.op = r->op, .fd = r->fd, .ret = r->ret, .err = r->err, .nbufs = r->nbufs, .reserved = 0,
-	};
-#ifdef RMTRACE_TEST_HOOKS
-	test_stall(r);
-#endif
-	ring_commit(t, t->head + r->size);
-	t->last_ns = r->time_ns;
-	__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
+	});
 	return 0;
 }

@@ -118,6 +118,13 @@ def decode_chunk_header(data: bytes, offset: int) -> ChunkInfo:
     return ChunkInfo(offset, h.comp_len, h.raw_len, h.count, h.first_seq, h.last_seq, h.t_min, h.t_max, h.payload_crc)
 
 
+def _check_payload(info: ChunkInfo, payload: bytes | memoryview) -> None:
+    if len(payload) != info.comp_len:
+        raise CorruptTraceError(f"chunk at byte {info.offset} is cut short ({len(payload)} of {info.comp_len} bytes)")
+    if zlib.crc32(payload) != info.payload_crc:
+        raise CorruptTraceError(f"chunk at byte {info.offset} fails its payload checksum")
+
+
 def _offset_table(raw: bytes | memoryview, count: int) -> array:
     offsets = array("I")
     offsets.frombytes(raw[:4 * count])
@@ -158,12 +165,10 @@ class ChunkDecoder:
 
     def __init__(self) -> None:
         self._zstd = zstandard.ZstdDecompressor()
+        self._probe = bytearray(1)
 
-    def decode(self, info: ChunkInfo, payload: bytes) -> tuple[array, memoryview]:
-        if len(payload) != info.comp_len:
-            raise CorruptTraceError(f"chunk at byte {info.offset} is cut short ({len(payload)} of {info.comp_len} bytes)")
-        if zlib.crc32(payload) != info.payload_crc:
-            raise CorruptTraceError(f"chunk at byte {info.offset} fails its payload checksum")
+    def decode(self, info: ChunkInfo, payload: bytes | memoryview) -> tuple[array, memoryview]:
+        _check_payload(info, payload)
         try:
             raw = self._zstd.decompress(payload, max_output_size=info.raw_len)
         except zstandard.ZstdError as exc:
@@ -171,6 +176,28 @@ class ChunkDecoder:
         if len(raw) != info.raw_len:
             raise CorruptTraceError(f"chunk at byte {info.offset} decompresses to {len(raw)} bytes, not {info.raw_len}")
         return _offset_table(raw, info.count), memoryview(raw)[4 * info.count:]
+
+    def decode_into(self, info: ChunkInfo, payload: bytes | memoryview, out: memoryview) -> array:
+        """``decode`` into ``out`` (``info.raw_len`` bytes of a batch's buffer, ``TraceReader.read_chunks``):
+        no bytes object per chunk and no copy of it to join a batch (zstd's streaming decoder still copies
+        each block out of its window: python-zstandard has no one-shot decompress into a caller's
+        buffer); returns the chunk's offsets (its records follow them)."""
+        _check_payload(info, payload)
+        try:
+            stream = self._zstd.stream_reader(payload)
+            got = 0
+            while got < info.raw_len:
+                n = stream.readinto(out[got:info.raw_len])
+                if not n:
+                    break
+                got += n
+            more = stream.readinto(self._probe)  # 0 at the frame's end, whose checksum it has checked then
+        except zstandard.ZstdError as exc:
+            raise CorruptTraceError(f"chunk at byte {info.offset} does not decompress: {exc}") from None
+        if got != info.raw_len or more:
+            size = f"{got}" if got < info.raw_len else f"more than {got}"
+            raise CorruptTraceError(f"chunk at byte {info.offset} decompresses to {size} bytes, not {info.raw_len}")
+        return _offset_table(out, info.count)
 
     def salvage(self, info: ChunkInfo, prefix: bytes) -> tuple[array, memoryview]:
         """The whole records in the first bytes of a chunk's payload that was cut short.

@@ -5,7 +5,7 @@ footer, the ring control page) are each defined once as a flat construct
 ``Struct`` of little-endian scalars.  ``FlatStruct`` derives from that one
 definition everything a fast reader or writer needs: one ``struct.Struct``
 codec, each field's position in the codec's tuples (``index.source``) and its
-byte offset, a named-tuple view, a keyword packer, and ``Scalar`` accessors
+byte offset, a named-tuple view (made on first use), a keyword packer, and ``Scalar`` accessors
 that read or write one field in place.  No offset, tuple position or format
 character is written down twice.
 
@@ -27,6 +27,7 @@ import zlib
 from collections import namedtuple
 from collections.abc import Callable, Mapping
 from operator import itemgetter
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -218,9 +219,10 @@ class FlatStruct:
         self.codec = struct.Struct("<" + "".join(self._codes))
         self.size = self.codec.size
         self.names: tuple[str, ...] = tuple(n for n, _, _ in fields)
-        self.Fields: Any = _namedtuple(name, self.names)
-        self.index = self.Fields._make(range(len(self.names)))
-        """Each field's position in the codec's tuples: ``index.source``."""
+        self._fields_type: Any = None
+        self.index = SimpleNamespace(**{n: i for i, n in enumerate(self.names)})
+        """Each field's position in the codec's tuples: ``index.source`` (a plain namespace: a named-tuple
+        type costs a tenth of a millisecond to make, and a recorder's start makes a dozen FlatStructs)."""
         self.scalars: dict[str, Scalar] = {}
         offset = 0
         for field_name, code, _ in fields:
@@ -234,6 +236,13 @@ class FlatStruct:
         """The FlatStruct of what ``define()`` returns, without calling it (nor importing construct)
         while the user's cache holds its fields for the unchanged file that defines it."""
         return cls(None, name, fields=_LAYOUTS.fields(define), define=define)
+
+    @property
+    def Fields(self) -> Any:
+        """The named-tuple type of the fields (``unpack``'s), made on first use."""
+        if self._fields_type is None:
+            self._fields_type = _namedtuple(self.name, self.names)
+        return self._fields_type
 
     @property
     def definition(self) -> Struct:

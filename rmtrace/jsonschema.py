@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
-from rmtrace.record import HEADER, MarkOp, Phase, Record, Role, Source, When, enum_name
+from rmtrace.record import Phase, Record, Role, Source, When, enum_name
 
 if TYPE_CHECKING:  # the builders only read these objects' attributes; importing them would cost every caller
     from rmtrace.analysis.diff import Divergence
@@ -110,18 +109,11 @@ def _rel(time_ns: int | None, start_ns: int) -> int | None:
 
 def info(reader: TraceReader) -> JsonObject:
     """What a trace holds: counts over record headers only (no buffer is decoded), and where it came from."""
-    by_source: Counter = Counter()
-    pids: set[int] = set()
-    in_flight = 0
-    unpack = HEADER.unpack_from
-    for raw in reader.raw_records():
-        h = unpack(raw)
-        by_source[(h[4], h[5])] += 1
-        pids.add(h[9])
-        if h[4] == Source.MARK and h[12] == MarkOp.IN_FLIGHT:
-            in_flight += 1
+    from rmtrace.columns.headers import header_counts  # numpy: only for the commands that count
+
+    counts = header_counts(reader)
     sources: dict[str, dict[str, int]] = {}
-    for (source, phase), n in sorted(by_source.items()):
+    for (source, phase), n in sorted(counts.by_source.items()):
         sources.setdefault(enum_name(Source, source), {})[enum_name(Phase, phase).lower()] = n
     span = reader.time_span
     meta = reader.meta
@@ -131,7 +123,7 @@ def info(reader: TraceReader) -> JsonObject:
         "records": reader.record_count, "chunks": len(reader.chunks),
         "start_time_ns": span[0] if span else None, "end_time_ns": span[1] if span else None,
         "duration_ns": span[1] - span[0] if span else 0,
-        "processes": sorted(pids), "sources": sources, "in_flight_at_stop": in_flight,
+        "processes": counts.pids, "sources": sources, "in_flight_at_stop": counts.in_flight,
         "recorded": recording(meta), "made": made(meta), "meta": meta,
     }
 

@@ -26,7 +26,7 @@ import time
 import zlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from rmtrace.chunk import CHUNK_HEADER_SIZE, ChunkDecoder, ChunkEncoder, ChunkIn
 from rmtrace.errors import CorruptTraceError, NotATraceError, RmtraceError, TraceError, TraceVersionError
 from rmtrace.flat import FlatStruct, lazy_mirrors
 from rmtrace.record import (
+    ALIGN,
     HEADER,
     TIME,
     H,
@@ -340,6 +341,17 @@ def _as_set(value: Any) -> frozenset[int] | None:
     return frozenset(int(v) for v in value)
 
 
+@dataclass(frozen=True, slots=True)
+class ChunkSpan:
+    """Where one chunk of a batch lies in the buffer ``TraceReader.read_chunks`` filled: its records
+    are bytes [start, end), at ``offsets`` from ``start``."""
+
+    index: int
+    offsets: array
+    start: int
+    end: int
+
+
 class TraceReader:
     """Reads a trace: metadata, chunk index, records by iteration, sequence or time.
 
@@ -504,18 +516,61 @@ class TraceReader:
         if hit is not None:
             self._cache.move_to_end(index)
             return hit
-        blob = self._pread(CHUNK_HEADER_SIZE + entry.comp_len, entry.offset)
+        info, payload = self._payload(entry)
         try:
-            info = decode_chunk_header(blob[:CHUNK_HEADER_SIZE], entry.offset)
-            if (info.first_seq, info.count, info.comp_len) != (entry.first_seq, entry.count, entry.comp_len):
-                raise CorruptTraceError(f"chunk at byte {entry.offset} changed since the file was opened")
-            decoded = self._decoder.decode(info, blob[CHUNK_HEADER_SIZE:])
+            decoded = self._decoder.decode(info, payload)
         except CorruptTraceError as exc:
             raise CorruptTraceError(f"{self.path}: {exc}") from None
         self._cache[index] = decoded
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return decoded
+
+    def _payload(self, entry: ChunkInfo) -> tuple[ChunkInfo, memoryview]:
+        """A chunk's header, checked against what opening found, and its payload (not yet checked)."""
+        blob = memoryview(self._pread(CHUNK_HEADER_SIZE + entry.comp_len, entry.offset))
+        try:
+            info = decode_chunk_header(bytes(blob[:CHUNK_HEADER_SIZE]), entry.offset)
+            if (info.first_seq, info.count, info.comp_len) != (entry.first_seq, entry.count, entry.comp_len):
+                raise CorruptTraceError(f"chunk at byte {entry.offset} changed since the file was opened")
+        except CorruptTraceError as exc:
+            raise CorruptTraceError(f"{self.path}: {exc}") from None
+        return info, blob[CHUNK_HEADER_SIZE:]
+
+    def _raw_len(self, entry: ChunkInfo) -> int:
+        """The bytes chunk ``entry`` decompresses to (a salvaged one: what was kept of it)."""
+        held = self._held.get(entry.offset)
+        return entry.raw_len if held is None else 4 * len(held[0]) + len(held[1])
+
+    def read_chunks(self, indices: Sequence[int], room: bytearray | None = None) -> tuple[bytearray, list[ChunkSpan]]:
+        """Chunks ``indices``, checked and decompressed back to back into one buffer, for column readers
+        that take numpy views of a batch of chunks at once: ``room`` when it is large enough (a caller
+        reading batch after batch hands the last one back, so its pages stay mapped and the batch's
+        memory is one buffer), else a new one.  Each chunk's records start at a multiple of ``ALIGN``.  The chunk
+        cache is left alone: these chunks are read once."""
+        need = sum(self._raw_len(self.chunks[i]) + ALIGN for i in indices)
+        buffer = room if room is not None and len(room) >= need else bytearray(need)
+        out = memoryview(buffer)
+        spans = []
+        end = 0
+        for i in indices:
+            entry = self.chunks[i]
+            held = self._held.get(entry.offset)
+            table = 4 * (entry.count if held is None else len(held[0]))
+            at = end + (-(end + table)) % ALIGN  # the offsets, then the records 8-aligned
+            if held is not None:  # salvaged when the file was opened: already in memory
+                offsets, view = held
+                start, end = at + table, at + table + len(view)
+                out[start:end] = view
+            else:
+                info, payload = self._payload(entry)
+                try:
+                    offsets = self._decoder.decode_into(info, payload, out[at:at + entry.raw_len])
+                except CorruptTraceError as exc:
+                    raise CorruptTraceError(f"{self.path}: {exc}") from None
+                start, end = at + table, at + entry.raw_len
+            spans.append(ChunkSpan(i, offsets, start, end))
+        return buffer, spans
 
     def refresh(self) -> int:
         """Pick up what was appended since opening (a trace still being recorded): the chunks that

@@ -347,6 +347,25 @@ def test_tiny_ring_is_lossless(programs, devdir, tmp_path):
     assert text(marks(records, MarkOp.STOP)[0])["ring_waits"] > 0  # the writer really had to wait
 
 
+def test_a_buffer_cut_to_fit_a_record_is_cut_alike_before_and_after(programs, devdir, tmp_path):
+    # 4000-byte params in a 4 KiB ring (records of at most 2 KiB): the enter cuts them (TRUNCATED, trunc_big),
+    # so its plan is not whole and the exit takes the general way, cutting them again from the program's length.
+    rc, stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "many", 5, 4000,
+                                     options=("--ring-size", "4096"))
+    assert rc == 0, stderr
+    records = checked(out)
+    pairs = calls(records, Source.RM, RM_CONTROL)
+    assert len(pairs) == 5
+    for i, (enter, exit_) in enumerate(pairs):
+        before, after = enter.buffer(Role.PARAMS), exit_.buffer(Role.PARAMS)
+        assert (before.when, after.when) == (When.BEFORE, When.AFTER)
+        assert before.orig_len == after.orig_len == 4000 and before.addr == after.addr
+        assert before.flags & after.flags & BufferFlag.TRUNCATED and 0 < len(after.data) == len(before.data) < 4000
+        assert enter.flags & exit_.flags & RecordFlag.TRUNCATED
+        assert (before.data[0], after.data[0]) == (i % 256, (i + 1) % 256)  # the driver's answer is in the exit
+    assert text(marks(records, MarkOp.LOST)[0])["trunc_big"] == 2 * 5  # each enter and exit cut, and counted once
+
+
 def test_lossy_mode_counts_every_drop(programs, devdir, tmp_path):
     rc, stdout, stderr, out = record(programs, devdir, tmp_path, programs["rmprog"], "many", 20000, 256,
                                      options=("--ring-size", "4096", "--lossy"))

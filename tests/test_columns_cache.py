@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from pathlib import Path
 
@@ -124,3 +125,35 @@ def test_an_unfinished_trace_is_not_kept(cache_dir, tmp_path):
         f.write(SHIPPED.read_bytes()[:reader.chunks[-1].end])  # every chunk, no index or footer
     assert len(load_session(path).calls) == len(load_session(path).calls) == len(load_session(SHIPPED).calls)
     assert len(entries(cache_dir)) == 1  # the finished one's
+
+
+def _resident_pages(directory: Path) -> dict[str, int]:
+    """Pages of each file of ``directory`` mapped into this process and resident (/proc/self/smaps)."""
+    pages: dict[str, int] = {}
+    name = None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and not line.startswith(("Rss", "Size")):  # a mapping's first line
+                name = Path(fields[-1]).name if len(fields) > 5 and str(directory) in fields[-1] else None
+            elif name and line.startswith("Rss:"):
+                pages[name] = pages.get(name, 0) + int(fields[1]) // (os.sysconf("SC_PAGE_SIZE") // 1024)
+    return pages
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps") and not os.environ.get("CI"),
+                    reason="needs Linux's /proc/self/smaps")
+def test_calls_read_from_a_mapped_table_let_its_pages_go(cache_dir, trace):
+    """A mapped table's rows made into CallInfo (every row, or sparse rows: what a fold or a client's
+    calls read), and the in-flight and record-client passes, leave none of its pages resident but the
+    partial page where each pass's rows end (its columns span 5 pages and more)."""
+    table(trace)
+    loaded = table(trace)
+    [entry] = [d for d in cache_dir.iterdir() if d.is_dir()]
+    for rows in (np.arange(len(loaded)), np.arange(0, len(loaded), 97)):
+        loaded.infos_at(rows)
+        loaded.open_rows()
+        loaded.record_clients()
+        pages = _resident_pages(entry)
+        wide = [f"{name}.npy" for name, column in loaded.columns.items() if column.nbytes > 4 * mmap.PAGESIZE]
+        assert wide and all(pages.get(name, 0) <= 2 for name in wide), pages

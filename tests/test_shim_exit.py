@@ -1,7 +1,7 @@
 """An ioctl's exit record when a buffer its enter read whole can no longer be read after the call.
 
 The shim builds an exit from its enter's plan: room for the whole record is checked once and each
-buffer is copied again with no other test (kmod_shim/shim_ioctl.c, exit_whole).  A buffer the driver
+buffer is copied again with no other test (kmod_shim/shim_ioctl.c, capture_ioctl_exit_whole).  A buffer the driver
 unmapped during the call faults in that copy; the general way then reads it, marks it unreadable and
 goes on, so the exit still has every other buffer, in the enter's order, and nothing is lost.
 

@@ -1,4 +1,5 @@
-"""rmtrace show's lines printed from the call table's columns are the decoders' lines, call by call."""
+"""rmtrace show's lines made without their records (from the call table's columns, the arguments' bytes in
+their chunks, the memo of decoded summaries) are the decoders' lines, call by call."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rmtrace.decoders.filters import CallFilter
 
 from rmtrace import captures
 from rmtrace.calls import CallState
-from rmtrace.columns.lines import ColumnCall, ColumnLines
+from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, MEMO, ColumnLines, Lines
 from rmtrace.columns.select import selected_calls
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.trace import RecordFilter, TraceReader
@@ -26,33 +27,50 @@ def _path(name: str) -> str:
     return str(REPLAYS / name) if name.endswith(".trace") else captures.path(name)
 
 
-def _lines(path: str) -> tuple[list[str], list[str], set[CallState], set[int]]:
-    """(made without the decoders, made by them) for every call show prints without them, and those
-    calls' states and operation names."""
-    with TraceReader(path) as reader:
-        decoders = decoders_for(reader)
-        builder = CallTableBuilder(reader, decoders)
-        builder.update()
-        table = builder.table()
-        start, end = reader.time_span
-        lines = ColumnLines(decoders, table)
-        everything = RecordFilter(), CallFilter()
-        columns, decoded, states, names = [], [], set(), set()
-        for item, call in zip(selected_calls(reader, decoders, table, *everything, lines),
-                              selected_calls(reader, decoders, table, *everything), strict=True):
-            if isinstance(item, ColumnCall):
-                columns.append(item.line(start, end))
-                decoded.append(render.line(decoders.decode(call, Level.CALL), call, start, end))
-                states.add(item.state)
-                names.add(item.decoded.name)
-    return columns, decoded, states, names
+class Made:
+    """Of every call show prints without its records: that line, the decoders' line, and its call."""
+
+    def __init__(self, path: str) -> None:
+        with TraceReader(path) as reader:
+            decoders = decoders_for(reader)
+            builder = CallTableBuilder(reader, decoders)
+            builder.update()
+            table = builder.table()
+            start, end = reader.time_span
+            everything = RecordFilter(), CallFilter()
+            lines = ColumnLines(decoders, table, reader, everything[1], start, end)
+            self.kinds = set(lines.kinds(np.arange(len(table))).tolist())
+            self.columns: list[str] = []
+            self.decoded: list[str] = []
+            self.calls: list[tuple[str, CallState]] = []
+            calls = selected_calls(reader, decoders, table, *everything)
+            for item in selected_calls(reader, decoders, table, *everything, lines):
+                if not isinstance(item, Lines):
+                    assert item == next(calls)
+                    continue
+                for text in item.texts:  # the lines of consecutive calls
+                    call = next(calls)
+                    d = decoders.decode(call, Level.CALL)
+                    self.columns.append(text)
+                    self.decoded.append(render.line(d, call, start, end))
+                    self.calls.append((d.name, call.state))
+            assert next(calls, None) is None
+            self.memo = lines.memo
+
+
+def _lines(path: str) -> tuple[list[str], list[str], set[CallState], set[str]]:
+    made = Made(path)
+    return made.columns, made.decoded, {s for _, s in made.calls}, {n for n, _ in made.calls}
 
 
 @pytest.mark.parametrize("name", TRACES)
 def test_a_line_from_the_columns_is_the_decoders_line(name):
-    columns, decoded, _, names = _lines(_path(name))
-    assert len(columns) >= 10 and {"RM_ALLOC", "RM_CONTROL"} <= names  # in every one of them
-    assert columns == decoded
+    made = Made(_path(name))
+    names = {n for n, _ in made.calls}
+    assert len(made.columns) >= 10 and {"RM_ALLOC", "RM_CONTROL", "SYS_OPEN"} <= names  # in every one of them
+    assert {FROM_COLUMNS, FROM_ARGUMENT, MEMO} <= made.kinds
+    assert made.memo.hits and made.memo.misses  # lines made from kept summaries, and the first of each
+    assert made.columns == made.decoded
 
 
 def test_a_call_left_in_flight_prints_from_the_columns_too():
@@ -75,3 +93,20 @@ def test_show_prints_from_the_columns_and_the_records_in_one_stream(monkeypatch,
     main(["show", path])
     assert capsys.readouterr().out == both
     assert "RM_ALLOC(" in both and "GSP_" in both and "SEMA_" in both
+
+
+def test_a_filtered_show_prints_from_the_columns_as_the_decoders_do(monkeypatch, capsys):
+    """A call filter (--name, --status, --failed) is checked on lines made without their records too."""
+    from rmtrace.cli import show
+    from rmtrace.cli.main import main
+    from rmtrace.columns import lines
+    monkeypatch.setattr(show, "TABLE_FROM_RECORDS", 0)
+    monkeypatch.setenv("RMTRACE_CACHE", "off")
+    path = _path("cuda-streams.model-fixed.oracle-nvidia.trace")
+    argv = ["show", path, "--name", "RM_ALLOC,RM_CONTROL,SYS_*,UVM_*", "--status", "NV_OK,0,8,9"]
+    main(argv)
+    both = capsys.readouterr().out
+    monkeypatch.setattr(lines.ColumnLines, "kinds", lambda self, rows: np.zeros(len(rows), dtype=np.int64))
+    main(argv)
+    assert capsys.readouterr().out == both
+    assert "RM_ALLOC(" in both and "SYS_OPEN(" in both and "UVM_" in both

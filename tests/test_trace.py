@@ -151,3 +151,83 @@ def test_crashed_writer_is_recovered(tmp_path):
         assert got == [x.with_seq(i) for i, x in enumerate(recs)][:len(got)]
         assert len(got) == flushed
         assert "recovered by scanning" in r.recovery.describe()
+
+
+def _chunks_alike(reader, indices, room=None):
+    """``read_chunks`` gives each chunk's offsets and record bytes as ``chunk_records`` does, its records
+    8-aligned in the one buffer; returns the buffer."""
+    buffer, spans = reader.read_chunks(indices, room)
+    assert [s.index for s in spans] == list(indices)
+    for span in spans:
+        offsets, view = reader.chunk_records(span.index)
+        assert list(span.offsets) == list(offsets)
+        assert bytes(buffer[span.start:span.end]) == bytes(view)
+        assert span.start % 8 == 0
+    assert all(a.end <= b.start for a, b in zip(spans, spans[1:]))
+    return buffer
+
+
+def test_read_chunks_into_one_buffer(tmp_path):
+    """Chunks of any record count (odd counts put the records off the 8-byte grid) read back to back
+    into one buffer, which a large enough ``room`` is reused as."""
+    path = tmp_path / "batch.trace"
+    _write(path, _timed(700), chunk_bytes=1500)
+    with rmtrace.open(path) as r:
+        assert len(r.chunks) > 10 and {c.count % 2 for c in r.chunks} == {0, 1}
+        room = _chunks_alike(r, range(len(r.chunks)))
+        assert _chunks_alike(r, range(3, 7), room) is room
+        assert _chunks_alike(r, range(0, 2), bytearray(10)) is not None  # too small: a new one
+
+
+def test_read_chunks_of_a_torn_trace(tmp_path):
+    """A chunk salvaged from a cut (held in memory since opening) reads like the others."""
+    path = tmp_path / "torn.trace"
+    _write(path, _timed(400, size=3000), chunk_bytes=1 << 20)
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) * 2 // 3])
+    with rmtrace.open(path) as r:
+        assert r.recovery.salvaged and r.record_count
+        _chunks_alike(r, range(len(r.chunks)))
+
+
+def test_read_chunks_refuses_a_damaged_chunk(tmp_path):
+    """A chunk that changed after opening fails its payload checksum: a clear error, as a single read."""
+    path = tmp_path / "damaged.trace"
+    _write(path, _timed(300), chunk_bytes=2048)
+    with rmtrace.open(path) as r:
+        chunk = r.chunks[2]
+        with open(path, "r+b") as f:
+            f.seek(chunk.end - 5)
+            byte = f.read(1)
+            f.seek(chunk.end - 5)
+            f.write(bytes([byte[0] ^ 0x40]))
+        with pytest.raises(rmtrace.errors.CorruptTraceError, match="payload checksum"):
+            r.read_chunks(range(len(r.chunks)))
+
+
+def test_decode_into_checks_the_size():
+    """``decode_into`` fills exactly the bytes the header says, and refuses a frame of another size,
+    or one that does not decompress, as ``decode`` does."""
+    import dataclasses
+    import zlib
+
+    from rmtrace.chunk import ChunkDecoder, ChunkEncoder, decode_chunk_header
+    from rmtrace.errors import CorruptTraceError
+    from rmtrace.record import encode_record
+
+    recs = [encode_record(x.with_seq(i)) for i, x in enumerate(_timed(20))]
+    header, payload = ChunkEncoder().encode(recs, 0, 19, 0, 1)
+    info = decode_chunk_header(header, 0)
+    decoder = ChunkDecoder()
+    out = bytearray(info.raw_len + 16)
+    offsets = decoder.decode_into(info, payload, memoryview(out)[8:8 + info.raw_len])
+    want_offsets, want_records = decoder.decode(info, payload)
+    assert offsets == want_offsets and bytes(out[8 + 4 * info.count:8 + info.raw_len]) == bytes(want_records)
+    for raw_len in (info.raw_len - 8, info.raw_len + 8):
+        wrong = dataclasses.replace(info, raw_len=raw_len)
+        with pytest.raises(CorruptTraceError, match="decompresses to"):
+            decoder.decode_into(wrong, payload, memoryview(bytearray(raw_len)))
+    junk = payload[:12] + bytes(len(payload) - 12)
+    bad = dataclasses.replace(info, payload_crc=zlib.crc32(junk))
+    with pytest.raises(CorruptTraceError, match="does not decompress"):
+        decoder.decode_into(bad, junk, memoryview(bytearray(info.raw_len)))

@@ -39,6 +39,7 @@ from textual.content import Content
 from textual.widgets import Input, TabbedContent
 
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When
+from rmtrace.session import load_session
 from rmtrace.trace import TraceWriter
 from tests.tui_support import open_app, pilot_test, plain, settle, write_boots
 
@@ -70,7 +71,8 @@ def labels_of(tree) -> list[str]:
 async def test_first_screen_needs_only_the_index(boots):
     gate = threading.Event()
     services = library_services()
-    held = replace(services, load_model=lambda path, decoders: (gate.wait(10), services.load_model(path, decoders))[1])
+    held = replace(services, load_model=lambda path, decoders: (gate.wait(10), services.load_model(path, decoders))[1],
+                   load_channels=lambda path, decoders: (gate.wait(10), services.load_channels(path, decoders))[1])
     app = open_app(boots[0], services=held)
     messages = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
@@ -91,6 +93,45 @@ async def test_first_screen_needs_only_the_index(boots):
         assert any(isinstance(m, ModelLoaded) for m in messages)
         assert app.workspace.run.loaded and len(timeline.rows) == ROWS
         assert "3 clients, 7 lanes, 6 wedges" in str(app.main.query_one("#run-line").render())
+
+
+@pilot_test
+async def test_lanes_and_wedges_come_from_the_channels_fold_before_the_whole_model(boots, monkeypatch, tmp_path):
+    """With the cache cold the worker posts the channels' fold first (lanes, wedges: what the first screen
+    draws), then the whole model, which replaces it; what is on screen in the end is the whole model's."""
+    monkeypatch.setenv("RMTRACE_CACHE", str(tmp_path / "cold"))
+    gate = threading.Event()
+    services = library_services()
+    held = replace(services, load_model=lambda path, decoders: (gate.wait(10), services.load_model(path, decoders))[1])
+    app = open_app(boots[0], services=held)
+    messages = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        run = app.workspace.run
+        for _ in range(500):
+            if run.loaded:
+                break
+            await pilot.pause(0.02)
+        part = run.folded
+        assert part is not None and not run.trees_ready  # the whole model is held back by the gate
+        assert "3 clients, 7 lanes, 6 wedges" in str(app.main.query_one("#run-line").render())
+        gate.set()
+        await settle(pilot)
+        loaded = [m for m in messages if isinstance(m, ModelLoaded)]
+        assert [m.whole for m in loaded] == [False, True] and loaded[0].folded is part
+        assert run.folded is loaded[1].folded and run.trees_ready
+        whole = load_session(boots[0], cache=False)
+        assert len(run.model.object_list) == len(whole.object_list) > len(part.model.object_list)
+        assert [w.to_dict() for w in run.wedges()] == [w.to_dict() for w in part.wedges]
+        assert [lane.entity for lane in run.lanes()] == [lane.entity for lane in part.lanes]
+    # stored by the worker: the next open's first model is the whole one, and nothing is folded
+    asked: list[str] = []
+    again = replace(services, load_model=lambda path, decoders: (asked.append(path), services.load_model(path, decoders))[1])
+    app = open_app(boots[0], services=again)
+    messages = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await settle(pilot)
+        assert [m.whole for m in messages if isinstance(m, ModelLoaded)] == [True] and not asked
+        assert len(app.workspace.run.model.object_list) == len(whole.object_list) and app.workspace.run.trees_ready
 
 
 @pilot_test

@@ -137,7 +137,8 @@ class RmtraceApp(App):
 
     @work(thread=True, group="model")
     def _build_model(self, index: int) -> None:
-        """The decoders first (cheap: rows get their names), then the session model folded with them."""
+        """The decoders first (cheap: rows get their names), then what the first screen draws of the session
+        model (lanes, wedges) when that comes sooner than the whole model, then the whole model."""
         run = self.workspace.runs[index]
         try:
             decoders = run.decoders
@@ -145,7 +146,10 @@ class RmtraceApp(App):
                 decoders = run.build_decoders()  # None: the services build none, the model brings its own
                 if decoders is not None:
                     self.post_message(DecodersReady(index, decoders))
-            folded = run.build_model(decoders)
+            first = run.build_first(decoders) if not run.loaded else None  # a refold has lanes on screen
+            if first is not None and not first[1]:
+                self.post_message(ModelLoaded(index, first[0], whole=False))
+            folded = first[0] if first is not None and first[1] else run.build_model(decoders)
         except RmtraceError as exc:
             self.post_message(ModelFailed(index, str(exc)))
             return
@@ -166,8 +170,13 @@ class RmtraceApp(App):
 
     @on(ModelLoaded)
     def _model_loaded(self, message: ModelLoaded) -> None:
-        self._folded(message.run)
         run = self.workspace.runs[message.run]
+        if not message.whole:  # the lanes and wedges, while the whole model folds: drawn, nothing else
+            if not run.loaded:
+                run.attach(message.folded)
+                self.redraw()
+            return
+        self._folded(message.run)
         run.attach(message.folded)
         if run.record_count > self._folded_upto[message.run]:
             self._refold_soon(message.run)  # it grew while this fold ran

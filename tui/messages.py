@@ -63,6 +63,9 @@ class ModelLoaded(Message):
 
     run: int
     folded: Folded
+    whole: bool = True
+    """False for the part of the model the first screen reads (``Services.load_channels``), posted while
+    the whole model is still being folded."""
 
 
 @dataclass

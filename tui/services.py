@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from rmtrace.analysis.diff import Divergence
     from rmtrace.analysis.wedges import Wedge
+    from rmtrace.columns.table import CallTable
     from rmtrace.session import SessionModel
     from rmtrace.trace import TraceReader
 
@@ -40,6 +41,11 @@ class Services:
     """How deep a row of the events table is decoded (name, status, handles)."""
     full_level: Level = Level.FULL
     """How deep the field-tree screen decodes (every buffer, field by field)."""
+    load_channels: Callable[[str, DecoderSet | None], tuple[SessionModel, bool] | None] = lambda path, decoders: None
+    """(path of a trace, its DecoderSet or None) -> (the part of its model the first screen reads, its lanes and
+    wedges, or the whole model when it is at hand; whether it is the whole), when that comes sooner than
+    ``load_model``'s whole model (a worker shows a part while ``load_model`` folds the rest); None when it
+    would not."""
     keep_model: Callable[[SessionModel], None] = lambda model: None
     """Session model ``load_model`` gave -> it stored in the trace's cache, if it was folded (a worker calls
     this once the lanes, wedges and trees are on screen: the store costs a third of a fold)."""
@@ -51,10 +57,11 @@ def library_services() -> Services:
 
     from rmtrace.analysis.diff import first_divergence
     from rmtrace.analysis.wedges import find_wedges
+    from rmtrace.columns.cache import cache_root
     from rmtrace.columns.live import LiveSession
     from rmtrace.columns.modelcache import unkept_session
     from rmtrace.session import STATE_SYMBOLS
-    from rmtrace.session.model import SNAPSHOT_EVERY, fold_session
+    from rmtrace.session.model import SNAPSHOT_EVERY, fold_channels, fold_session
     from rmtrace.trace import TraceReader, is_finished
 
     live: dict[str, LiveSession] = {}
@@ -73,10 +80,28 @@ def library_services() -> Services:
             session = live[path] = LiveSession(path, decoders)
         return session.update()
 
+    def load_channels(path: str, decoders: DecoderSet | None) -> tuple[SessionModel, bool] | None:
+        # with the cache on: the whole model when the entry holds one, else the channels' fold (what the
+        # wedges read, and the lanes' host-side states: about half the whole fold's time) over the call
+        # table, which it builds into the entry, so that load_model's fold then loads it.  Not for a trace
+        # still being recorded (its refolds continue one fold), nor with the cache off (the table would be
+        # built twice).
+        if path in live or not is_finished(path) or cache_root() is None:
+            return None
+        reader = TraceReader(path)
+        folded: list[bool] = []
+
+        def channels(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int) -> SessionModel:
+            folded.append(True)  # the entry holds no model: this part is not to be kept
+            return fold_channels(reader, decoders, table)
+        model, _ = unkept_session(reader, decoders or decoders_for(reader), SNAPSHOT_EVERY, channels)
+        return model, not folded
+
     def keep_model(model: SessionModel) -> None:
         found = unkept.pop(id(model), None)
         if found is not None:
             found[1]()
 
     return Services(load_model=load_model, find_wedges=find_wedges, first_divergence=first_divergence,
-                    symbols=STATE_SYMBOLS, decoders_for=decoders_for, keep_model=keep_model)
+                    symbols=STATE_SYMBOLS, decoders_for=decoders_for, load_channels=load_channels,
+                    keep_model=keep_model)

@@ -270,6 +270,12 @@ class RunView:
     def loaded(self) -> bool:
         return self.model is not None
 
+    def build_first(self, decoders: DecoderSet | None = None) -> tuple[Folded, bool] | None:
+        """What the first screen draws (lanes, wedges) before the whole model, and whether it is the whole
+        one, when the services can give it sooner (``Services.load_channels``; a worker thread)."""
+        found = self.services.load_channels(self.path, decoders)
+        return (self.fold(found[0]), found[1]) if found is not None else None
+
     def build_model(self, decoders: DecoderSet | None = None) -> Folded:
         """Fold the trace (its own reader, so this runs in a worker thread), with ``decoders`` if given."""
         return self.fold(self.services.load_model(self.path, decoders))

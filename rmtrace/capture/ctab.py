@@ -17,7 +17,7 @@ import json
 import os
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rmtrace.capture.shm import (
     CTAB_CLASS,
@@ -133,12 +133,22 @@ _UVM_ROWS, _CTRL_ROWS, _PTR_ROWS, _CLASS_ROWS = CTAB_UVM, CTAB_CTRL, CTAB_PTR, C
 each in tens of microseconds, which was most of a recorder's start-up."""
 
 
-def _rows(rows: FlatStruct, data: bytes, offset: int, count: int) -> list[Any]:
-    """count rows of one array at offset, as named tuples; RmtraceError when they run past the data."""
+def _rows(rows: FlatStruct, data: bytes, offset: int, count: int, *names: str) -> list[tuple]:
+    """count rows of one array at offset, each the named fields in that order (plain tuples: a named-tuple
+    type a row array costs more to make than its rows take to read); RmtraceError when they run past the data."""
     end = offset + count * rows.size
     if offset < 0 or end > len(data):
         raise RmtraceError(f"capture table: {rows.name} rows at byte {offset} run past its {len(data)} bytes")
-    return [rows.Fields._make(values) for values in rows.codec.iter_unpack(data[offset:end])]
+    get = rows.getter(*names)
+    return [get(values) for values in rows.codec.iter_unpack(data[offset:end])]
+
+
+_pack_uvm = _UVM_ROWS.packer("nr", "size", "first_ptr", "n_ptr")
+_pack_ctrl = _CTRL_ROWS.packer("cmd", "first_ptr", "n_ptr")
+_pack_ptr = _PTR_ROWS.packer(attrs=("offset", "count_offset", "elem_size", "fixed_count", "count_size"))
+_pack_class = _CLASS_ROWS.packer("cls", "size")
+"""Each row by one call of its codec (FlatStruct.packer): a recorder encodes its table at every start,
+hundreds of rows, and packing them by keyword took a millisecond or two of it."""
 
 
 def encode(table: CaptureTable) -> bytes:
@@ -147,15 +157,14 @@ def encode(table: CaptureTable) -> bytes:
     uvm_rows, ctrl_rows = [], []
     for nr in sorted(table.uvm):
         size, ptrs = table.uvm[nr]
-        uvm_rows.append(dict(nr=nr, size=size, first_ptr=len(pointers), n_ptr=len(ptrs)))
+        uvm_rows.append(_pack_uvm(nr, size, len(pointers), len(ptrs)))
         pointers.extend(ptrs)
     for cmd in sorted(table.controls):
         ptrs = table.controls[cmd]
-        ctrl_rows.append(dict(cmd=cmd, first_ptr=len(pointers), n_ptr=len(ptrs), reserved=0))
+        ctrl_rows.append(_pack_ctrl(cmd, len(pointers), len(ptrs)))
         pointers.extend(ptrs)
-    ptr_rows = [dict(offset=p.offset, count_offset=p.count_offset, elem_size=p.elem_size,
-                     fixed_count=p.fixed_count, count_size=p.count_size, reserved=0) for p in pointers]
-    class_rows = [dict(cls=cls, size=size) for cls, size in sorted(table.classes.items())]
+    ptr_rows = [_pack_ptr(p) for p in pointers]
+    class_rows = [_pack_class(cls, size) for cls, size in sorted(table.classes.items())]
     uvm_off = CTAB_HEADER.size
     ctrl_off = uvm_off + _UVM_ROWS.size * len(uvm_rows)
     ptr_off = ctrl_off + _CTRL_ROWS.size * len(ctrl_rows)
@@ -167,9 +176,7 @@ def encode(table: CaptureTable) -> bytes:
         ring_size=table.ring_size, max_buffer=table.max_buffer,
         rights_size=table.rights_size, n_uvm=len(uvm_rows), uvm_off=uvm_off, n_ctrl=len(ctrl_rows),
         ctrl_off=ctrl_off, n_ptr=len(ptr_rows), ptr_off=ptr_off, n_class=len(class_rows), class_off=class_off)
-    return b"".join([header, *(codec.pack(**row) for codec, rows in ((_UVM_ROWS, uvm_rows), (_CTRL_ROWS, ctrl_rows),
-                                                                     (_PTR_ROWS, ptr_rows), (_CLASS_ROWS, class_rows))
-                               for row in rows)])
+    return b"".join([header, *uvm_rows, *ctrl_rows, *ptr_rows, *class_rows])
 
 
 def decode(data: bytes) -> CaptureTable:
@@ -181,13 +188,12 @@ def decode(data: bytes) -> CaptureTable:
         raise RmtraceError(f"not a capture table: magic {h.magic:#x}, not {CTAB_MAGIC:#x}")
     if h.version != CTAB_VERSION or h.total_size != len(data):
         raise RmtraceError(f"capture table version {h.version}, {h.total_size} bytes claimed, {len(data)} present")
-    table_ptrs = [TablePointer(p.offset, p.count_offset, p.count_size, p.elem_size, p.fixed_count)
-                  for p in _rows(_PTR_ROWS, data, h.ptr_off, h.n_ptr)]
-    uvm = {row.nr: (row.size, tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr]))
-           for row in _rows(_UVM_ROWS, data, h.uvm_off, h.n_uvm)}
-    controls = {row.cmd: tuple(table_ptrs[row.first_ptr:row.first_ptr + row.n_ptr])
-                for row in _rows(_CTRL_ROWS, data, h.ctrl_off, h.n_ctrl)}
-    classes = {row.cls: row.size for row in _rows(_CLASS_ROWS, data, h.class_off, h.n_class)}
+    table_ptrs = [TablePointer._make(p) for p in _rows(_PTR_ROWS, data, h.ptr_off, h.n_ptr, *TablePointer._fields)]
+    uvm = {nr: (size, tuple(table_ptrs[first:first + n]))
+           for nr, size, first, n in _rows(_UVM_ROWS, data, h.uvm_off, h.n_uvm, "nr", "size", "first_ptr", "n_ptr")}
+    controls = {cmd: tuple(table_ptrs[first:first + n])
+                for cmd, first, n in _rows(_CTRL_ROWS, data, h.ctrl_off, h.n_ctrl, "cmd", "first_ptr", "n_ptr")}
+    classes = dict(_rows(_CLASS_ROWS, data, h.class_off, h.n_class, "cls", "size"))
     return CaptureTable(h.ring_size, bool(h.flags & CtabFlag.LOSSY), h.max_buffer, h.rights_size, uvm, controls,
                         classes, bool(h.flags & CtabFlag.TSC))
 

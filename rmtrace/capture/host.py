@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 
 DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
 CLOCKSOURCE_FILE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
-GPU_INFO_GLOB = "/proc/driver/nvidia/gpus/*/information"
+GPU_DIR = "/proc/driver/nvidia/gpus"
+"""One folder per GPU, named by its PCI bus id, each with an ``information`` file."""
 _VERSION = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 
 
@@ -41,11 +41,16 @@ def parse_gpu_information(text: str, bus: str) -> dict[str, str]:
 
 
 def gpus() -> list[dict[str, str]]:
+    """Each GPU's information file, by bus id (a listing, not glob: its import is a recorder's start-up)."""
+    try:
+        buses = sorted(os.listdir(GPU_DIR))
+    except OSError:
+        return []
     out = []
-    for path in sorted(glob.glob(GPU_INFO_GLOB)):
-        text = read_text(path)
+    for bus in buses:
+        text = read_text(os.path.join(GPU_DIR, bus, "information"))
         if text is not None:
-            out.append(parse_gpu_information(text, os.path.basename(os.path.dirname(path))))
+            out.append(parse_gpu_information(text, bus))
     return out
 
 

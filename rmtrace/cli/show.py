@@ -21,7 +21,7 @@ from rmtrace.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from rmtrace.calls import Call
-    from rmtrace.columns.lines import ColumnCall
+    from rmtrace.columns.lines import Lines
     from rmtrace.decoders import DecoderSet
     from rmtrace.decoders.filters import CallFilter
     from rmtrace.record import Record
@@ -147,9 +147,10 @@ than decoding every call of it."""
 
 
 def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wanted: CallFilter,
-           lines: bool) -> Iterable[Call | ColumnCall]:
+           lines: bool, span: tuple[int, int | None]) -> Iterable[Call | Lines]:
     """The calls that may pass ``wanted``, in the order they start, each still to be checked against it.
-    With ``lines``, those whose line needs no decoder come as ``ColumnCall``s (rmtrace.columns.lines)."""
+    With ``lines``, those whose lines are made without their records come as those ``Lines``, checked
+    (rmtrace.columns.lines; ``span``: the trace's start and end, which a line's times are from)."""
     import dataclasses
     records = dataclasses.replace(records, phase=None)  # --phase chooses calls by any of their records: see _show_calls
     if reader.record_count < TABLE_FROM_RECORDS:
@@ -160,7 +161,8 @@ def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wan
     from rmtrace.columns.lines import ColumnLines
     from rmtrace.columns.select import selected_calls
     table = call_table(reader, decoders)
-    return selected_calls(reader, decoders, table, records, wanted, ColumnLines(decoders, table) if lines else None)
+    made = ColumnLines(decoders, table, reader, wanted, *span) if lines else None
+    return selected_calls(reader, decoders, table, records, wanted, made)
 
 
 def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
@@ -185,16 +187,15 @@ def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     lines = level == Level.CALL and phases is None
     out = sys.stdout
     shown = 0
-    for call in _calls(reader, decoders, records, wanted, lines):
+    for call in _calls(reader, decoders, records, wanted, lines, (start, end)):
         if args.limit is not None and shown >= args.limit:
             break
-        if not isinstance(call, Call):  # a ColumnCall (its module, and numpy, imported only with the table)
-            if until is not None and call.first_ns > until:
-                break
-            if not wanted.wants_label(call.label) or not wanted.wants(call.decoded):
-                continue
-            shown += 1
-            out.write(call.line(start, end) + "\n")
+        if not isinstance(call, Call):  # Lines (their module, and numpy, imported only with the table): their
+            texts = call.texts          # calls start by --to and pass the call filter (the row mask, and they)
+            if args.limit is not None:
+                texts = texts[:args.limit - shown]
+            shown += len(texts)
+            out.write("\n".join(texts) + "\n")
             continue
         if until is not None and call.first.time_ns > until:
             break  # calls come in the order they start (a recording is written in time order)

@@ -1,5 +1,4 @@
-"""Show's lines of the calls whose line needs no decoder: made from the call table and, at most, a few
-numbers of their argument.
+"""Show's lines, a block of calls at a time, made from the call table with as little per call as can be.
 
 ``rmtrace show`` prints a call as ``render.line`` does: who and when, the
 name, the summary arguments, the detail, the status and the time taken.
@@ -12,125 +11,316 @@ the summary's handles.  So:
   columns alone (``FROM_COLUMNS``), its records never read;
 * a call whose summary also holds numbers at fixed offsets (RM_CONTROL's
   flags, RM_MAP_MEMORY's offset and length, UVM_FREE's range) has them read
-  from its argument's bytes (``FROM_ARGUMENT``: its records are read, nothing
-  is parsed through construct);
+  from its argument's bytes where they lie in their chunk, for a whole block
+  of calls at once (``FROM_ARGUMENT``, ``rmtrace.columns.summary``): no
+  record is read, nothing is parsed;
+* a call the decoders must decode (system calls, UVM commands with arrays and
+  uuids) whose decoder reads nothing but its records' bytes (``MEMO_OPS``)
+  has its summary, status and notes kept in a bounded memo keyed by those
+  bytes (``SummaryMemo``): a program makes the same calls again and again,
+  and a call made again is printed without reading or decoding its records.
 
-both by ``render.call_line`` on the ``Decoded`` the table gives
-(``CallTable.infos_and_decoded``).  Every other call (system calls, UVM
-commands with arrays and uuids, GSP and sema messages, anything decoded in
-Python) is decoded as before.  ``tests/test_show_columns.py`` checks that both
-make the same line for every call of every shipped capture.
+Each line is put together by ``render.line_text`` from the same pieces
+``render.line`` uses.  Everything else (GSP and sema messages, marks, users'
+decoders) is decoded by the caller as before.  ``tests/test_show_columns.py``
+checks that both make the same line for every call of every shipped capture.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
-from rmtrace.decoders import Decoded, DecoderSet, Label
-from rmtrace.decoders.ioctl import IoctlOp, arg_buffer, in_summary
+from rmtrace.decoders import Decoded, DecoderSet, Label, Level
+from rmtrace.decoders.filters import CallFilter
+from rmtrace.decoders.ioctl import IoctlOp, in_summary
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES
-from rmtrace.decoders.render import call_line
+from rmtrace.decoders.render import format_arg, line, line_text, summary, summary_text
 from rmtrace.decoders.rm import NamedByArg
+from rmtrace.decoders.structs import SIGNED_KINDS
+from rmtrace.decoders.system import SysCall
 
-from rmtrace.calls import CallState
+from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import ArgLayout, Kind, Plan, members
 from rmtrace.columns.scan import KeyCache
+from rmtrace.columns.summary import SIDES, BlockReader
 from rmtrace.columns.table import STATES, CallTable
-from rmtrace.columns.view import is_scalar, scalar_at
+from rmtrace.columns.view import is_scalar
 from rmtrace.layout import Field
-from rmtrace.record import BufferFlag, Phase, Record, Role, When
+from rmtrace.record import BufferFlag, Phase, Record
+from rmtrace.trace import TraceReader
 
 PRINTED_STATES = (CallState.COMPLETE, CallState.IN_FLIGHT, CallState.RESUMED)
 """The states of calls printed from the columns: an enter and its exit, an enter alone, an exit alone
 (whose first record is then the exit).  A record that stands alone (``SINGLE``) is no ioctl call."""
+_STATE_BYTES = [bytes((i,)) for i in range(len(STATES))]
 _PRINTED = np.array([STATES.index(s) for s in PRINTED_STATES], dtype=np.uint8)
-_UNREADABLE = int(BufferFlag.UNREADABLE)  # a plain int: an IntFlag's & costs more than the rest of the test
+_COMPLETE, _RESUMED = STATES.index(CallState.COMPLETE), STATES.index(CallState.RESUMED)
+_UNREADABLE = int(BufferFlag.UNREADABLE)
+
+FROM_COLUMNS, FROM_ARGUMENT, MEMO = 1, 2, 3
+"""How a row's line is made: from the columns alone (its summary is its handles), with the other members of
+its summary read from its argument's bytes (a control's flags, a mapping's offset and length), or from the
+memo of decoded summaries (0: the caller decodes it)."""
+
+MEMO_OPS = (IoctlOp, SysCall)
+"""Decoders whose call-level decode is a function of the call's records' bytes alone (not of which call it
+is: seq, time, pid, tid, call id; nor of the calls before it), so that a summary can be kept by them."""
+MEMO_KEPT = 1 << 16
+"""Summaries the memo keeps (the most recently used; a call-level decode is small).  The shipped capture
+of three CUDA clients has ~2,600 distinct decoded calls."""
+MEMO_KEPT_BYTES = 64 << 20
+"""And the bytes of their keys (a UVM call's records run to kilobytes)."""
+
+Member = tuple[str, Field | None, int]
+"""A summary member: (name, None, 0) for a handle, (name, member, offset) for a number at a fixed offset."""
 
 
-@dataclass(slots=True)
-class ColumnCall:
-    """A call as the call table describes it: its decode at the call level, and what its line says of it."""
+class Lines(NamedTuple):
+    """The lines of consecutive calls, made without their records (or from summaries decoded before), in
+    place of those calls."""
 
-    decoded: Decoded
     first_seq: int
-    pid: int
-    tid: int
-    first_ns: int
-    state: CallState
-    duration_ns: int | None
-
-    @property
-    def label(self) -> Label:
-        return Label(self.decoded.name, self.decoded.detail)
-
-    def line(self, start_ns: int, end_ns: int | None = None) -> str:
-        phase = Phase.EXIT if self.state is CallState.RESUMED else Phase.ENTER
-        return call_line(self.decoded, self.pid, self.tid, self.first_ns, phase, self.state, self.duration_ns,
-                         start_ns, end_ns)
+    """The first record of the first call."""
+    texts: list[str]
 
 
-FROM_COLUMNS, FROM_ARGUMENT = 1, 2
-"""How a row's line is made without the decoders: from the columns alone (its summary is its handles), or
-with the other members of its summary read from its argument's bytes (a control's flags, a mapping's
-offset and length)."""
+class SummaryMemo:
+    """Call-level decodes of calls by their state and their records' bytes (``BlockReader.stable_parts``:
+    each record says its length, so the records' bytes one after the other are one key), bounded in
+    entries and in the bytes of the keys."""
+
+    def __init__(self, kept: int = MEMO_KEPT, kept_bytes: int = MEMO_KEPT_BYTES) -> None:
+        self.kept, self.kept_bytes = kept, kept_bytes
+        self.hits = 0
+        self.misses = 0
+        self.bytes = 0
+        self._done: OrderedDict[bytes, tuple[Decoded, str]] = OrderedDict()
+
+    def get(self, key: bytes) -> tuple[Decoded, str] | None:
+        found = self._done.get(key)
+        if found is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._done.move_to_end(key)
+        return found
+
+    def put(self, key: bytes, decoded: Decoded, body: str) -> None:
+        self._done[key] = (decoded, body)
+        self.bytes += len(key)
+        while len(self._done) > self.kept or self.bytes > self.kept_bytes:
+            self.bytes -= len(self._done.popitem(last=False)[0])
 
 
 class ColumnLines:
-    """Which rows of ``table`` print without the decoders, and their ``ColumnCall``s."""
+    """Which rows of ``table`` print without their records, and their lines."""
 
-    def __init__(self, decoders: DecoderSet, table: CallTable) -> None:
+    def __init__(self, decoders: DecoderSet, table: CallTable, reader: TraceReader, wanted: CallFilter,
+                 start_ns: int, end_ns: int | None) -> None:
+        self.decoders = decoders
         self.table = table
+        self.reader = reader
+        self.wanted = wanted
+        self.start_ns, self.end_ns = start_ns, end_ns
         self.plan = Plan(decoders)
+        self.blocks = BlockReader(reader)
+        self.memo = SummaryMemo()
         self._kinds = KeyCache(self._op_kind)
+        self._memo_ops = KeyCache(self._op_memo)
         self._named: dict[int, bool] = {}
-        self._summaries: dict[str, tuple[tuple[str, Field | None, int], ...]] = {}
+        self._summaries: list[tuple[Member, ...]] = []
+        self._summary_ids: dict[tuple[Member, ...], int] = {}
+        self._sides = KeyCache(self._side_summary)
+        self._templates: dict[tuple[int, int, int, int, int], _Template | None] = {}
+        self._filtered = bool(wanted.names or wanted.statuses or wanted.failed or wanted.handles)
+        c = table.columns
+        self._cols = {name: np.asarray(c[name]) for name in _LINE_COLUMNS}
 
     def kinds(self, rows: np.ndarray) -> np.ndarray:
-        """How each of ``rows`` prints: ``FROM_COLUMNS``, ``FROM_ARGUMENT`` or 0 (through the decoders).  A
-        row prints without them when its operation's summary is members at fixed offsets, and its argument
-        was decoded (the row has handles, as the decode reads them)."""
-        c = self.table.columns
+        """How each of ``rows`` prints: ``FROM_COLUMNS``, ``FROM_ARGUMENT``, ``MEMO`` or 0 (the caller
+        decodes it).  A row prints from the columns when its operation's summary is members at fixed
+        offsets and its argument was decoded (the row has handles, as the decode reads them); from the
+        memo when its decoder is one of ``MEMO_OPS`` and its records are its first and its exit."""
+        c = self._cols
         key = (c["source"][rows].astype(np.uint64) << np.uint64(32)) | c["op"][rows].astype(np.uint64)
         decoded = (c["handles"][rows] >= 0) & np.isin(c["state"][rows], _PRINTED)
-        return np.where(decoded, self._kinds(key), 0)
+        out = np.where(decoded, self._kinds(key), 0)
+        out = np.where(out == 0, self._memo_ops(key), out)
+        if self.table.members:
+            out[np.isin(rows, list(self.table.members))] = 0  # a GSP exchange in parts: decoded as before
+        return out
 
-    def calls(self, rows: np.ndarray) -> Iterator[ColumnCall]:
-        """The ``ColumnCall`` of each of ``rows`` (rows ``kinds`` keeps), in order; the summary of a
-        ``FROM_ARGUMENT`` row is still to be completed by ``with_argument``."""
-        infos, decodes = self.table.infos_and_decoded(rows)
-        states = self.table.columns["state"][rows].tolist()
-        for info, d, state in zip(infos, decodes, states):
-            d.args = d.handles  # the summary's handles, in its order (summary_members); with_argument adds the rest
-            d.payload = d.detail is not None and self._named[info.source << 32 | info.op]
-            call_state = STATES[state]
-            duration = info.t_exit - info.t_enter if call_state is CallState.COMPLETE and info.t_exit is not None \
-                else None
-            yield ColumnCall(d, info.enter_seq, info.pid, info.tid, info.t_enter, call_state, duration)
+    def lines(self, rows: np.ndarray, kinds: np.ndarray) -> list[str | bool]:
+        """Per row of ``rows`` (a block, with their ``kinds``): its line; False when the call filter does
+        not want it; True when the caller must decode it."""
+        out: list[str | bool] = [True] * len(rows)
+        made = np.flatnonzero((kinds == FROM_COLUMNS) | (kinds == FROM_ARGUMENT))
+        if made.size:
+            self._column_lines(rows, kinds, made, out)
+        memo = np.flatnonzero(kinds == MEMO)
+        if memo.size:
+            self._memo_lines(rows[memo], memo, out)
+        return out
 
-    def with_argument(self, call: ColumnCall, records: Sequence[Record]) -> ColumnCall | None:
-        """``call`` (a ``FROM_ARGUMENT`` row) with its summary's members read from its argument, read before
-        and after the call, as the decode takes them: from the copy it uses, which is the only copy that
-        decodes, or either when both do and agree (else None: the decoders decide)."""
-        plan = self.plan.op(call.decoded.source, call.decoded.op)
-        sides = []
-        for when in (When.BEFORE, When.AFTER):
-            buf = arg_buffer(records, Role.ARG, when)
-            arg = plan.arg(len(buf.data)) if buf is not None and not buf.flags & _UNREADABLE else None
-            if buf is not None and arg is not None:
-                summary = self._summary(plan.op, arg)
-                sides.append([(name, f if f is None else scalar_at(f, buf.data, at)) for name, f, at in summary])
-        if not sides or any(side != sides[0] for side in sides):
+    # -- from the columns and the argument
+
+    def _column_lines(self, rows: np.ndarray, kinds: np.ndarray, made: np.ndarray, out: list[str | bool]) -> None:
+        block = rows[made]
+        c = {name: self._cols[name][block].tolist() for name in _LINE_COLUMNS if name != "exit_seq"}
+        statuses = self.table.status_names.values
+        extra = self.table.extra_handles
+        argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT) or {}
+        start, end, templates, filtered = self.start_ns, self.end_ns, self._templates, self._filtered
+        handle_rows = list(zip(*(c[name] for name in _HANDLE_COLUMNS)))
+        for i, (at, row, name_id, detail_id, status_id, hset, source, op, state, first_ns, t_exit, pid, tid) in \
+                enumerate(zip(made.tolist(), block.tolist(), c["name"], c["detail"], c["status_name"], c["handles"],
+                              c["source"], c["op"], c["state"], c["t_enter"], c["t_exit"], c["pid"], c["tid"])):
+            found = argument.get(i)
+            sid = -1 if found is None else found[0]
+            if sid == -2:
+                continue  # no copy of its argument decodes: the decoders say what it is
+            key = (source << 32 | op, name_id, detail_id, hset, sid)
+            template = templates.get(key)
+            if template is None:
+                template = templates[key] = self._template(key)
+            if template is None or row in extra:  # no template: the decoders decide; more handles: summary_text
+                if template is not None:
+                    out[at] = self._line_of(c, i, extra[row], found)
+                continue
+            hv = handle_rows[i]
+            if filtered and not self._wants(c, i, template.handles_of(hv)):
+                out[at] = False
+                continue
+            if found is None:
+                body = template.body(hv)
+            else:
+                body = template.body([hv[p] if p >= 0 else v for p, v in zip(template.handle_at, found[1])])
+            duration = t_exit - first_ns if state == _COMPLETE else None
+            out[at] = line_text(template.name, body, statuses[status_id] if status_id >= 0 else None, (), pid, tid,
+                                first_ns, Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
+                                start, end)
+
+    def _template(self, key: tuple[int, int, int, int, int]) -> _Template | None:
+        """The summary template of rows of ``key`` (see ``_column_lines``); None when a member the summary
+        shows as a handle is not among the row's handles (the decoders decide)."""
+        op_key, name_id, detail_id, hset, sid = key
+        handle_names = self.table.handle_sets.values[hset]
+        members_ = tuple((n, None, 0) for n in handle_names) if sid < 0 else self._summaries[sid]
+        if any(f is None and n not in handle_names for n, f, _ in members_):
             return None
-        handles = call.decoded.handles
-        call.decoded.args = {name: handles[name] if value is None else value for name, value in sides[0]}
-        return call
+        detail = self.table.details.values[detail_id] if detail_id >= 0 else None
+        payload = detail is not None and self._named[op_key]
+        template = _Template(self.table.names.values[name_id], detail, payload, handle_names, members_)
+        return template if template.text is not None else None
 
-    def _summary(self, decoder: IoctlOp, arg: ArgLayout) -> tuple[tuple[str, Field | None, int], ...]:
-        found = self._summaries.get(arg.layout)
+    def _line_of(self, c: dict[str, list], i: int, handles: dict[str, int],
+                 found: tuple[int, Sequence[int]] | None) -> str | bool:
+        """The line of column row ``i`` whose handles are ``handles`` (more than the handle columns hold),
+        its summary put together by ``summary_text`` (``found``: its ``FROM_ARGUMENT`` members' summary and
+        values)."""
+        args: dict[str, object] = dict(handles)
+        if found is not None:
+            members_ = self._summaries[found[0]]
+            args = {name: handles[name] if f is None else v for (name, f, _), v in zip(members_, found[1])}
+        name = self.table.names.values[c["name"][i]]
+        detail = self.table.details.values[c["detail"][i]] if c["detail"][i] >= 0 else None
+        status_name = self.table.status_names.values[c["status_name"][i]] if c["status_name"][i] >= 0 else None
+        if self._filtered and not self._wants(c, i, handles):
+            return False
+        state = c["state"][i]
+        body = summary_text(name, args, handles, detail, detail is not None and self._named[c["source"][i] << 32 | c["op"][i]])
+        duration = c["t_exit"][i] - c["t_enter"][i] if state == _COMPLETE else None
+        return line_text(name, body, status_name, (), c["pid"][i], c["tid"][i], c["t_enter"][i],
+                         Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
+                         self.start_ns, self.end_ns)
+
+    def _wants(self, c: dict[str, list], i: int, handles: dict[str, int]) -> bool:
+        """Whether the call filter wants the call of column row ``i`` (the call level's decode of it is
+        what the columns say: the row mask chose on the same columns, but does not decide alone)."""
+        name = self.table.names.values[c["name"][i]]
+        detail = self.table.details.values[c["detail"][i]] if c["detail"][i] >= 0 else None
+        if not self.wanted.wants_label(Label(name, detail)):
+            return False
+        ok, status_id = c["ok"][i], c["status_name"][i]
+        decoded = Decoded(c["source"][i], c["op"][i], name, detail, status=c["status"][i] if c["has_status"][i] else None,
+                          status_name=self.table.status_names.values[status_id] if status_id >= 0 else None,
+                          ok=None if ok < 0 else bool(ok), handles=handles, level=Level.CALL)
+        return self.wanted.wants(decoded)
+
+    def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray) -> dict[int, tuple[int, Sequence[int]]] | None:
+        """Of the ``FROM_ARGUMENT`` rows of ``block``, by index in it: the id of its summary's members
+        (``_summaries``) and their values (for a handle: 0, the handle columns hold it), read from the copy
+        of the argument the decode takes (``IoctlOp.decode``): the one read after the call when the call
+        returned and it decodes, else the first that decodes; (-2, ()) when neither does (the decoders
+        decide)."""
+        at = np.flatnonzero(arg_rows)
+        if not at.size:
+            return None
+        rows = block[at]
+        n = len(rows)
+        col = self._cols
+        enter = col["enter_seq"][rows].astype(np.int64)
+        exit_ = col["exit_seq"][rows]
+        has_exit = (exit_ >= 0) & (exit_ != enter)
+        records = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        found = records.arg_sides()
+        second = np.full(n, -1, dtype=np.int64)
+        second[has_exit] = np.arange(n, len(records.at))
+        # the call's exit (split_call: its first record of phase EXIT), and whether the call returned
+        phase, ret, err = records.header("phase"), records.header("ret"), records.header("err")
+        mine = np.arange(n)
+        closing = np.where(phase[mine] == Phase.EXIT, mine, np.where((second >= 0), second, -1))
+        closing[(closing >= 0) & (phase[np.maximum(closing, 0)] != Phase.EXIT)] = -1
+        shut = np.maximum(closing, 0)
+        returned = (closing >= 0) & (ret[shut] >= 0) & (err[shut] == 0)
+        source, op = col["source"][rows].astype(np.uint64), col["op"][rows].astype(np.uint64)
+        sides: list[tuple[np.ndarray, np.ndarray]] = []  # per side: summary id, data start
+        for side in range(len(SIDES)):
+            start, length, flags = found.start[side], found.length[side], found.flags[side]
+            # the side's first buffer in the call's records, as arg_buffer finds it: the first record's, else
+            # the exit's
+            pick = mine.copy()
+            later = (start[pick] < 0) & (second >= 0)
+            pick[later] = second[later]
+            unreadable = (flags[pick] & _UNREADABLE) != 0
+            key = ((source << np.uint64(60)) | (unreadable.astype(np.uint64) << np.uint64(59))
+                   | (op << np.uint64(27)) | np.minimum(length[pick], (1 << 27) - 1).astype(np.uint64))
+            ids = np.where(start[pick] >= 0, self._sides(key), -1)
+            sides.append((ids, start[pick]))
+        (b_ids, b_start), (a_ids, a_start) = sides
+        after = (a_ids >= 0) & (returned | (b_ids < 0))
+        ids = np.where(after, a_ids, b_ids)
+        start = np.where(after, a_start, b_start)
+        out: dict[int, tuple[int, Sequence[int]]] = {}
+        for sid in np.unique(ids[ids >= 0]).tolist():
+            chosen = np.flatnonzero(ids == sid)
+            members_ = self._summaries[sid]
+            # a column per member (numbers of several types: stacked, numpy would make them floats)
+            values = [[0] * len(chosen) if f is None else
+                      records.read(start[chosen] + offset, _dtype(f)).tolist()
+                      for _, f, offset in members_]
+            for i, row_values in zip(at[chosen].tolist(), zip(*values) if values else [() for _ in chosen]):
+                out[i] = (sid, row_values)
+        for i in at[ids < 0].tolist():
+            out[i] = (-2, ())
+        return out
+
+    def _side_summary(self, key: int) -> int:
+        """The id of the summary members of an argument buffer by its packed (source, unreadable, op, length);
+        -1 when it would not decode."""
+        source, unreadable, op, length = key >> 60, (key >> 59) & 1, (key >> 27) & 0xFFFFFFFF, key & ((1 << 27) - 1)
+        plan = self.plan.op(source, op)
+        arg = plan.arg(length) if not unreadable and isinstance(plan.op, IoctlOp) else None
+        members_ = summary_members(plan.op, arg) if arg is not None else None
+        if members_ is None:
+            return -1
+        found = self._summary_ids.get(members_)
         if found is None:
-            found = self._summaries[arg.layout] = summary_members(decoder, arg) or ()
+            found = self._summary_ids[members_] = len(self._summaries)
+            self._summaries.append(members_)
         return found
 
     def _op_kind(self, key: int) -> int:
@@ -144,15 +334,120 @@ class ColumnLines:
             return 0
         return FROM_COLUMNS if all(f is None for s in summaries for _, f, _ in s or ()) else FROM_ARGUMENT
 
+    def _op_memo(self, key: int) -> int:
+        decoder = self.plan.op(key >> 32, key & 0xFFFFFFFF).op
+        return MEMO if isinstance(decoder, MEMO_OPS) and type(decoder).__module__ in _BUILT_IN else 0
 
-def summary_members(decoder: IoctlOp, arg: ArgLayout) -> tuple[tuple[str, Field | None, int], ...] | None:
+    # -- from the memo
+
+    def _memo_lines(self, rows: np.ndarray, at: np.ndarray, out: list[str | bool]) -> None:
+        col = self._cols
+        enter = col["enter_seq"][rows].astype(np.int64)
+        exit_ = col["exit_seq"][rows]
+        has_exit = (exit_ >= 0) & (exit_ != enter)
+        block = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        parts = block.stable_parts()
+        second = np.full(len(rows), -1, dtype=np.int64)
+        second[has_exit] = np.arange(len(rows), len(block.at))
+        phases = block.header("phase")[:len(rows)].tolist()
+        c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
+        start, end, memo, wanted, join = self.start_ns, self.end_ns, self.memo, self.wanted, b"".join
+        for i, (k, j, state, first_ns) in enumerate(zip(at.tolist(), second.tolist(), c["state"], c["t_enter"])):
+            key = join((_STATE_BYTES[state], *parts[i])) if j < 0 else join((_STATE_BYTES[state], *parts[i], *parts[j]))
+            kept = memo.get(key)
+            if kept is None:
+                call = self._call(c["enter_seq"][i], c["exit_seq"][i] if j >= 0 else -1, STATES[state])
+                d = self.decoders.decode(call, Level.CALL)
+                memo.put(key, d, summary(d))
+                if wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d):
+                    out[k] = line(d, call, start, end)
+                else:
+                    out[k] = False
+                continue
+            d, body = kept
+            if self._filtered and not (wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d)):
+                out[k] = False
+                continue
+            duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
+            out[k] = line_text(d.name, body, d.status_name, d.notes, c["pid"][i], c["tid"][i], first_ns, phases[i],
+                               STATES[state], duration, start, end)
+
+    def _call(self, first: int, exit_seq: int, state: CallState) -> Call:
+        record = self.reader.record_at
+        records: tuple[Record, ...] = (record(first),) if exit_seq < 0 else (record(first), record(exit_seq))
+        return Call(records, state)
+
+
+class _Slot:
+    """Where an argument's value goes in a summary template: ``format_arg`` prints it as ``str`` does."""
+
+    def __str__(self) -> str:
+        return _SLOT_TEXT
+
+
+_SLOT_TEXT = "\0"
+TEXTS_KEPT = 4096
+"""Texts of values a template's slot keeps (the most recent are not tracked: a full slot starts again)."""
+
+
+class _Template:
+    """A summary's constant parts (``NAME(hClient=``, ``, flags=``, ``, DETAIL{…})``), put together once by
+    ``render.summary_text`` around slots, and the text of each value each slot has held: ``format_arg``
+    of a number depends on nothing but the member's name, whether it is a handle, and the value."""
+
+    def __init__(self, name: str, detail: str | None, payload: bool, handle_names: tuple[str, ...],
+                 members_: tuple[Member, ...]) -> None:
+        self.name = name
+        self.handle_names = handle_names
+        self.handle_at = tuple(handle_names.index(n) if f is None else -1 for n, f, _ in members_)
+        """Per member: the index of its handle among the row's (-1: a number of the argument)."""
+        self._names = [n for n, _, _ in members_]
+        self._handles = dict.fromkeys(handle_names, 0)  # format_arg asks only whether a name is a handle
+        pieces = summary_text(name, dict.fromkeys(self._names, _Slot()), self._handles, detail, payload).split(_SLOT_TEXT)
+        # None when a constant part holds the slot's text itself
+        self.text = "%s".join(p.replace("%", "%%") for p in pieces) if len(pieces) == len(self._names) + 1 else None
+        self._texts: list[dict[int, str]] = [{} for _ in self._names]
+
+    def handles_of(self, values: Sequence[int]) -> dict[str, int]:
+        return dict(zip(self.handle_names, values))
+
+    def body(self, values: Sequence[int]) -> str:
+        """The summary of a call whose members (in the summary's order) have ``values``."""
+        texts = self._texts
+        try:
+            return self.text % tuple([t[v] for t, v in zip(texts, values)])  # type: ignore[operator]  # never None here
+        except KeyError:
+            pass
+        for t, name, v in zip(texts, self._names, values):
+            if v not in t:
+                if len(t) >= TEXTS_KEPT:
+                    t.clear()
+                t[v] = format_arg(name, v, self._handles)
+        return self.text % tuple([t[v] for t, v in zip(texts, values)])  # type: ignore[operator]
+
+
+_LINE_COLUMNS = ("enter_seq", "exit_seq", "t_enter", "t_exit", "state", "pid", "tid", "source", "op", "name",
+                 "detail", "status_name", "status", "has_status", "ok", "handles",
+                 "h0", "h1", "h2", "h3", "h4", "h5")
+"""What a line made from the columns reads."""
+_HANDLE_COLUMNS = ("h0", "h1", "h2", "h3", "h4", "h5")
+_BUILT_IN = frozenset({"rmtrace.decoders.ioctl", "rmtrace.decoders.rm", "rmtrace.decoders.uvm", "rmtrace.decoders.system"})
+"""The decoders' own modules: a user's decoder may keep state, so its calls are never memoized."""
+
+
+def _dtype(f: Field) -> np.dtype:
+    """The numpy type of member ``f`` (``view.is_scalar``), as ``view.scalar_at`` reads it."""
+    return np.dtype(f"<{'i' if f.kind in SIGNED_KINDS else 'u'}{f.size}")
+
+
+def summary_members(decoder: IoctlOp, arg: ArgLayout) -> tuple[Member, ...] | None:
     """The members ``ioctl.summary_args`` shows (``ioctl.in_summary``) of layout ``arg``, in order: (name, None, 0) for a handle (the
     call table's handle columns hold it, under the same name) and (name, member, offset) for a number at a
     fixed offset; None when the summary holds anything else (text, an array, a bitfield) or names a
     member twice."""
     layouts = decoder.ctx.defs.layouts
     handles = {name for name, _ in arg.handles}
-    out: list[tuple[str, Field | None, int]] = []
+    out: list[Member] = []
     for f, at in members(layouts[arg.layout], layouts):
         if not in_summary(f, decoder.hide):
             continue

@@ -1,10 +1,9 @@
 """Decompressed chunks into record columns, vectorised: headers, buffer walk, argument members.
 
-``scan_chunks`` gathers every record header of a batch of chunks as whole
-words into the header's numpy dtype (derived from the construct mirror,
-``rmtrace.columns.dtypes``), walks the buffers of all records in step (one
-pass per buffer index, over the records that have that many), and reads the
-argument members the call table needs at the offsets
+``scan_chunks`` takes a batch of chunks in one buffer, with its record headers
+read and checked (``rmtrace.columns.batch``), walks the buffers of all records
+in step (one pass per buffer index, over the records that have that many), and
+reads the argument members the call table needs at the offsets
 ``rmtrace.columns.argspec`` worked out.  It checks what
 ``rmtrace.record.decode_record`` checks; a record that fails raises the same
 ``RecordError``.
@@ -16,16 +15,15 @@ contiguous columns are what numpy is fast on.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from rmtrace.columns.argspec import MAX_HANDLES, ArgLayout, Kind, Plan
-from rmtrace.columns.dtypes import BUFFER_DTYPE, HEADER_DTYPE
-from rmtrace.errors import RecordError
-from rmtrace.record import ALIGN, RECORD_MAGIC, RECORD_VERSION, BufferFlag, Role, Source, When
+from rmtrace.columns.batch import ByteViews, Where, read_headers
+from rmtrace.columns.dtypes import BUFFER_DTYPE
+from rmtrace.record import ALIGN, BufferFlag, Role, Source, When
+from rmtrace.trace import ChunkSpan
 
 Records = dict[str, np.ndarray]
 """Record columns: ``pos`` (position in the file), the header fields, ``time``, ``chunk`` and ``offset``
@@ -123,76 +121,21 @@ class ArgRegistry:
         return found
 
 
-class _Bytes:
-    """Typed views of a batch's record bytes, for gathers at byte positions."""
-
-    def __init__(self, u1: np.ndarray) -> None:
-        self.u1 = u1  # a whole number of 8-byte words
-        self.typed = {1: u1, 2: u1.view("<u2"), 4: u1.view("<u4"), 8: u1.view("<u8")}
-        self._windows: dict[int, np.ndarray] = {}
-
-    def rows(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """The structs of ``dtype`` (a whole number of words) at 8-aligned positions.  A window view of
-        the words makes it one gather of whole rows (numpy's fast path), not one per word."""
-        words = dtype.itemsize // ALIGN
-        window = self._windows.get(words)
-        if window is None:
-            window = self._windows[words] = sliding_window_view(self.typed[ALIGN], words)
-        return window[pos // ALIGN].view(dtype).ravel()
-
-    def starts_with(self, start: np.ndarray, length: np.ndarray, prefix: bytes) -> np.ndarray:
-        """Whether the data at ``start`` (-1: none) of ``length`` bytes begins with ``prefix``."""
-        out = np.zeros(len(start), dtype=bool)
-        rows = np.flatnonzero((start >= 0) & (length >= len(prefix)))
-        if rows.size:
-            window = sliding_window_view(self.u1, len(prefix))
-            out[rows] = (window[start[rows]] == np.frombuffer(prefix, dtype=np.uint8)).all(axis=1)
-        return out
-
-    def read(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        size = dtype.itemsize
-        if size == 1 or not (pos % size).any():
-            return self.typed[size][pos // size].view(dtype)
-        out = np.zeros(len(pos), dtype=np.uint64)  # unaligned: put the bytes together, little-endian
-        for i in range(size):
-            out |= self.u1[pos + i].astype(np.uint64) << np.uint64(8 * i)
-        return out.astype(f"<u{size}").view(dtype)
-
-
-def scan_chunks(chunks: Sequence[tuple[int, array, memoryview]], args: ArgRegistry, first_pos: int,
+def scan_chunks(buffer: bytearray, spans: Sequence[ChunkSpan], args: ArgRegistry, first_pos: int,
                 path_prefix: bytes = b"") -> Records:
-    """The record columns of consecutive chunks, given as (chunk index, offsets, record bytes), in file
-    order.  Several chunks at once: numpy's cost per call is paid per batch, not per chunk.  With
-    ``path_prefix``, the column ``path_match`` says whether a record's first PATH buffer starts with it."""
-    counts = np.array([len(offsets) for _, offsets, _ in chunks], dtype=np.int64)
-    n = int(counts.sum())
-    lengths = np.array([len(view) for _, _, view in chunks], dtype=np.int64)
-    sizes = lengths - lengths % ALIGN
-    bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    data = _Bytes(np.concatenate([np.frombuffer(view, dtype=np.uint8, count=int(size))
-                                  for (_, _, view), size in zip(chunks, sizes)]))
-    local = np.concatenate([np.frombuffer(offsets, dtype=np.uint32) for _, offsets, _ in chunks]).astype(np.int64)
-    chunk_of = np.repeat(np.arange(len(chunks)), counts)
-    off = local + bases[chunk_of]
-    end = np.empty(n, dtype=np.int64)
-    end[:-1] = off[1:]
-    end[np.cumsum(counts)[counts > 0] - 1] = (bases + lengths)[counts > 0]
-    where = _Where(local, np.array([index for index, _, _ in chunks], dtype=np.uint32)[chunk_of])
-    where.check((end < off) | (local % ALIGN != 0), "record offset table out of order or unaligned")
-    room = end - off
-    where.check(room < HEADER_DTYPE.itemsize, f"fewer bytes than a {HEADER_DTYPE.itemsize}-byte header")
-    head = data.rows(off, HEADER_DTYPE)
-    where.check(head["magic"] != RECORD_MAGIC, "bad magic")
-    where.check(head["version"] != RECORD_VERSION, f"record version is not {RECORD_VERSION}")
-    header_size, total = head["header_size"].astype(np.int64), head["total_len"].astype(np.int64)
-    where.check((header_size < HEADER_DTYPE.itemsize) | (header_size % ALIGN != 0) | (total < header_size)
-                | (total % ALIGN != 0) | (total > room), "bad sizes")
+    """The record columns of consecutive chunks, in file order, that ``TraceReader.read_chunks`` put in
+    ``buffer``.  Several chunks at once: numpy's cost per call is paid per batch, not per chunk, and the
+    gathers read the buffer in place.  With ``path_prefix``, the column ``path_match`` says whether a
+    record's first PATH buffer starts with it."""
+    headers = read_headers(buffer, spans)
+    data, where, off, head = headers.data, headers.where, headers.off, headers.head
+    n = len(off)
     out: Records = {name: head[name].copy() for name in _COPIED}
     out["time"] = head["time_ns"].astype(np.int64)
     out["pos"] = np.arange(first_pos, first_pos + n, dtype=np.int64)
     out["chunk"] = where.chunk
-    out["offset"] = local.astype(np.uint32)
-    found = _walk_buffers(data, where, off + header_size, off + total, head["nbufs"].astype(np.int64), out)
+    out["offset"] = where.local.astype(np.uint32)
+    found = _walk_buffers(data, where, off + headers.header_size, off + headers.total, head["nbufs"].astype(np.int64), out)
     ioctl = np.isin(out["source"], _IOCTL_SOURCES)
     for side in SIDES:
         start, length, flags = found[side]
@@ -203,19 +146,7 @@ def scan_chunks(chunks: Sequence[tuple[int, array, memoryview]], args: ArgRegist
     return out
 
 
-class _Where:
-    """Which record is where, to name the first bad one."""
-
-    def __init__(self, local: np.ndarray, chunk: np.ndarray) -> None:
-        self.local, self.chunk = local, chunk
-
-    def check(self, bad: np.ndarray, what: str, rows: np.ndarray | None = None) -> None:
-        if bad.any():
-            k = int(np.argmax(bad)) if rows is None else int(rows[np.argmax(bad)])
-            raise RecordError(f"record at byte {self.local[k]} of chunk {self.chunk[k]}: {what}")
-
-
-def _walk_buffers(data: _Bytes, where: _Where, pos: np.ndarray, limit: np.ndarray, nbufs: np.ndarray,
+def _walk_buffers(data: ByteViews, where: Where, pos: np.ndarray, limit: np.ndarray, nbufs: np.ndarray,
                   out: Records) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every record's buffers in step: the bytes they hold (``out["bytes"]``), and where the first ARG
     buffer before the call ("b") and after it ("a"), and the first PATH buffer ("path") are: the
@@ -250,7 +181,7 @@ def _walk_buffers(data: _Bytes, where: _Where, pos: np.ndarray, limit: np.ndarra
     return found
 
 
-def _arg_members(data: _Bytes, args: ArgRegistry, out: Records, ioctl: np.ndarray, side: str, start: np.ndarray,
+def _arg_members(data: ByteViews, args: ArgRegistry, out: Records, ioctl: np.ndarray, side: str, start: np.ndarray,
                  length: np.ndarray, unreadable: np.ndarray) -> None:
     """Which layout each ioctl record's argument decodes as, and the members read from it."""
     n = len(start)

@@ -22,7 +22,7 @@ from rmtrace.decoders import DecoderSet
 from rmtrace.decoders.filters import CallFilter, status_number
 
 from rmtrace.calls import Call
-from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, ColumnCall, ColumnLines
+from rmtrace.columns.lines import ColumnLines, Lines
 from rmtrace.columns.strings import Strings
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.record import Record
@@ -60,18 +60,19 @@ def _matching(strings: Strings[str], patterns: Iterable[str]) -> list[int]:
 
 
 def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, records: RecordFilter,
-                   wanted: CallFilter, lines: ColumnLines | None = None) -> Iterator[Call | ColumnCall]:
+                   wanted: CallFilter, lines: ColumnLines | None = None) -> Iterator[Call | Lines]:
     """The calls of the rows ``row_mask`` keeps, records read from ``reader``, in order of their first
     record, as ``decoders.calls`` makes them from the records ``records`` lets through.  With ``lines``,
-    a row whose line needs no decoder comes as a ``ColumnCall`` (``rmtrace.columns.lines``).
+    the rows whose lines are made without their records come as those ``Lines`` (``rmtrace.columns.lines``;
+    consecutive rows' together), and one whose call ``wanted`` turns down, as far as the columns or a memo
+    tell, not at all.
 
     With a start time, a call that began before it and ended after is, as the records after the start
     pair on their own, the part of it after the start (its exit: a resumed call).
     """
     rows = np.flatnonzero(row_mask(table, records, wanted))
-    whole = _row_calls(reader, table, rows, lines)
     if records.t0 is None:
-        return whole
+        return _row_calls(reader, table, rows, lines, runs=True)
     c = table.columns
     ends_late = (c["exit_seq"] >= 0) & (c["t_exit"] >= records.t0)
     ends_late[list(table.members)] = True  # a GSP exchange in parts: its records say
@@ -79,12 +80,15 @@ def selected_calls(reader: TraceReader, decoders: DecoderSet, table: CallTable, 
     straddling = np.flatnonzero(before & ends_late)
     parts = sorted((seq, reader.record_at(seq)) for row in straddling.tolist()
                    for seq, t in table.records_of(row) if t >= records.t0)
+    if not parts:
+        return _row_calls(reader, table, rows, lines, runs=True)
     late = decoders.calls(rec for _, rec in parts)
-    return heapq.merge(whole, late, key=_first_seq)
+    # a line at a time: a late call may come between any two
+    return heapq.merge(_row_calls(reader, table, rows, lines, runs=False), late, key=_first_seq)
 
 
-def _first_seq(call: Call | ColumnCall) -> int:
-    return call.first_seq if isinstance(call, ColumnCall) else call.first.seq
+def _first_seq(call: Call | Lines) -> int:
+    return call.first_seq if isinstance(call, Lines) else call.first.seq
 
 
 def _without_start(records: RecordFilter) -> RecordFilter:
@@ -92,7 +96,9 @@ def _without_start(records: RecordFilter) -> RecordFilter:
 
 
 def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
-               lines: ColumnLines | None) -> Iterator[Call | ColumnCall]:
+               lines: ColumnLines | None, runs: bool) -> Iterator[Call | Lines]:
+    """The calls of ``rows``; with ``lines``, a row's line made without its records instead, and with
+    ``runs`` the lines of consecutive such rows as one ``Lines`` (a block's at most)."""
     # a row at a time through plain arrays: an element of a column mapped from the cache (np.memmap)
     # costs twice an ndarray's to read
     plain = dataclasses.replace(table, columns={name: np.asarray(table.columns[name]) for name in _RECORD_COLUMNS})
@@ -100,21 +106,28 @@ def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
     record: Callable[[int], Record] = reader.record_at
     for start in range(0, len(rows), ROWS_AT_ONCE):
         block = rows[start:start + ROWS_AT_ONCE]
-        kinds = lines.kinds(block) if lines is not None else np.zeros(len(block), dtype=np.int64)
-        made = lines.calls(block[kinds != 0]) if lines is not None and kinds.any() else iter(())
-        for row, kind in zip(block.tolist(), kinds.tolist()):
-            if kind == FROM_COLUMNS:
-                yield next(made)
-                continue
-            call = Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
-            if kind == FROM_ARGUMENT and lines is not None:
-                yield lines.with_argument(next(made), call.records) or call
-            else:
-                yield call
+        made: list[str | bool] = lines.lines(block, lines.kinds(block)) if lines is not None else [True] * len(block)
+        run: list[str] = []
+        first = 0
+        for row, text, seq in zip(block.tolist(), made, plain.columns["enter_seq"][block].tolist()):
+            if text is True:
+                if run:
+                    yield Lines(first, run)
+                    run = []
+                yield Call(tuple(record(seq) for seq, _ in plain.records_of(row)), STATES[state[row]])
+            elif text is not False:
+                if not run:
+                    first = seq
+                run.append(text)
+                if not runs:
+                    yield Lines(first, run)
+                    run = []
+        if run:
+            yield Lines(first, run)
 
 
 ROWS_AT_ONCE = 4096
-"""Rows taken together (numpy's cost per call paid per block; a block's ColumnCalls made at once)."""
+"""Rows taken together (numpy's cost per call paid per block; a block's lines made at once)."""
 
 
 _RECORD_COLUMNS = ("enter_seq", "t_enter", "exit_seq", "t_exit", "state")

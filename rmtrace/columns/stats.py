@@ -218,10 +218,10 @@ def _ranks(values: list[str]) -> np.ndarray:
 def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """min, median (as ``statistics.median`` then ``int``), p99 and max of each group's latencies, and
     whether the group has any."""
-    timed = (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].astype(np.int64))
+    timed = (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].view(np.int64))  # seqs < 2**63: a view, not a copy
     latency = c["t_exit"][timed]
     latency -= c["t_enter"][timed]
-    g = group[timed]
+    g = group[timed].astype(np.int64)  # int64: _sorted_pairs packs into it, not into a copy
     del timed
     out = np.zeros((groups, 4), dtype=np.int64)
     has = np.zeros(groups, dtype=bool)
@@ -229,9 +229,10 @@ def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tupl
         return out, has
     g, latency = _sorted_pairs(g, latency)
     first = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
-    sizes = np.diff(np.append(first, len(g)))
-    lo, hi = latency[first + (sizes - 1) // 2], latency[first + sizes // 2]
     owner = g[first]
+    del g  # row-long: gone before the per-group arrays are made
+    sizes = np.diff(np.append(first, len(latency)))
+    lo, hi = latency[first + (sizes - 1) // 2], latency[first + sizes // 2]
     has[owner] = True
     out[owner, 0] = latency[first]
     # statistics.median's mean of the middle two, made an int (a float's truncation, as int() does)
@@ -242,20 +243,25 @@ def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tupl
 
 
 def _sorted_pairs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(major, minor) pairs sorted by major then minor (``major`` non-negative).  Packed into one int64
-    and sorted by value where they fit: several times faster than ``np.lexsort``'s indirect sort."""
+    """(major, minor) pairs sorted by major then minor (``major`` non-negative, ``minor`` int64).  Packed
+    into one int64 and sorted by value where they fit: several times faster than ``np.lexsort``'s
+    indirect sort.  Both arrays are the caller's temporaries and their room is reused (an int64
+    ``major`` is packed and sorted in place, then holds the majors; ``minor`` gets the minors back), so
+    the sort's peak holds no row-long array beyond the two."""
     low = int(minor.min())
     bits = max(int(minor.max()) - low, 1).bit_length()
     if bits + max(int(major.max()), 1).bit_length() > 63:
         order = np.lexsort((minor, major))
         return major[order], minor[order]
-    packed = minor - low  # non-negative, below 2**bits
-    packed |= major.astype(np.int64) << bits
+    packed = major.astype(np.int64, copy=False)
+    packed <<= bits
+    minor -= low  # non-negative, below 2**bits
+    packed |= minor
     packed.sort()
-    major = packed >> bits
-    packed &= (1 << bits) - 1
-    packed += low
-    return major, packed
+    np.bitwise_and(packed, (1 << bits) - 1, out=minor)
+    minor += low
+    packed >>= bits
+    return packed, minor
 
 
 def _statuses(group: np.ndarray, status: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -41,6 +41,7 @@ from rmtrace.decoders.roles import UvmRole, roles
 
 from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, OpPlan, Plan
+from rmtrace.columns.batch import BATCH_RECORDS, batches
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
 from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
@@ -76,8 +77,6 @@ GSP_SESSION_START = "GSP_INIT_DONE"
 
 _ENTER, _EXIT = int(Phase.ENTER), int(Phase.EXIT)
 _OPEN_SOURCES = (int(Source.SYS), int(Source.MARK))  # join their process's client, or open one (a GPU device)
-BATCH_RECORDS = 16_384
-"""Records decoded per batch: numpy's cost per call is paid per batch, not per record."""
 
 
 class _Status(enum.IntEnum):
@@ -183,7 +182,9 @@ class CallTable:
 
     def open_rows(self) -> np.ndarray:
         """The rows of calls still in flight."""
-        return np.flatnonzero(np.isin(self.columns["state"], IN_FLIGHT_STATES))
+        found = np.flatnonzero(np.isin(self.columns["state"], IN_FLIGHT_STATES))
+        self.release(0, len(self), ("state",))
+        return found
 
     def record_clients(self) -> tuple[np.ndarray, np.ndarray]:
         """(seqs, client indexes) of every record of a call that has a client, by seq."""
@@ -199,6 +200,7 @@ class CallTable:
                                np.array([seq for seq, _ in parts], dtype=np.int64)])
         owners = np.concatenate([c["client"][regular], c["client"][second],
                                  np.array([owner for _, owner in parts], dtype=np.int32)])
+        self.release(0, len(self), ("client", "exit_seq", "enter_seq"))
         order = np.argsort(seqs, kind="stable")
         return seqs[order], owners[order]
 
@@ -219,6 +221,8 @@ class CallTable:
         would make of it as far as the columns say: name, detail, status and handles (no summary
         arguments, no buffers).  Both share one handles dict per row."""
         c = {name: self.columns[name][rows].tolist() for name in _INFO_COLUMNS}
+        if len(rows):  # read into Python values: a mapped table's pages are let go (sparse rows touch them all)
+            self.release(int(rows.min()), int(rows.max()) + 1, _INFO_COLUMNS)
         names, details, statuses = self.names.values, self.details.values, self.status_names.values
         locks, clients = self.lock_sets.values, [c.id for c in self.clients]
         in_flight = set(IN_FLIGHT_STATES)
@@ -326,6 +330,7 @@ class CallTableBuilder:
         self.gsp_session = 0
         self.next_chunk = 0
         self.next_pos = 0
+        self._room: bytearray | None = None  # the batch's decompressed chunks, reused from batch to batch
         self._pending: Records | None = None  # enters whose exit has not come, with their rows
         self._pending_rows = np.zeros(0, dtype=np.int64)
         self._kept: dict[int, Record] = {}  # of those, the records the decoders will decode, by position
@@ -353,14 +358,13 @@ class CallTableBuilder:
     def update(self) -> int:
         """Fold the chunks not seen yet; returns how many rows were added."""
         before = self.rows.n
-        chunks = self.reader.chunks
-        while self.next_chunk < len(chunks):
-            start, count = self.next_chunk, 0
-            while self.next_chunk < len(chunks) and (count == 0 or count + chunks[self.next_chunk].count
-                                                     <= self.batch_records):
-                count += chunks[self.next_chunk].count
-                self.next_chunk += 1
-            self._batch(range(start, self.next_chunk))
+        for indices in batches(self.reader.chunks, self.next_chunk, self.batch_records):
+            self.next_chunk = indices.stop
+            self._batch(indices)
+        # the batch buffer is room for the next batch only: let it go now (the builder's key caches hold
+        # it in a reference cycle, so it would outlive the builder until a collection; a live trace's
+        # next update makes one the size of what it reads)
+        self._room = None
         return self.rows.n - before
 
     def table(self) -> CallTable:
@@ -371,9 +375,9 @@ class CallTableBuilder:
     # -- one batch ----------------------------------------------------------------------
 
     def _batch(self, indices: range) -> None:
-        chunks = [(i, *self.reader.chunk_records(i)) for i in indices]
-        views = {i: view for i, _, view in chunks}
-        batch = scan_chunks(chunks, self.args, self.next_pos, GPU_DEVICE_PREFIX)
+        self._room, spans = self.reader.read_chunks(indices, self._room)
+        views = {span.index: memoryview(self._room)[span.start:span.end] for span in spans}
+        batch = scan_chunks(self._room, spans, self.args, self.next_pos, GPU_DEVICE_PREFIX)
         self.next_pos += len(batch["pos"])
         pending = self._pending
         npend = 0 if pending is None else len(pending["pos"])

@@ -72,7 +72,7 @@ def _category(source: int) -> str:
     return name
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
     """A thread's last call, held until its flows are known (the thread's next call, or the end)."""
 
@@ -82,7 +82,7 @@ class _Pending:
     flows: list[int] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Segment:
     """An entity's current state: a slice from ``t0`` that ends at its next change."""
 
@@ -261,7 +261,8 @@ class PerfettoWriter:
         self._pending[key] = _Pending(info, max(t_end, first.time_ns), "in_flight" if in_flight else
                                       _category(first.source))
 
-    def _begin(self, key: tuple[int, int], info: CallInfo, category: str, flows: list[int]) -> None:
+    def _begin(self, key: tuple[int, int], info: CallInfo, category: str, flows: list[int],
+               track: int | None = None) -> None:
         args: list[tuple[str, Any]] = [("seq", info.enter_seq)]
         if info.status_name is not None:
             args.append(("status", info.status_name))
@@ -269,13 +270,15 @@ class PerfettoWriter:
             args.append(("client", info.client_id))
         if category == "in_flight":
             args.append(("in_flight", "still in flight at the end of the trace"))
-        self.event(info.t_enter, self.thread_track(*key), SLICE_BEGIN, info.full_name, category, args, flows)
+        self.event(info.t_enter, track if track is not None else self.thread_track(*key), SLICE_BEGIN,
+                   info.full_name, category, args, flows)
 
     def _flush_thread(self, key: tuple[int, int]) -> None:
         pending = self._pending.pop(key, None)
         if pending is not None:
-            self._begin(key, pending.info, pending.category, pending.flows)
-            self.event(pending.t_end, self.thread_track(*key), SLICE_END)
+            track = self.thread_track(*key)
+            self._begin(key, pending.info, pending.category, pending.flows, track)
+            self.event(pending.t_end, track, SLICE_END)
 
     def _forget(self, pid: int) -> None:
         """A process exited: write its last calls and drop its tracks from the maps (they stay in the file)."""

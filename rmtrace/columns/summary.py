@@ -1,0 +1,171 @@
+"""Records of a block of calls read where they lie in their chunks, vectorised: argument members, raw bytes.
+
+``rmtrace show`` prints most calls from the call table's columns
+(``rmtrace.columns.lines``).  Many of those lines also hold a few numbers of
+the call's argument struct (a control's flags, a mapping's offset and
+length), at offsets the driver profile gives.  Reading them through
+``TraceReader.record_at`` decodes every buffer of both records of the call
+into a ``Record``; here the records of a whole block of calls are located in
+their decompressed chunks (``TraceReader.chunk_records``) by sequence number,
+their buffer headers are walked in step with numpy (one pass per buffer
+index), and each asked-for member is one gather per block: a column-like
+array, no record read.
+
+The chunks were checked when the call table was built from them
+(``rmtrace.columns.scan`` checks what ``decode_record`` checks), so nothing
+here checks them again.  Every offset comes from the record mirror
+(``rmtrace.columns.dtypes``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rmtrace.columns.dtypes import BUFFER_DTYPE, HEADER_DTYPE
+from rmtrace.record import ALIGN, Role, When
+from rmtrace.trace import TraceReader
+
+SIDES = (When.BEFORE, When.AFTER)
+"""The argument struct as it was read before the call and after it, in that order."""
+
+_BUFFER_SIZE = BUFFER_DTYPE.itemsize
+_ARG = int(Role.ARG)
+
+
+def _field(dtype: np.dtype, name: str) -> tuple[int, np.dtype]:
+    kind, offset = dtype.fields[name][:2]  # type: ignore[index]  # a structured dtype's fields are known
+    return offset, kind
+
+
+_ROLE, _WHEN, _FLAGS, _LEN = (_field(BUFFER_DTYPE, n) for n in ("role", "when", "flags", "len"))
+VOLATILE = ("seq", "time_ns", "pid", "tid", "call_id")
+"""The header fields that say which call a record is, not what it says: the rest of a record (its other
+header fields and its buffers) is what a decoder reads."""
+
+
+def _volatile_span() -> tuple[int, int]:
+    spans = sorted((HEADER_DTYPE.fields[n][1], HEADER_DTYPE.fields[n][1] + HEADER_DTYPE.fields[n][0].itemsize)  # type: ignore[index]
+                   for n in VOLATILE)
+    if any(a[1] != b[0] for a, b in zip(spans, spans[1:])):
+        raise AssertionError(f"the record header's {VOLATILE} are not side by side")  # the mirror changed
+    return spans[0][0], spans[-1][1]
+
+
+VOLATILE_SPAN = _volatile_span()
+"""Where ``VOLATILE`` lies in a record: bytes [start, end)."""
+_VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
+
+
+class Chunk:
+    """One decompressed chunk as numpy arrays: its record offsets and its bytes (a whole number of words)."""
+
+    def __init__(self, reader: TraceReader, index: int) -> None:
+        offsets, view = reader.chunk_records(index)
+        self.offsets = np.frombuffer(offsets, dtype=np.uint32).astype(np.int64)
+        self.u1 = np.frombuffer(view, dtype=np.uint8, count=len(view) - len(view) % ALIGN)
+
+
+@dataclass
+class ArgSides:
+    """Of each record of a block, where its argument buffers are, per side of ``SIDES``: the data's byte in
+    the block (-1: none), its length, its flags."""
+
+    start: tuple[np.ndarray, np.ndarray]
+    length: tuple[np.ndarray, np.ndarray]
+    flags: tuple[np.ndarray, np.ndarray]
+
+
+class Block:
+    """Records by sequence number, in the bytes of the chunks that hold them put one after the other (each
+    a whole number of words, so every record stays aligned): one gather reads a field of all of them."""
+
+    def __init__(self, chunks: list[Chunk], first_seqs: np.ndarray, which: np.ndarray, seqs: np.ndarray) -> None:
+        """``chunks``: the chunks, ``first_seqs`` their first records' seqs; ``which``: the index in
+        ``chunks`` of each record of ``seqs``."""
+        sizes = np.array([len(c.u1) for c in chunks], dtype=np.int64)
+        bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        counts = np.array([len(c.offsets) for c in chunks], dtype=np.int64)
+        firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        offsets = np.concatenate([c.offsets + base for c, base in zip(chunks, bases.tolist())])
+        self.u1 = chunks[0].u1 if len(chunks) == 1 else np.concatenate([c.u1 for c in chunks])
+        self._typed = {1: self.u1, 2: self.u1.view("<u2"), 4: self.u1.view("<u4"), 8: self.u1.view("<u8")}
+        self.at = offsets[firsts[which] + seqs - first_seqs]
+        """Each record's first byte in the block."""
+
+    def read(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """The numbers of ``dtype`` (a little-endian integer) at byte positions ``pos``."""
+        size = dtype.itemsize
+        if size == 1 or not (pos % size).any():
+            return self._typed[size][pos // size].view(dtype)
+        out = np.zeros(len(pos), dtype=np.uint64)  # unaligned: put the bytes together, little-endian
+        for i in range(size):
+            out |= self.u1[pos + i].astype(np.uint64) << np.uint64(8 * i)
+        return out.astype(f"<u{size}").view(dtype)
+
+    def header(self, name: str) -> np.ndarray:
+        """Header field ``name`` of each record."""
+        offset, dtype = _field(HEADER_DTYPE, name)
+        return self.read(self.at + offset, dtype)
+
+    def arg_sides(self) -> ArgSides:
+        """Where the first argument buffer read before the call, and the first read after it, are in each
+        record (as ``Record.buffer(Role.ARG, when)`` finds them): the buffer headers of all the records
+        walked in step, one pass per buffer index."""
+        n = len(self.at)
+        start = (np.full(n, -1, np.int64), np.full(n, -1, np.int64))
+        length = (np.zeros(n, np.int64), np.zeros(n, np.int64))
+        flags = (np.zeros(n, np.int64), np.zeros(n, np.int64))
+        nbufs = self.header("nbufs").astype(np.int64)
+        pos = self.at + self.header("header_size").astype(np.int64)
+        live = np.flatnonzero(nbufs > 0)
+        step = 0
+        while live.size:
+            p = pos[live]
+            size = self.read(p + _LEN[0], _LEN[1]).astype(np.int64)
+            is_arg = self.read(p + _ROLE[0], _ROLE[1]) == _ARG
+            when = self.read(p + _WHEN[0], _WHEN[1])
+            for side, side_when in enumerate(SIDES):
+                first = is_arg & (when == side_when) & (start[side][live] < 0)
+                if first.any():
+                    mine = live[first]
+                    start[side][mine] = p[first] + _BUFFER_SIZE
+                    length[side][mine] = size[first]
+                    flags[side][mine] = self.read(p[first] + _FLAGS[0], _FLAGS[1])
+            pos[live] = p + _BUFFER_SIZE + ((size + ALIGN - 1) & ~(ALIGN - 1))
+            step += 1
+            live = live[nbufs[live] > step]
+        return ArgSides(start, length, flags)
+
+    def stable_parts(self) -> list[tuple[memoryview, memoryview]]:
+        """Each record without the header fields that say which call it is (``VOLATILE``): the bytes before
+        them and the bytes after, where they lie."""
+        view = self.u1.data
+        at = self.at.tolist()
+        ends = (self.at + self.header("total_len")).tolist()
+        return [(view[a:a + _VOLATILE_START], view[a + _VOLATILE_END:e]) for a, e in zip(at, ends)]
+
+
+class BlockReader:
+    """The records of one trace, a block of sequence numbers at a time."""
+
+    def __init__(self, reader: TraceReader, chunks_kept: int = 16) -> None:
+        self.reader = reader
+        self._first = np.array([c.first_seq for c in reader.chunks], dtype=np.int64)
+        self._kept: dict[int, Chunk] = {}
+        self._chunks_kept = chunks_kept
+
+    def block(self, seqs: np.ndarray) -> Block:
+        """The records of ``seqs`` (a block's: a few consecutive chunks hold them)."""
+        chunk = np.searchsorted(self._first, seqs, side="right") - 1
+        indexes, which = np.unique(chunk, return_inverse=True)
+        return Block([self._chunk(i) for i in indexes.tolist()], self._first[chunk], which, seqs)
+
+    def _chunk(self, index: int) -> Chunk:
+        found = self._kept.get(index)
+        if found is None:
+            if len(self._kept) >= self._chunks_kept:
+                del self._kept[next(iter(self._kept))]  # the oldest: blocks move forward through the trace
+            found = self._kept[index] = Chunk(self.reader, index)
+        return found
