@@ -155,6 +155,8 @@ class SessionModel:
 
     def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
         """Objects per client id, per how they went (None: not freed)."""
+        if isinstance(self.object_list, ObjectList):  # loaded from the cache: counted in its columns, none made
+            return self.object_list.columns.counts()
         by: dict[str, Counter[FreedBy | None]] = defaultdict(Counter)
         for o in self.object_list:
             by[o.client_id][o.freed_by] += 1
