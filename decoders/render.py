@@ -79,8 +79,10 @@ def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
         found = _BUFFERS_DONE.get(key)
         if found is not None and found[0] is layout and found[1] is b.layouts:
             _BUFFERS_DONE.move_to_end(key)
+            BUFFER_LOOKUPS.hits += 1
             out.append(found[2])
             continue
+        BUFFER_LOOKUPS.misses += 1
         obj = _buffer_object(b)
         _BUFFERS_DONE[key] = (layout, b.layouts, obj)  # the layouts kept beside, so that their ids stay theirs
         _kept_bytes[0] += len(b.data)
@@ -104,6 +106,18 @@ BUFFERS_KEPT_BYTES = PARSE_KEPT_BYTES
 """...and the buffer bytes they may stand for in all (an object holds them twice in hex, and their fields)."""
 _BUFFERS_DONE: OrderedDict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = OrderedDict()
 _kept_bytes = [0]
+
+
+class Lookups:
+    """How many lookups of a cache found what they looked for (``hits``) and how many made it (``misses``)."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.misses = 0
+
+
+BUFFER_LOOKUPS = Lookups()
+"""``buffer_objects``' lookups so far (bench/export.py prints their hit rate)."""
 
 
 def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
