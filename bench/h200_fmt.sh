@@ -6,7 +6,8 @@ set -u
 # command (installed into a folder of its own): the change against the version before it.  Each
 # NAME=TREE after it adds one more shim, built from TREE/kmod_shim, to the overhead bench's rounds
 # (a variant of a change, measured beside it).
-# ROUNDS (default 15) alternating rounds in each bench.
+# ROUNDS (default 15) alternating rounds in each bench.  CPUS (e.g. 2,3) pins the overhead bench's ways to
+# those CPUs (record_overhead.py --cpus: the H200's CPUs are of two speeds for an ioctl).
 OUT=${1:?usage: bench/h200_fmt.sh OUTDIR [BEFORE [NAME=TREE ...]]}
 ROUNDS=${ROUNDS:-15}
 BEFORE=${2:-}
@@ -35,5 +36,5 @@ shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "${spec#*=}/k
     SHIMS+=(--shim "$name=$BIN/$name.so")
 done
 python3 bench/record_start.py "${STARTS[@]}" --rounds "$ROUNDS" -o "$OUT/record_start-h200.md"
-python3 bench/record_overhead.py "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 --e2e-rounds "$ROUNDS" \
+python3 bench/record_overhead.py "${SHIMS[@]}" ${CPUS:+--cpus "$CPUS"} --real --rounds "$ROUNDS" --calls 20000 --e2e-rounds "$ROUNDS" \
     -o "$OUT/record_overhead-h200.md" --e2e "$BIN/cuda_streams"

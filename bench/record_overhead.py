@@ -12,6 +12,13 @@ passing through the shim (bare vs recorded, across processes).
 
 ``--shim NAME=PATH`` adds a way recording with another build of the shim, in
 the same alternating rounds (a change to the shim against the one before it).
+``--cpus LIST`` runs every way on those CPUs.  On the H200 an RM control costs ~2.0 us in
+some processes and ~3.3 us in others, and capture adds more in the slower (the virtual CPU
+runs everything ~1.6x slower for a while: bench/results/record_overhead-h200.md); a pinned
+process still draws either, so the report also splits the rounds by that cost.
+``--program-cpus LIST`` runs only the measured program there (through taskset), the
+recorder where ``--cpus`` (or nothing) puts it: whether the recorder's CPU moves the cost.
+The report is written again after each section, so a run cut short keeps what it measured.
 
 End to end: a whole program (``--e2e CMD``; by default rmprog's threaded
 workload) runs alternately bare and recorded; the program's own elapsed time
@@ -83,13 +90,16 @@ def wrappers(tmp: Path, rmtrace: list[str], shims: list[str]) -> dict[str, list[
     return ways
 
 
-def micro(prog: Path, env: dict[str, str], ways: dict[str, list[str]], calls: int, rounds: int, mode: list[str]):
+def micro(prog: list[str], env: dict[str, str], ways: dict[str, list[str]], calls: int, rounds: int,
+          mode: list[str]):
     """Per way, the median over rounds of (traced fd ns, untraced fd ns) and the raw samples."""
     samples: dict[str, list[tuple[float, float]]] = {w: [] for w in ways}
     for _ in range(rounds):
         for way, prefix in ways.items():
-            _wall, out = run([*prefix, str(prog), "bench", str(calls), *mode], env)
+            _wall, out = run([*prefix, *prog, "bench", str(calls), *mode], env)
             match = NS.search(out)
+            if not match:
+                raise SystemExit(f"{way}: no traced_ns/untraced_ns line in rmprog's output:\n{out}")
             samples[way].append((float(match.group(1)), float(match.group(2))))
     med = {w: (statistics.median(a for a, _ in v), statistics.median(b for _, b in v)) for w, v in samples.items()}
     return med, samples
@@ -137,6 +147,15 @@ def modes(all_samples: dict[str, dict[str, list[tuple[float, float]]]]) -> list[
     return out
 
 
+def cpu_list(text: str) -> set[int]:
+    """CPUs named as taskset names them: ``2,3``, ``2-5``, ``0,8-11``."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def pct(a: float, b: float) -> str:
     return f"{(a / b - 1) * 100:+.1f}%"
 
@@ -153,8 +172,13 @@ def main() -> int:
     parser.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
                         help="one more way: rmtrace recording with this build of the shim (RMTRACE_SHIM), "
                              "to compare builds side by side in the same rounds")
+    parser.add_argument("--cpus", help="run every way on these CPUs (a list as taskset takes: 2,3 or 2-3)")
+    parser.add_argument("--program-cpus", help="run only the measured programs on these CPUs (taskset), the "
+                        "recorder where --cpus puts it")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
+    if args.cpus:
+        os.sched_setaffinity(0, cpu_list(args.cpus))  # the ways' processes inherit it
 
     tmp = Path(tempfile.mkdtemp(prefix="rmtrace-bench-"))
     progs = build_programs(tmp / "bin")
@@ -167,6 +191,7 @@ def main() -> int:
         env["FAKEDRV_TRUSTING"] = "1"
         where = "test device dir + tests/c/fakedrv.c, trusting (an ioctl that costs almost nothing)"
     ways = wrappers(tmp, shlex.split(args.rmtrace), args.shim)
+    pinned = ["taskset", "-c", args.program_cpus] if args.program_cpus else []
     lines = [f"# rmtrace record overhead ({'real driver' if args.real else 'test device'})", "",
              f"command: `python bench/record_overhead.py {shlex.join(sys.argv[1:])}`",
              f"machine: {platform.node()}, {platform.machine()}, kernel {platform.release()}, "
@@ -181,8 +206,13 @@ def main() -> int:
               "added in the process | added, median of the rounds' own differences | traced fd vs bare |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     all_samples = {}
+
+    def flush() -> None:
+        if args.output:
+            Path(args.output).write_text("\n".join(lines) + "\n")
+
     for case, what in CASES.items():
-        med, samples = micro(progs["rmprog"], env, ways, args.calls, args.rounds, [case])
+        med, samples = micro([*pinned, str(progs["rmprog"])], env, ways, args.calls, args.rounds, [case])
         all_samples[case] = samples
         for way, (traced, untraced) in med.items():
             # Per round, traced and untraced come from one process: their difference is paired.  The
@@ -191,25 +221,29 @@ def main() -> int:
             paired = statistics.median(a - b for a, b in samples[way])
             lines.append(f"| {case} | {what} | {way} | {traced:.0f} | {untraced:.0f} | {traced - untraced:+.0f} ns | "
                          f"{paired:+.0f} ns | {traced - med['bare'][0]:+.0f} ns |")
+        flush()
     lines += modes(all_samples)
     lines += [""] + [f"samples, {case} (traced/untraced ns): " + "; ".join(
         f"{w} " + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in v) for w, v in samples.items())
         for case, samples in all_samples.items()]
     lines += ["", "## Per pass-through ioctl (FIONREAD on a pipe: not an NVIDIA fd), across processes", "",
         "| way | ns per ioctl | added vs bare |", "| --- | --- | --- |"]
-    med_none, _ = micro(progs["rmprog"], env, ways, args.calls, args.rounds, ["none"])
+    med_none, _ = micro([*pinned, str(progs["rmprog"])], env, ways, args.calls, args.rounds, ["none"])
     for way, (ns, _same) in med_none.items():
         lines.append(f"| {way} | {ns:.0f} | {ns - med_none['bare'][0]:+.0f} ns |")
 
-    command = args.e2e or [str(progs["rmprog"]), "threads", "4", "5000"]
-    wall, own = e2e(command, env, ways, args.e2e_rounds)
-    lines += ["", f"## End to end: `{shlex.join(command)}`, medians of {args.e2e_rounds} alternating runs", "",
-              "| way | program's own elapsed | vs bare | whole run (wall, recorder start-up included) | vs bare |",
-              "| --- | --- | --- | --- | --- |"]
-    for way in ways:
-        mine = f"{own[way]:.1f} ms" if way in own else "-"
-        mine_vs = pct(own[way], own["bare"]) if way in own and "bare" in own else "-"
-        lines.append(f"| {way} | {mine} | {mine_vs} | {wall[way] * 1e3:.1f} ms | {pct(wall[way], wall['bare'])} |")
+    # rmprog's threaded workload needs fakedrv (the real driver refuses its controls): with --real, only --e2e's.
+    command = args.e2e or (None if args.real else [str(progs["rmprog"]), "threads", "4", "5000"])
+    if command:
+        flush()
+        wall, own = e2e([*pinned, *command], env, ways, args.e2e_rounds)
+        lines += ["", f"## End to end: `{shlex.join(command)}`, medians of {args.e2e_rounds} alternating runs", "",
+                  "| way | program's own elapsed | vs bare | whole run (wall, recorder start-up included) | vs bare |",
+                  "| --- | --- | --- | --- | --- |"]
+        for way in ways:
+            mine = f"{own[way]:.1f} ms" if way in own else "-"
+            mine_vs = pct(own[way], own["bare"]) if way in own and "bare" in own else "-"
+            lines.append(f"| {way} | {mine} | {mine_vs} | {wall[way] * 1e3:.1f} ms | {pct(wall[way], wall['bare'])} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:

@@ -546,9 +546,11 @@ async def test_follow_a_growing_trace_whose_fold_fails(tmp_path):
         for i in range(10, 30):
             writer.write(rec(i))
         writer.sync()
-        for _ in range(100):  # the app polls every FOLLOW_POLL_S; a loaded machine may be slow
+        # The app polls every FOLLOW_POLL_S; a loaded machine may be slow.  row_count reads the run's record
+        # count, which the poll grows before its TraceGrew is dispatched (and the pointer moved): wait for both.
+        for _ in range(100):
             await pilot.pause(0.1)
-            if events.row_count == 30:
+            if events.row_count == 30 and any(isinstance(m, TraceGrew) for m in messages):
                 break
         assert events.row_count == 30 and any(isinstance(m, TraceGrew) for m in messages)
         assert events.pointer == 29

@@ -91,3 +91,14 @@ def test_with_the_cache_cold_then_warm(tmp_path, monkeypatch, sequential_boots):
     warm = load_channels(path)
     assert len(warm.object_list) == len(stored.object_list) > len(cold.object_list)
     assert [w.to_dict() for w in find_wedges(warm)] == whole
+
+
+def test_the_end_state_wedges_reads_is_state_at_the_end(sequential_boots):
+    """``final_state`` (one pass, no snapshot) is ``state_at(end_ns)``, and at any time ``state_once`` is
+    ``state_at``, with snapshots every few transitions on the way."""
+    for path in [*sequential_boots, captures.path("cuda-streams-3x-sequential")]:
+        model = load_session(path, cache=False, snapshot_every=7)
+        assert model.final_state() == load_session(path, cache=False).state_at(model.end_ns)
+        times = [t.t_ns for t in model.transitions]
+        for t in [model.start_ns - 1, *times[:: max(1, len(times) // 9)], model.end_ns + 1]:
+            assert model.timeline.state_once(t) == model.state_at(t)

@@ -81,7 +81,7 @@ class _Finder:
         self.slow_ns = slow_ns
         self.end = model.end_ns
         self.rel = lambda t: format_offset(t - model.start_ns)
-        self.final = model.state_at(model.end_ns)
+        self.final = model.final_state()  # not state_at: its snapshots on the way copy every entity each
         self.in_flight = [c for c in model.in_flight_calls(CALL_SOURCES) if not model.cut_short(c)]
 
     def client_label(self, client_id: str | None) -> str:

@@ -155,6 +155,8 @@ class SessionModel:
 
     def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
         """Objects per client id, per how they went (None: not freed)."""
+        if isinstance(self.object_list, ObjectList):  # loaded from the cache: counted in its columns, none made
+            return self.object_list.columns.counts()
         by: dict[str, Counter[FreedBy | None]] = defaultdict(Counter)
         for o in self.object_list:
             by[o.client_id][o.freed_by] += 1
@@ -176,6 +178,10 @@ class SessionModel:
 
     def state_at(self, t_ns: int) -> State:
         return self.timeline.state_at(t_ns)
+
+    def final_state(self) -> State:
+        """``state_at(end_ns)``, for one look at the end: no snapshot taken (``Timeline.state_once``)."""
+        return self.timeline.state_once(self.end_ns)
 
     def lanes(self) -> list[Lane]:
         """One lane per client, then per channel (grouped by client), then per rank (the host)."""

@@ -77,6 +77,15 @@ class Timeline:
         counters = {k: v for k, v in state.get(COUNTERS_ENTITY, {}).items() if isinstance(v, int)}
         return State(t_ns, state, counters)
 
+    def state_once(self, t_ns: int) -> State:
+        """``state_at(t_ns)`` in one pass over the changes, taking no snapshot: for a single question (``rmtrace
+        wedges`` asks for the end), where taking every snapshot on the way copies every entity at each."""
+        state: dict[str, dict[str, Any]] = {}
+        for _, _, entity, attr, value in self._changes[:bisect.bisect_right(self._times, t_ns)]:
+            state.setdefault(entity, {})[attr] = value
+        counters = {k: v for k, v in state.get(COUNTERS_ENTITY, {}).items() if isinstance(v, int)}
+        return State(t_ns, state, counters)
+
     def _snapshot_upto(self, end: int) -> None:
         """Take the snapshots due at or before change ``end`` that are not taken yet."""
         every = self.snapshot_every
