@@ -28,7 +28,8 @@ peak memory at both lengths (goal: no growth with length).
 A replicated trace repeats its buffers' bytes copy after copy, which the
 decoders' parse cache (``rmtrace.decoders.parse.ParseCache``) turns into hits
 that a real trace of that length would not all give: each pass that parses
-prints its hit rate, and ``--as-recorded`` runs the passes on the trace as it
+prints its hit rate (and jsonl that of its buffer objects, ``rmtrace.decoders.render.buffer_objects``),
+and ``--as-recorded`` runs the passes on the trace as it
 was recorded (one length, so no memory comparison) for the ratio there.
 """
 
@@ -83,11 +84,14 @@ def one_pass(what: str, trace: str, out: str) -> dict:
         with ExportInput(trace, progress=False) as src:
             count = write(src, out)
     from rmtrace.decoders.parse import parse_caches
+    from rmtrace.decoders.render import BUFFER_LOOKUPS
+    objects = BUFFER_LOOKUPS.hits + BUFFER_LOOKUPS.misses
     hits = sum(c.hits for c in parse_caches())
     lookups = hits + sum(c.misses for c in parse_caches())
     return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu, "count": count,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "parse_hits": hits / lookups if lookups else None}
+            "parse_hits": hits / lookups if lookups else None,
+            "buffer_object_hits": BUFFER_LOOKUPS.hits / objects if objects else None}
 
 
 def run_child(what: str, trace: str, out: str) -> dict:
@@ -165,6 +169,8 @@ def main() -> int:
                       f"({mem_large / mem_small:.2f}x)")
         if run.get("parse_hits") is not None:
             also += f"; parse cache hits {run['parse_hits']:.0%}"
+        if run.get("buffer_object_hits") is not None:
+            also += f"; buffer objects kept hits {run['buffer_object_hits']:.0%}"
         rows.append((what, f"{rate:>9,.0f} records/s{ratio:<44}   {memory}{also}"))
     print_rows(rows)
     return 0

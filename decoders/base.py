@@ -109,18 +109,12 @@ class Decoded:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: every decoded field, and each buffer's bytes as hex."""
-        from rmtrace.decoders.render import buffer_fields, plain  # render knows how to show each field type
+        from rmtrace.decoders.render import buffer_objects, plain  # render knows how to show each field type
         return {
             "source": enum_name(Source, self.source), "op": self.op, "name": self.name, "detail": self.detail,
             "known": self.known, "status": self.status, "status_name": self.status_name, "ok": self.ok,
             "errno": self.errno, "handles": dict(self.handles), "args": plain(self.args),
-            "notes": list(self.notes), "extra": plain(self.extra),
-            "buffers": [
-                {"buffer": b.label, "role": enum_name(Role, b.role), "when": enum_name(When, b.when),
-                 "slot": b.slot, "title": b.title, "layout": getattr(b.layout, "name", None),
-                 "fields": fields, "note": b.note, "hex": b.data.hex()}
-                for b, fields in zip(self.buffers, buffer_fields(self.buffers))
-            ],
+            "notes": list(self.notes), "extra": plain(self.extra), "buffers": buffer_objects(self.buffers),
         }
 
 

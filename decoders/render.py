@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rmtrace.decoders.base import Decoded, DecodedBuffer
-from rmtrace.decoders.parse import HANDLE_TYPES, PARSE_KEPT, STATUS_FIELDS
+from rmtrace.decoders.parse import HANDLE_TYPES, PARSE_KEPT, PARSE_KEPT_BYTES, STATUS_FIELDS
 
 from rmtrace.calls import Call, CallState
-from rmtrace.record import Phase
+from rmtrace.record import Phase, Role, When, enum_name
 from rmtrace.timefmt import format_duration, format_offset
 
 HEX_TYPES = HANDLE_TYPES | {"NvP64", "NvV32"}
@@ -62,35 +62,62 @@ def _each(values: list[Any] | tuple[Any, ...], convert: Callable[[Any], Any]) ->
     return list(map(done.__getitem__, ids))
 
 
-def buffer_fields(buffers: Sequence[DecodedBuffer]) -> list[Any]:
-    """Each buffer's value as plain data (by its layout).  A buffer is parsed from its bytes alone, so one
-    parsed by the same layout from the same bytes as a recent one (an argument struct the call left as
-    it was, before and after; the same request a program makes again and again) is converted once:
-    the conversions are kept in a small LRU (``PLAIN_KEPT``), and shared, so they are never changed."""
+def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
+    """Each buffer as its JSON object (``Decoded.to_dict``'s ``buffers``): where it was, what it holds,
+    its value as plain data (by its layout) and its bytes in hex.  A buffer's object is a function of
+    its place, title, note, layout and bytes alone, so one equal to a recent one (an argument struct the
+    call left as it was; the same request a program makes again and again) is made once: the objects
+    are kept in a small LRU (``BUFFERS_KEPT`` of them, ``BUFFERS_KEPT_BYTES`` of bytes), and shared, so
+    they are never changed."""
     out = []
     for b in buffers:
-        if b.layout is None:
-            out.append(plain(b.value, None, b.layouts))
+        layout = b.layout
+        if layout is None and b.value is not None:  # raw text or a list a decoder made: not by the bytes alone
+            out.append(_buffer_object(b))
             continue
-        key = (id(b.layout), id(b.layouts), bytes(b.data))  # bytes(): the same object when it is bytes already
-        found = _PLAIN_DONE.get(key)
-        if found is not None and found[0] is b.layout and found[1] is b.layouts:
-            _PLAIN_DONE.move_to_end(key)
+        key = (id(layout), id(b.layouts), b.role, b.when, b.slot, b.title, b.note, bytes(b.data))
+        found = _BUFFERS_DONE.get(key)
+        if found is not None and found[0] is layout and found[1] is b.layouts:
+            _BUFFERS_DONE.move_to_end(key)
+            BUFFER_LOOKUPS.hits += 1
             out.append(found[2])
             continue
-        value = plain(b.value, b.layout, b.layouts)
-        _PLAIN_DONE[key] = (b.layout, b.layouts, value)  # the layouts kept beside, so that their ids stay theirs
-        if len(_PLAIN_DONE) > PLAIN_KEPT:
-            _PLAIN_DONE.popitem(last=False)
-        out.append(value)
+        BUFFER_LOOKUPS.misses += 1
+        obj = _buffer_object(b)
+        _BUFFERS_DONE[key] = (layout, b.layouts, obj)  # the layouts kept beside, so that their ids stay theirs
+        _kept_bytes[0] += len(b.data)
+        while len(_BUFFERS_DONE) > BUFFERS_KEPT or _kept_bytes[0] > BUFFERS_KEPT_BYTES:
+            _kept_bytes[0] -= len(_BUFFERS_DONE.popitem(last=False)[0][-1])
+        out.append(obj)
     return out
 
 
-PLAIN_KEPT = PARSE_KEPT
-"""Buffers whose plain conversion ``buffer_fields`` keeps (the most recent): as many as the parse
-cache keeps parses, a few MB.  The shipped capture of three CUDA clients in a row has 2,551
-distinct (layout, bytes) buffers in 5,031 records."""
-_PLAIN_DONE: OrderedDict[tuple[int, int, bytes], tuple[Any, Any, Any]] = OrderedDict()
+def _buffer_object(b: DecodedBuffer) -> dict[str, Any]:
+    return {"buffer": b.label, "role": enum_name(Role, b.role), "when": enum_name(When, b.when), "slot": b.slot,
+            "title": b.title, "layout": getattr(b.layout, "name", None), "fields": plain(b.value, b.layout, b.layouts),
+            "note": b.note, "hex": b.data.hex()}
+
+
+BUFFERS_KEPT = 2 * PARSE_KEPT
+"""Buffer objects ``buffer_objects`` keeps (the most recent): twice what the parse cache keeps, as a
+buffer's copies before and after a call are two objects (their ``when`` differs) of one parse.  The
+shipped capture of three CUDA clients in a row has some 4,400 distinct buffer objects in 5,031 records."""
+BUFFERS_KEPT_BYTES = PARSE_KEPT_BYTES
+"""...and the buffer bytes they may stand for in all (an object holds them twice in hex, and their fields)."""
+_BUFFERS_DONE: OrderedDict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = OrderedDict()
+_kept_bytes = [0]
+
+
+class Lookups:
+    """How many lookups of a cache found what they looked for (``hits``) and how many made it (``misses``)."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.misses = 0
+
+
+BUFFER_LOOKUPS = Lookups()
+"""``buffer_objects``' lookups so far (bench/export.py prints their hit rate)."""
 
 
 def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
