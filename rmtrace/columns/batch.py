@@ -52,6 +52,7 @@ class ByteViews:
         return out
 
     def read(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """The numbers of ``dtype`` (a little-endian integer) at byte positions ``pos``."""
         size = dtype.itemsize
         if size == 1 or not (pos % size).any():
             return self.typed[size][pos // size].view(dtype)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rmtrace.columns.batch import ByteViews
 from rmtrace.columns.dtypes import BUFFER_DTYPE, HEADER_DTYPE
 from rmtrace.record import ALIGN, Role, When
 from rmtrace.trace import TraceReader
@@ -77,7 +78,7 @@ class ArgSides:
     flags: tuple[np.ndarray, np.ndarray]
 
 
-class Block:
+class Block(ByteViews):
     """Records by sequence number, in the bytes of the chunks that hold them put one after the other (each
     a whole number of words, so every record stays aligned): one gather reads a field of all of them."""
 
@@ -89,20 +90,9 @@ class Block:
         counts = np.array([len(c.offsets) for c in chunks], dtype=np.int64)
         firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         offsets = np.concatenate([c.offsets + base for c, base in zip(chunks, bases.tolist())])
-        self.u1 = chunks[0].u1 if len(chunks) == 1 else np.concatenate([c.u1 for c in chunks])
-        self._typed = {1: self.u1, 2: self.u1.view("<u2"), 4: self.u1.view("<u4"), 8: self.u1.view("<u8")}
+        super().__init__(chunks[0].u1 if len(chunks) == 1 else np.concatenate([c.u1 for c in chunks]))
         self.at = offsets[firsts[which] + seqs - first_seqs]
         """Each record's first byte in the block."""
-
-    def read(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """The numbers of ``dtype`` (a little-endian integer) at byte positions ``pos``."""
-        size = dtype.itemsize
-        if size == 1 or not (pos % size).any():
-            return self._typed[size][pos // size].view(dtype)
-        out = np.zeros(len(pos), dtype=np.uint64)  # unaligned: put the bytes together, little-endian
-        for i in range(size):
-            out |= self.u1[pos + i].astype(np.uint64) << np.uint64(8 * i)
-        return out.astype(f"<u{size}").view(dtype)
 
     def header(self, name: str) -> np.ndarray:
         """Header field ``name`` of each record."""
