@@ -84,10 +84,11 @@ def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
             continue
         BUFFER_LOOKUPS.misses += 1
         obj = _buffer_object(b)
-        _BUFFERS_DONE[key] = (layout, b.layouts, obj)  # the layouts kept beside, so that their ids stay theirs
-        _kept_bytes[0] += len(b.data)
-        while len(_BUFFERS_DONE) > BUFFERS_KEPT or _kept_bytes[0] > BUFFERS_KEPT_BYTES:
-            _kept_bytes[0] -= len(_BUFFERS_DONE.popitem(last=False)[0][-1])
+        if len(b.data) <= BUFFERS_KEPT_BYTES:  # one larger than all may hold would push out every other
+            _BUFFERS_DONE[key] = (layout, b.layouts, obj)  # the layouts kept beside, so their ids stay theirs
+            _kept_bytes[0] += len(b.data)
+            while len(_BUFFERS_DONE) > BUFFERS_KEPT or _kept_bytes[0] > BUFFERS_KEPT_BYTES:
+                _kept_bytes[0] -= len(_BUFFERS_DONE.popitem(last=False)[0][-1])
         out.append(obj)
     return out
 

@@ -135,3 +135,21 @@ def test_every_decoded_value_of_a_capture_is_frozen():
                     assert type(b.value) is P.FrozenContainer, b.title
                     seen += 1
         assert seen > 1000
+
+
+def test_a_buffer_larger_than_the_kept_objects_may_hold_is_not_kept_and_pushes_nothing_out(monkeypatch):
+    from rmtrace.decoders import render
+    from rmtrace.decoders.base import DecodedBuffer
+
+    monkeypatch.setattr(render, "_BUFFERS_DONE", type(render._BUFFERS_DONE)())
+    monkeypatch.setattr(render, "_kept_bytes", [0])
+    monkeypatch.setattr(render, "BUFFERS_KEPT_BYTES", 16)
+    layout = Layout("PAIR", 8, (Field("a", 0, 4, *U32), Field("b", 4, 4, *U32)))
+    small = DecodedBuffer(Role.ARG, When.BEFORE, 0, bytes(8), layout=layout)
+    big = DecodedBuffer(Role.ARG, When.BEFORE, 0, bytes(17), layout=layout)
+    render.buffer_objects([small])
+    render.buffer_objects([big])
+    assert len(render._BUFFERS_DONE) == 1 and render._kept_bytes[0] == 8  # the small one stayed, the big never came
+    hits = render.BUFFER_LOOKUPS.hits
+    render.buffer_objects([small])
+    assert render.BUFFER_LOOKUPS.hits == hits + 1

@@ -110,3 +110,20 @@ def test_a_filtered_show_prints_from_the_columns_as_the_decoders_do(monkeypatch,
     main(argv)
     assert capsys.readouterr().out == both
     assert "RM_ALLOC(" in both and "SYS_OPEN(" in both and "UVM_" in both
+
+
+def test_the_summary_memo_is_bounded_and_keeps_nothing_larger_than_all_it_may_hold():
+    from rmtrace.decoders.base import Decoded
+
+    from rmtrace.columns.lines import SummaryMemo
+    from rmtrace.record import Source
+
+    memo = SummaryMemo(kept=2, kept_bytes=10)
+    one = Decoded(Source.RM, 0x2A, "RM_FREE")
+    memo.put(b"aaaa", one, "a")
+    memo.put(b"bbbb", one, "b")
+    assert memo.get(b"aaaa") == (one, "a")  # a hit: aaaa is now the most recent
+    memo.put(b"cccc", one, "c")  # a third entry: the least recently used (bbbb) goes
+    assert memo.get(b"bbbb") is None and memo.get(b"aaaa") is not None and memo.bytes == 8
+    memo.put(b"x" * 11, one, "x")  # larger than the whole budget: not kept, and nothing pushed out
+    assert memo.get(b"x" * 11) is None and memo.get(b"aaaa") is not None and memo.get(b"cccc") is not None

@@ -110,6 +110,8 @@ class SummaryMemo:
         return found
 
     def put(self, key: bytes, decoded: Decoded, body: str) -> None:
+        if len(key) > self.kept_bytes:  # kept, it would push out every other entry and then itself
+            return
         self._done[key] = (decoded, body)
         self.bytes += len(key)
         while len(self._done) > self.kept or self.bytes > self.kept_bytes:
