@@ -45,7 +45,7 @@ from rmtrace.decoders.system import SysCall
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import ArgLayout, Kind, Plan, members
 from rmtrace.columns.scan import KeyCache
-from rmtrace.columns.summary import SIDES, BlockReader
+from rmtrace.columns.summary import SIDES, Block, BlockReader
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.columns.view import is_scalar
 from rmtrace.layout import Field
@@ -288,6 +288,18 @@ class ColumnLines:
                           ok=None if ok < 0 else bool(ok), handles=handles, level=Level.CALL)
         return self.wanted.wants(decoded)
 
+    def _calls_records(self, rows: np.ndarray) -> tuple[Block, np.ndarray]:
+        """The records of the calls of ``rows``: a block of their enter records, then the exits of those that
+        have one of their own; and of each row, its exit's index in the block (-1: none)."""
+        col = self._cols
+        enter = col["enter_seq"][rows].astype(np.int64)
+        exit_ = col["exit_seq"][rows]
+        has_exit = (exit_ >= 0) & (exit_ != enter)
+        records = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        second = np.full(len(rows), -1, dtype=np.int64)
+        second[has_exit] = np.arange(len(rows), len(records.at))
+        return records, second
+
     def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray) -> dict[int, tuple[int, Sequence[int]]] | None:
         """Of the ``FROM_ARGUMENT`` rows of ``block``, by index in it: the id of its summary's members
         (``_summaries``) and their values (for a handle: 0, the handle columns hold it), read from the copy
@@ -299,14 +311,8 @@ class ColumnLines:
             return None
         rows = block[at]
         n = len(rows)
-        col = self._cols
-        enter = col["enter_seq"][rows].astype(np.int64)
-        exit_ = col["exit_seq"][rows]
-        has_exit = (exit_ >= 0) & (exit_ != enter)
-        records = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        records, second = self._calls_records(rows)
         found = records.arg_sides()
-        second = np.full(n, -1, dtype=np.int64)
-        second[has_exit] = np.arange(n, len(records.at))
         # the call's exit (split_call: its first record of phase EXIT), and whether the call returned
         phase, ret, err = records.header("phase"), records.header("ret"), records.header("err")
         mine = np.arange(n)
@@ -314,7 +320,7 @@ class ColumnLines:
         closing[(closing >= 0) & (phase[np.maximum(closing, 0)] != Phase.EXIT)] = -1
         shut = np.maximum(closing, 0)
         returned = (closing >= 0) & (ret[shut] >= 0) & (err[shut] == 0)
-        source, op = col["source"][rows].astype(np.uint64), col["op"][rows].astype(np.uint64)
+        source, op = self._cols["source"][rows].astype(np.uint64), self._cols["op"][rows].astype(np.uint64)
         sides: list[tuple[np.ndarray, np.ndarray]] = []  # per side: summary id, data start
         for side in range(len(SIDES)):
             start, length, flags = found.start[side], found.length[side], found.flags[side]
@@ -380,13 +386,8 @@ class ColumnLines:
 
     def _memo_lines(self, rows: np.ndarray, at: np.ndarray, out: list[str | bool]) -> None:
         col = self._cols
-        enter = col["enter_seq"][rows].astype(np.int64)
-        exit_ = col["exit_seq"][rows]
-        has_exit = (exit_ >= 0) & (exit_ != enter)
-        block = self.blocks.block(np.concatenate([enter, exit_[has_exit]]))
+        block, second = self._calls_records(rows)
         parts = block.stable_parts()
-        second = np.full(len(rows), -1, dtype=np.int64)
-        second[has_exit] = np.arange(len(rows), len(block.at))
         phases = block.header("phase")[:len(rows)].tolist()
         c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
         start, end, memo, wanted, join = self.start_ns, self.end_ns, self.memo, self.wanted, b"".join
