@@ -376,9 +376,12 @@ class CallTableBuilder:
         return self.rows.n - before
 
     def table(self) -> CallTable:
-        """The rows so far.  A later ``update`` may rewrite the rows of calls that were still open."""
+        """The rows so far.  A later ``update`` may rewrite the rows of calls that were still open.  The
+        stash goes to the table and the builder keeps no more (its key caches hold it in a reference cycle,
+        which the fold, with the collector held, would keep alive with the stash until the fold's end)."""
+        stash, self.stash = self.stash, None
         return CallTable(self.rows.view(), self.names, self.details, self.status_names, self.handle_sets,
-                         self.lock_sets, self.clients, self.processes, self.extra_handles, self.members, self.stash)
+                         self.lock_sets, self.clients, self.processes, self.extra_handles, self.members, stash)
 
     # -- one batch ----------------------------------------------------------------------
 
