@@ -290,6 +290,13 @@ int ring_reserve(struct shim_thread *t, uint32_t size);
 void ring_populate(struct shim_thread *t);
 void ring_count(uint64_t *counter);
 
+/* Add n to one of the ring's counters: a plain load and store, no locked add, since only the ring's
+ * own thread writes its counters (the recorder only reads them). */
+static inline void ring_add(uint64_t *counter, uint64_t n)
+{
+	__atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------- program memory */
 enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1, SHIM_READ_UNREADABLE = 2 };
 
@@ -391,6 +398,16 @@ int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t 
 #define SHIM_FAST_ROOM (64u << 10)
 uint32_t rec_fast_slow(struct shim_rec *r);
 
+/* Whether size bytes at head may be written with no further test: the ring has room for them by the
+ * tail seen last time, they are mapped in, and this thread's reads of the program go by the
+ * fault-tolerant copy.  The test of rec_fast (for SHIM_FAST_ROOM bytes) and of
+ * capture_ioctl_exit_whole (for its record's exact size). */
+static inline __attribute__((always_inline)) int ring_fast_room(const struct shim_thread *t, uint64_t size)
+{
+	return likely(t->head + size - t->tail_seen <= shim_proc.ring_size && t->head + size <= t->populated &&
+		      t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED));
+}
+
 /* Let the record's buffers be added the quick way (rec_add_user's first branch): when the ring has
  * room for SHIM_FAST_ROOM bytes more (by the tail seen last time), mapped in, and this thread's reads
  * go by the fault-tolerant copy, r->fast_end says how far the record may grow unchecked.  Checked here
@@ -399,10 +416,7 @@ uint32_t rec_fast_slow(struct shim_rec *r);
  * in four tests. */
 static inline void rec_fast(struct shim_rec *r)
 {
-	struct shim_thread *t = r->t;
-
-	if (likely(t->head + SHIM_FAST_ROOM - t->tail_seen <= shim_proc.ring_size && t->head + SHIM_FAST_ROOM <= t->populated &&
-		   t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
+	if (likely(ring_fast_room(r->t, SHIM_FAST_ROOM)))
 		r->fast_end = shim_proc.fast_end;
 	else
 		r->fast_end = rec_fast_slow(r);
@@ -449,6 +463,20 @@ static inline uint64_t ring_stamp(struct shim_thread *t)
 /* A thread descheduled between its timestamp and its publication, on demand (RMTRACE_TEST_STALL). */
 void test_stall(uint16_t source, uint32_t op);
 #endif
+
+/* A record's header: every field but the record's own is a constant or the process's, so both
+ * ways of building a record (rec_emit, capture_ioctl_exit_whole) fill it the same. */
+static inline struct rmt_record rec_header(const struct shim_thread *t, uint16_t source, uint8_t phase, uint8_t flags,
+					   uint32_t total_len, uint64_t time_ns, uint64_t call_id, uint32_t op,
+					   int32_t fd, int64_t ret, int32_t err, uint16_t nbufs)
+{
+	return (struct rmt_record){
+		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
+		.total_len = total_len, .source = source, .phase = phase, .flags = flags, .seq = 0, .time_ns = time_ns,
+		.pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = call_id, .op = op, .fd = fd, .ret = ret,
+		.err = err, .nbufs = nbufs, .reserved = 0,
+	};
+}
 
 static inline void ring_publish(struct shim_thread *t, struct rmt_record h)
 {
@@ -509,9 +537,7 @@ static inline __attribute__((always_inline)) int capture_ioctl_exit_whole(struct
 	uint64_t now;
 
 	p->stamped = 0;
-	if (unlikely(!p->whole || size > shim_proc.fast_end || t->head + size - t->tail_seen > shim_proc.ring_size ||
-		     t->head + size > t->populated || t->faults != FAULTS_DELIVERED ||
-		     !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
+	if (unlikely(!p->whole || size > shim_proc.fast_end || !ring_fast_room(t, size)))
 		return -1;
 	p->stamped = now = ring_stamp(t);
 	for (; it < end; it++) {
@@ -524,14 +550,8 @@ static inline __attribute__((always_inline)) int capture_ioctl_exit_whole(struct
 		dst += sizeof(*it) + RMT_ALIGN_UP(len);
 	}
 	/* The read counter shares head's line, written just below. */
-	__atomic_store_n(&t->ctl->read_copy, __atomic_load_n(&t->ctl->read_copy, __ATOMIC_RELAXED) + p->n,
-			 __ATOMIC_RELAXED);
-	ring_publish(t, (struct rmt_record){
-		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
-		.total_len = size, .source = source, .phase = RMT_PH_EXIT, .flags = 0, .seq = 0, .time_ns = now,
-		.pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = call_id, .op = op, .fd = fd, .ret = ret,
-		.err = err, .nbufs = (uint16_t)p->n, .reserved = 0,
-	});
+	ring_add(&t->ctl->read_copy, p->n);
+	ring_publish(t, rec_header(t, source, RMT_PH_EXIT, 0, size, now, call_id, op, fd, ret, err, (uint16_t)p->n));
 	return 0;
 }
 /* The record's op: the raw request for UVM (not _IOC-encoded), the escape number (_IOC_NR) for RM. */

@@ -33,13 +33,7 @@
 
 void ring_count(uint64_t *counter)
 {
-	/* Only the ring's own thread writes its counters. */
-	__atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-}
-
-static void ring_add(uint64_t *counter, uint64_t n)
-{
-	__atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+	ring_add(counter, 1);
 }
 
 static int recorder_gone(void)
@@ -295,11 +289,7 @@ SHIM_HOT int rec_emit(struct shim_rec *r)
 	}
 	if (!r->time_ns)
 		rec_stamp(r);
-	ring_publish(t, (struct rmt_record){
-		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
-		.total_len = r->size, .source = r->source, .phase = r->phase, .flags = r->flags, .seq = 0,
-		.time_ns = r->time_ns, .pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = r->call_id,
-		.op = r->op, .fd = r->fd, .ret = r->ret, .err = r->err, .nbufs = r->nbufs, .reserved = 0,
-	});
+	ring_publish(t, rec_header(t, r->source, r->phase, r->flags, r->size, r->time_ns, r->call_id, r->op, r->fd,
+				   r->ret, r->err, r->nbufs));
 	return 0;
 }
