@@ -493,8 +493,30 @@ static inline void ring_publish(struct shim_thread *t, struct rmt_record h)
 
 /* Take the record's time (ring_stamp); rec_emit does it for a record whose time was not taken before. */
 void rec_stamp(struct shim_rec *r);
-/* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped). */
-int rec_emit(struct shim_rec *r);
+/* rec_emit's rare ways, out of line (shim_record.c): the record's reads by the slow paths into the
+ * ring's counters; room for a record that grew past what rec_fast allowed (0, or -1: dropped). */
+void rec_count_slow(const struct shim_rec *r);
+int rec_emit_room(struct shim_rec *r);
+
+/* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped).
+ * Inline: after the buffers, the common case (a record within rec_fast's room, every buffer read by
+ * the copy) is a counter, the time where it was not taken, the header and head, with no call. */
+static inline __attribute__((always_inline)) int rec_emit(struct shim_rec *r)
+{
+	struct shim_thread *t = r->t;
+
+	ring_add(&t->ctl->read_copy, r->reads[SHIM_READ_COPY]); /* head's line: written with the record anyway */
+	if (unlikely(r->reads[SHIM_READ_SYSCALL] | r->reads[SHIM_READ_UNREADABLE]))
+		rec_count_slow(r);
+	/* A record that stayed within what rec_fast allowed has its room (fast_end is 0 once dropped). */
+	if (unlikely(r->size > r->fast_end) && rec_emit_room(r) != 0)
+		return -1;
+	if (!r->time_ns)
+		r->time_ns = ring_stamp(t);
+	ring_publish(t, rec_header(t, r->source, r->phase, r->flags, r->size, r->time_ns, r->call_id, r->op, r->fd,
+				   r->ret, r->err, r->nbufs));
+	return 0;
+}
 
 /* ------------------------------------------------------- ioctl capture */
 #define SHIM_MAX_PLAN 20
