@@ -535,9 +535,10 @@ struct shim_plan {
 	struct rmt_buffer item[SHIM_MAX_PLAN];
 };
 
-/* The op number and the buffers of an RM or UVM ioctl, before the call. */
-void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req,
-			 uint64_t arg);
+/* The enter record of an RM or UVM ioctl (its op number and its buffers before the call), built in the
+ * thread's ring and published, and in p what its exit reads again. */
+void capture_ioctl_enter(struct shim_thread *t, struct shim_plan *p, uint16_t source, uint32_t op, int fd,
+			 uint64_t call_id, unsigned kind, unsigned long req, uint64_t arg);
 /* The same buffers after the call. */
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
 
