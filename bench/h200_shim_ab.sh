@@ -23,10 +23,12 @@ read -r FAST SLOW < <(awk '{u[$1] = $5} END {lo = hi = -1
     print lo, hi}' "$OUT/ioctl_by_cpu.txt")
 echo "fast $FAST slow $SLOW" | tee -a "$OUT/ioctl_by_cpu.txt"
 
+# The recorder as installed (PYTHONPATH), not this checkout's rmtrace/ (which has no kmod_shim inside): -P keeps
+# `python3 -m` from putting the working directory first on sys.path.
 for which in fast slow; do
     cpu=$FAST
     [ "$which" = slow ] && cpu=$SLOW
-    python3 bench/record_overhead.py --shim "before=$BIN/before.so" --real --rounds "$ROUNDS" --calls 20000 \
+    python3 bench/record_overhead.py --rmtrace "python3 -P -m rmtrace.cli.main" --shim "before=$BIN/before.so" --real --rounds "$ROUNDS" --calls 20000 \
         --cpus "$cpu" -o "$OUT/overhead-$which.md" > /dev/null
 done
 uptime | tee "$OUT/load.txt"
