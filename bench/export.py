@@ -84,14 +84,13 @@ def one_pass(what: str, trace: str, out: str) -> dict:
         with ExportInput(trace, progress=False) as src:
             count = write(src, out)
     from rmtrace.decoders.parse import parse_caches
-    from rmtrace.decoders.render import BUFFER_LOOKUPS
-    objects = BUFFER_LOOKUPS.hits + BUFFER_LOOKUPS.misses
+    from rmtrace.decoders.render import BUFFER_OBJECTS
     hits = sum(c.hits for c in parse_caches())
     lookups = hits + sum(c.misses for c in parse_caches())
     return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu, "count": count,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "parse_hits": hits / lookups if lookups else None,
-            "buffer_object_hits": BUFFER_LOOKUPS.hits / objects if objects else None}
+            "buffer_object_hits": BUFFER_OBJECTS.hit_rate if BUFFER_OBJECTS.hits + BUFFER_OBJECTS.misses else None}
 
 
 def run_child(what: str, trace: str, out: str) -> dict:
