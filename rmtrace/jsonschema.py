@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
-from rmtrace.record import Phase, Record, Role, Source, When, enum_name
+from rmtrace.lru import BoundedLRU
+from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
 if TYPE_CHECKING:  # the builders only read these objects' attributes; importing them would cost every caller
     from rmtrace.analysis.diff import Divergence
@@ -69,6 +70,17 @@ def encode(obj: Mapping[str, Any], newline: bool = False) -> bytes:
     if line.isascii() and b"\x7f" not in line:
         return line
     return _json_dumps(obj, newline)
+
+
+def fragment(obj: Any) -> orjson.Fragment | None:
+    """``obj`` encoded (``encode``) to be spliced into a line that orjson writes: None where ``encode``
+    would not use orjson's bytes for it (text beyond ASCII, DEL, what orjson refuses), as a line holding
+    it would then be written by json, whose bytes can differ (floats) from orjson's."""
+    try:
+        line = orjson.dumps(obj, default=_default, option=ORJSON_OPTIONS)
+    except TypeError:
+        return None
+    return orjson.Fragment(line) if line.isascii() and b"\x7f" not in line else None
 
 
 def _json_dumps(obj: Mapping[str, Any], newline: bool = False) -> bytes:
@@ -153,29 +165,77 @@ def made(meta: Mapping[str, Any]) -> JsonObject | None:
             "target": how.get("target"), "schedule": how.get("schedule")}
 
 
-def record(rec: Record, start_ns: int) -> JsonObject:
-    """A record as it is in the trace: every header field, every buffer's bytes in hex."""
+def record(rec: Record, start_ns: int, buffer: Callable[[Buffer], Any] | None = None) -> JsonObject:
+    """A record as it is in the trace: every header field, every buffer's bytes in hex (``buffer``: how
+    a buffer's object is made, by default ``record_buffer``)."""
     return {
         "type": "record", "seq": rec.seq, "t_ns": rec.time_ns - start_ns, "time_ns": rec.time_ns,
         "pid": rec.pid, "tid": rec.tid, "source": enum_name(Source, rec.source), "phase": enum_name(Phase, rec.phase),
         "op": rec.op, "call_id": rec.call_id, "fd": rec.fd, "ret": rec.ret, "err": rec.err, "flags": rec.flags,
-        "buffers": [
-            {"role": enum_name(Role, b.role), "when": enum_name(When, b.when), "flags": b.flags,
-             "addr": b.addr, "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot, "hex": b.data.hex()}
-            for b in rec.buffers
-        ],
+        "buffers": list(map(buffer or record_buffer, rec.buffers)),
     }
+
+
+def record_buffer(b: Buffer) -> JsonObject:
+    """A record's buffer as it is in the trace, its bytes in hex."""
+    return {"role": enum_name(Role, b.role), "when": enum_name(When, b.when), "flags": b.flags, "addr": b.addr,
+            "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot, "hex": b.data.hex()}
+
+
+RECORD_BUFFERS_KEPT = 8192
+"""Encoded record buffers ``call_line`` keeps (the most recent; a program passes the same struct at the
+same address again and again)."""
+RECORD_BUFFERS_KEPT_BYTES = 8 << 20
+"""...and the buffer bytes they stand for (each is kept twice over in hex)."""
+RECORD_BUFFERS: BoundedLRU[tuple[Any, ...], orjson.Fragment] = BoundedLRU(RECORD_BUFFERS_KEPT,
+                                                                          RECORD_BUFFERS_KEPT_BYTES)
+
+
+def _record_buffer_fragment(b: Buffer) -> orjson.Fragment:
+    """``record_buffer(b)`` encoded (numbers and hex: always what orjson writes), kept by what makes it."""
+    data = b.data if type(b.data) is bytes else bytes(b.data)
+    key = (b.role, b.when, b.flags, b.addr, b.orig_len, b.slot, data)
+    found = RECORD_BUFFERS.get(key)
+    if found is None:
+        found = orjson.Fragment(orjson.dumps(record_buffer(b)))
+        RECORD_BUFFERS.put(key, found, len(data))
+    return found
 
 
 def call(decoded: Decoded, folded: Call, start_ns: int) -> JsonObject:
     """A call (an enter and its exit, a request and its response, or a message alone), decoded."""
+    return _call(decoded, folded, start_ns, None, None)
+
+
+def _call(decoded: Decoded, folded: Call, start_ns: int, buffers: list[Any] | None,
+          record_buffer: Callable[[Buffer], Any] | None) -> JsonObject:
     first = folded.first
     return {
         "type": "call", "seq": first.seq, "t_ns": first.time_ns - start_ns, "time_ns": first.time_ns,
         "pid": first.pid, "tid": first.tid, "call_id": first.call_id, "fd": first.fd, "state": folded.state.value,
-        "duration_ns": folded.duration_ns, **decoded.to_dict(),
-        "records": [record(r, start_ns) for r in folded.records],
+        "duration_ns": folded.duration_ns, **decoded.to_dict(buffers),
+        "records": [record(r, start_ns, record_buffer) for r in folded.records],
     }
+
+
+def call_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
+    """``encode(call(decoded, folded, start_ns), newline=True)``, the same bytes, made faster: the buffers'
+    objects are spliced in already encoded (kept by ``render.buffer_fragments`` and ``RECORD_BUFFERS``),
+    so they are neither rebuilt as dicts nor encoded again.  Where a part is not what orjson writes
+    alone, or the line is not what ``encode`` would write with orjson, the plain object is encoded."""
+    from rmtrace.decoders.render import buffer_fragments  # the decoders: only for the callers that decode
+
+    buffers = buffer_fragments(decoded.buffers)
+    if buffers is not None:
+        try:
+            line = orjson.dumps(_call(decoded, folded, start_ns, buffers, _record_buffer_fragment), default=_default,
+                                option=ORJSON_OPTIONS | orjson.OPT_APPEND_NEWLINE)
+        except TypeError:
+            pass
+        else:
+            if line.isascii() and b"\x7f" not in line:
+                return line
+    return encode(call(decoded, folded, start_ns), newline=True)
 
 
 # -- analysis ------------------------------------------------------------------------------

@@ -12,13 +12,21 @@ from rmtrace.export.source import ExportInput
 
 def write_jsonl(src: ExportInput, out: str) -> int:
     """Write every call of the trace as ``show --json`` does (``-`` is standard output); the objects written."""
+    n = 0
     if out == "-":
-        return jsonschema.write_lines(_objects(src), sys.stdout)
+        for line in _lines(src):
+            sys.stdout.write(line.decode("ascii"))
+            n += 1
+        return n
     with open(out, "wb", buffering=1 << 20) as f:  # lines of 6 KB on average: fewer, larger writes
-        return jsonschema.write_lines_binary(_objects(src), f)
+        write = f.write
+        for line in _lines(src):
+            write(line)
+            n += 1
+    return n
 
 
-def _objects(src: ExportInput) -> Iterator[jsonschema.JsonObject]:
+def _lines(src: ExportInput) -> Iterator[bytes]:
     decoders = src.decoders
     start = src.start_ns
-    return (jsonschema.call(decoders.decode(call, Level.FULL), call, start) for call in src.calls())
+    return (jsonschema.call_line(decoders.decode(call, Level.FULL), call, start) for call in src.calls())
