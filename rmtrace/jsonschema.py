@@ -22,7 +22,6 @@ from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
-from rmtrace.lru import BoundedLRU
 from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
 if TYPE_CHECKING:  # the builders only read these objects' attributes; importing them would cost every caller
@@ -44,10 +43,11 @@ DERIVED_BACKENDS = ("replay", "reduce")
 
 
 ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-"""Dataclasses and datetimes go to ``_default`` (their ``str``), as they do in ``json`` with ``default=str``."""
+"""Dataclasses and datetimes go to ``encode_default`` (their ``str``), as they do in ``json`` with ``default=str``."""
 
 
-def _default(obj: Any) -> Any:
+def encode_default(obj: Any) -> Any:
+    """What ``encode`` writes for a value JSON has no type for: a float subclass as a number, else its ``str``."""
     if isinstance(obj, float):  # a float subclass (numpy's float64): a number, as json writes it
         return float(obj)
     return str(obj)
@@ -64,7 +64,7 @@ def encode(obj: Mapping[str, Any], newline: bool = False) -> bytes:
     spelled otherwise than json would (``0.00001`` for ``1e-05``): docs/json-schema.md.
     """
     try:
-        line = orjson.dumps(obj, default=_default, option=ORJSON_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0))
+        line = orjson.dumps(obj, default=encode_default, option=ORJSON_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0))
     except TypeError:
         return _json_dumps(obj, newline)
     if line.isascii() and b"\x7f" not in line:
@@ -77,14 +77,14 @@ def fragment(obj: Any) -> orjson.Fragment | None:
     would not use orjson's bytes for it (text beyond ASCII, DEL, what orjson refuses), as a line holding
     it would then be written by json, whose bytes can differ (floats) from orjson's."""
     try:
-        line = orjson.dumps(obj, default=_default, option=ORJSON_OPTIONS)
+        line = orjson.dumps(obj, default=encode_default, option=ORJSON_OPTIONS)
     except TypeError:
         return None
     return orjson.Fragment(line) if line.isascii() and b"\x7f" not in line else None
 
 
 def _json_dumps(obj: Mapping[str, Any], newline: bool = False) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), default=_default) + ("\n" if newline else "")).encode("ascii")
+    return (json.dumps(obj, separators=(",", ":"), default=encode_default) + ("\n" if newline else "")).encode("ascii")
 
 
 def dumps(obj: Mapping[str, Any]) -> str:
@@ -182,33 +182,11 @@ def record_buffer(b: Buffer) -> JsonObject:
             "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot, "hex": b.data.hex()}
 
 
-RECORD_BUFFERS_KEPT = 8192
-"""Encoded record buffers ``call_line`` keeps (the most recent; a program passes the same struct at the
-same address again and again)."""
-RECORD_BUFFERS_KEPT_BYTES = 8 << 20
-"""...and the buffer bytes they stand for (each is kept twice over in hex)."""
-RECORD_BUFFERS: BoundedLRU[tuple[Any, ...], orjson.Fragment] = BoundedLRU(RECORD_BUFFERS_KEPT,
-                                                                          RECORD_BUFFERS_KEPT_BYTES)
-
-
-def _record_buffer_fragment(b: Buffer) -> orjson.Fragment:
-    """``record_buffer(b)`` encoded (numbers and hex: always what orjson writes), kept by what makes it."""
-    data = b.data if type(b.data) is bytes else bytes(b.data)
-    key = (b.role, b.when, b.flags, b.addr, b.orig_len, b.slot, data)
-    found = RECORD_BUFFERS.get(key)
-    if found is None:
-        found = orjson.Fragment(orjson.dumps(record_buffer(b)))
-        RECORD_BUFFERS.put(key, found, len(data))
-    return found
-
-
-def call(decoded: Decoded, folded: Call, start_ns: int) -> JsonObject:
-    """A call (an enter and its exit, a request and its response, or a message alone), decoded."""
-    return _call(decoded, folded, start_ns, None, None)
-
-
-def _call(decoded: Decoded, folded: Call, start_ns: int, buffers: list[Any] | None,
-          record_buffer: Callable[[Buffer], Any] | None) -> JsonObject:
+def call(decoded: Decoded, folded: Call, start_ns: int, buffers: list[Any] | None = None,
+         record_buffer: Callable[[Buffer], Any] | None = None) -> JsonObject:
+    """A call (an enter and its exit, a request and its response, or a message alone), decoded
+    (``buffers`` and ``record_buffer``: the buffers' objects as the caller makes them, as jsonl splices
+    them in already encoded; by default ``render.buffer_objects`` and ``record_buffer``)."""
     first = folded.first
     return {
         "type": "call", "seq": first.seq, "t_ns": first.time_ns - start_ns, "time_ns": first.time_ns,
@@ -216,26 +194,6 @@ def _call(decoded: Decoded, folded: Call, start_ns: int, buffers: list[Any] | No
         "duration_ns": folded.duration_ns, **decoded.to_dict(buffers),
         "records": [record(r, start_ns, record_buffer) for r in folded.records],
     }
-
-
-def call_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
-    """``encode(call(decoded, folded, start_ns), newline=True)``, the same bytes, made faster: the buffers'
-    objects are spliced in already encoded (kept by ``render.buffer_fragments`` and ``RECORD_BUFFERS``),
-    so they are neither rebuilt as dicts nor encoded again.  Where a part is not what orjson writes
-    alone, or the line is not what ``encode`` would write with orjson, the plain object is encoded."""
-    from rmtrace.decoders.render import buffer_fragments  # the decoders: only for the callers that decode
-
-    buffers = buffer_fragments(decoded.buffers)
-    if buffers is not None:
-        try:
-            line = orjson.dumps(_call(decoded, folded, start_ns, buffers, _record_buffer_fragment), default=_default,
-                                option=ORJSON_OPTIONS | orjson.OPT_APPEND_NEWLINE)
-        except TypeError:
-            pass
-        else:
-            if line.isascii() and b"\x7f" not in line:
-                return line
-    return encode(call(decoded, folded, start_ns), newline=True)
 
 
 # -- analysis ------------------------------------------------------------------------------
