@@ -172,7 +172,7 @@ class Folder:
             exit_seq=last.seq if closed or single else None, t_enter=first.time_ns,
             t_exit=last.time_ns if closed or single else None,
             in_flight=call.state in (CallState.IN_FLIGHT, CallState.UNFINISHED),
-            handles=dict(d.handles), bytes=sum(len(b.data) for r in call.records for b in r.buffers),
+            handles=dict(d.handles), bytes=_buffer_bytes(call),
             locks=tuple(e.lock for e in meaning.events if isinstance(e, ev.LockTaken)),
         )
 
@@ -630,3 +630,12 @@ EFFECTS: Mapping[type[ev.Event], Effect] = {
     ev.CallInFlightAtStop: _marked,
 }
 """What each event does to the session's state; events not listed change nothing the model keeps."""
+
+
+def _buffer_bytes(call: Call) -> int:
+    """The bytes of every buffer of a call's records (loops, not a generator: it runs once per call folded)."""
+    n = 0
+    for rec in call.records:
+        for b in rec.buffers:
+            n += len(b.data)
+    return n
