@@ -77,6 +77,8 @@ def object_names(src: ExportInput) -> tuple[CallTable, ObjectNames]:
     model = load_objects(src.reader, decoders=src.decoders)
     objects = model.columns if isinstance(model, ObjectsModel) else ObjectColumns.from_objects(
         model.object_list, [c.id for c in model.clients])
+    # the objects' fold read the table's columns: let their pages go (a pass reads them again block by block)
+    model.table.release(0, len(model.table))
     return model.table, ObjectNames(model.table, objects)
 
 
