@@ -7,6 +7,7 @@ read the table.
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pyarrow.dataset as ds
@@ -15,7 +16,8 @@ import pytest
 from rmtrace import captures
 from rmtrace.calls import CallState
 from rmtrace.export.fold import StreamingFold
-from rmtrace.export.parquet import SCHEMA, export_dataset
+from rmtrace.export.parquet import SCHEMA, export_dataset, export_trace
+from rmtrace.export.progress import Progress
 from rmtrace.export.source import EPOCH, ExportInput
 from rmtrace.record import Source
 from rmtrace.session import load_session
@@ -77,3 +79,13 @@ def test_a_replays_clients_are_the_ones_it_was_made_for(tmp_path):
     model = load_session(out)
     assert {c.enter_seq: c.client_id for c in model.calls} == clients
     assert {"c1", "c2"} <= set(clients.values())
+
+
+def test_the_progress_line_counts_every_record(tmp_path):
+    shown = io.StringIO()
+    with ExportInput(str(captures.path("cuda-streams-3x-sequential"))) as src:
+        total = src.reader.record_count
+        src.progress = Progress("rmtrace export", total, stream=shown, enabled=True, interval_s=0)
+        export_trace(src, tmp_path)
+    drawn = shown.getvalue().split("\r")[1:]
+    assert drawn and drawn[-1].startswith(f"rmtrace export: {total:,} of {total:,} records (100%), ")

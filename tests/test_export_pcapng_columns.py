@@ -7,11 +7,14 @@ order: what ``write_pcapng`` wrote before it read the table.
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from rmtrace.decoders import Level, render
 
 from rmtrace import captures
 from rmtrace.export.pcapng import INTERFACES, RecordPcapNgWriter, descriptions, write_pcapng
+from rmtrace.export.progress import Progress
 from rmtrace.export.source import ExportInput
 from tests.export_support import legacy_replay  # noqa: F401 -- a fixture
 
@@ -42,3 +45,15 @@ def test_table_pcapng_is_the_decoders_byte_for_byte(trace, tmp_path, legacy_repl
     with ExportInput(path, progress=False) as src:
         assert write_pcapng(src, str(got)) == count == src.reader.record_count
     assert got.read_bytes() == expected.read_bytes()
+
+
+def test_the_progress_line_counts_every_record(tmp_path):
+    path = str(captures.path("cuda-streams-3x-sequential"))
+    shown = io.StringIO()
+    with ExportInput(path) as src:
+        total = src.reader.record_count
+        src.progress = Progress("rmtrace export", total, stream=shown, enabled=True, interval_s=0)
+        write_pcapng(src, str(tmp_path / "out.pcapng"))
+    drawn = shown.getvalue().split("\r")[1:]
+    assert len(drawn) >= 2  # as it went, then once more at the end
+    assert drawn[-1].startswith(f"rmtrace export: {total:,} of {total:,} records (100%), ") and drawn[-1].endswith("\n")
