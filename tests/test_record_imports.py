@@ -35,7 +35,7 @@ TRACE_PUBLIC = ["ALIGN", "CHUNK_HEADER_SIZE", "ChunkDecoder", "ChunkEncoder", "C
                 "Recovery", "RmtraceError", "TIME", "TraceError", "TraceReader", "TraceVersionError", "TraceWriter",
                 "decode_chunk_header", "decode_record", "encode_file_header", "encode_record", "is_finished",
                 "open_trace", "restamp", "FileHeader", "IndexHeader", "IndexEntry", "Footer"]
-"""rmtrace.trace's public names before its imports were made lazy (main 077ed54's, less the standard
+"""rmtrace.trace's public names before its imports were made lazy (main f083950's, less the standard
 library's and typing's that it imported for itself), and its construct mirrors."""
 
 TRACE_STAR = ["Cursor", "FORMAT_VERSION", "FileHeader", "Footer", "IndexEntry", "IndexHeader", "RecordFilter",
