@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -173,51 +174,74 @@ class ColumnLines:
     # -- from the columns and the argument
 
     def _column_lines(self, rows: np.ndarray, kinds: np.ndarray, made: np.ndarray, out: list[str | bool]) -> None:
+        """The lines of the ``FROM_COLUMNS`` and ``FROM_ARGUMENT`` rows ``made`` of ``rows``: the rows grouped
+        (numpy) by what their line's template depends on (operation, name, detail, handle set, summary,
+        status, state), so that a template is looked up once per group and its lines filled from columns."""
         block = rows[made]
-        c = {name: self._cols[name][block].tolist() for name in _LINE_COLUMNS if name != "exit_seq"}
-        statuses = self.table.status_names.values
+        cols = self._cols
+        c = {name: cols[name][block] for name in _LINE_COLUMNS if name != "exit_seq"}
         extra = self.table.extra_handles
-        argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT) or {}
-        start, end, templates, filtered = self.start_ns, self.end_ns, self._templates, self._filtered
-        handle_rows = list(zip(*(c[name] for name in _HANDLE_COLUMNS)))
-        offsets, durations = self._times(block)
-        for i, (at, row, name_id, detail_id, status_id, hset, source, op, state, first_ns, pid, tid) in \
-                enumerate(zip(made.tolist(), block.tolist(), c["name"], c["detail"], c["status_name"], c["handles"],
-                              c["source"], c["op"], c["state"], c["t_enter"], c["pid"], c["tid"])):
-            found = argument.get(i)
-            sid = -1 if found is None else found[0]
+        sids, argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT)
+        op_key = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
+        keys = np.stack([k.astype(np.int64) for k in (op_key, c["name"], c["detail"], c["handles"], sids,
+                                                     c["status_name"], c["state"])], axis=1)
+        groups, which = np.unique(keys, axis=0, return_inverse=True)
+        order = np.argsort(which.reshape(-1), kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(which.reshape(-1), minlength=len(groups)))))
+        offsets, durations = (np.array(t, dtype=object) for t in self._times(block))
+        handle_cols = [c[name] for name in _HANDLE_COLUMNS]
+        is_extra = np.isin(block, list(extra)) if extra else np.zeros(len(block), dtype=bool)
+        templates, filtered = self._templates, self._filtered
+        for g, (op, name_id, detail_id, hset, sid, status_id, state) in enumerate(groups.tolist()):
             if sid == -2:
                 continue  # no copy of its argument decodes: the decoders say what it is
-            key = (source << 32 | op, name_id, detail_id, hset, sid)
+            key = (op, name_id, detail_id, hset, sid)
             template = templates.get(key)
             if template is None:
                 template = templates[key] = self._template(key)
-            if template is None or row in extra:  # no template: the decoders decide; more handles: summary_text
-                if template is not None:
-                    out[at] = self._line_of(c, i, extra[row], found)
-                continue
-            hv = handle_rows[i]
-            if filtered and not self._wants(c, i, template.handles_of(hv)):
-                out[at] = False
-                continue
-            values = hv if found is None else [hv[p] if p >= 0 else v for p, v in zip(template.handle_at, found[1])]
+            if template is None:
+                continue  # the decoders decide
+            at = order[bounds[g]:bounds[g + 1]]
+            slots = [handle_cols[p][at] if p >= 0 else argument[sid][k][at] for k, p in enumerate(template.handle_at)]
+            aside = np.flatnonzero(is_extra[at]) if not filtered else np.arange(len(at))
+            if aside.size:  # more handles than the handle columns hold (summary_text), or a filter to ask
+                keep = np.ones(len(at), dtype=bool)
+                for j in aside.tolist():
+                    i = int(at[j])
+                    row = int(block[i])
+                    if row in extra:
+                        out[int(made[i])] = self._line_of(_row(c, i), extra[row], sid, [int(s[j]) for s in slots])
+                        keep[j] = False
+                    elif not self._wants(_row(c, i), template.handles_of([int(h[i]) for h in handle_cols])):
+                        out[int(made[i])] = False
+                        keep[j] = False
+                at, slots = at[keep], [s[keep] for s in slots]
+                if not at.size:
+                    continue
             line_key = status_id << 8 | state
             if line_key not in template.lines:
                 template.lines[line_key] = self._line_template(template, status_id, state)
             fill = template.lines[line_key]
+            places = made[at].tolist()
             if fill is None:
-                duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
-                out[at] = line_text(template.name, template.body(values),
-                                    statuses[status_id] if status_id >= 0 else None, (), pid, tid, first_ns,
-                                    Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
-                                    start, end)
+                self._texts_of(template, c, at, slots, status_id, state, places, out)
                 continue
-            texts = template.texts
-            try:
-                out[at] = fill(pid, tid, offsets[i], "", durations[i], *[t[v] for t, v in zip(texts, values)])
-            except KeyError:
-                template.learn(values)
-                out[at] = fill(pid, tid, offsets[i], "", durations[i], *[t[v] for t, v in zip(texts, values)])
+            texts = [template.slot_texts(k, s) for k, s in enumerate(slots)]
+            for place, text in zip(places, map(fill, c["pid"][at].tolist(), c["tid"][at].tolist(), offsets[at].tolist(),
+                                               repeat(""), durations[at].tolist(), *texts)):
+                out[place] = text
+
+    def _texts_of(self, template: _Template, c: dict[str, np.ndarray], at: np.ndarray, slots: list[np.ndarray],
+                  status_id: int, state: int, places: list[int], out: list[str | bool]) -> None:
+        """The lines of rows ``at`` of a group without a line template (``line_text`` makes them)."""
+        status = self.table.status_names.values[status_id] if status_id >= 0 else None
+        phase = Phase.EXIT if state == _RESUMED else Phase.ENTER
+        columns = zip(c["pid"][at].tolist(), c["tid"][at].tolist(), c["t_enter"][at].tolist(), c["t_exit"][at].tolist())
+        rows_values = zip(*[s.tolist() for s in slots]) if slots else repeat(())
+        for place, (pid, tid, first_ns, last_ns), values in zip(places, columns, rows_values):
+            duration = last_ns - first_ns if state == _COMPLETE else None
+            out[place] = line_text(template.name, template.body(values), status, (), pid, tid, first_ns, phase,
+                                   STATES[state], duration, self.start_ns, self.end_ns)
 
     def _line_template(self, template: _Template, status_id: int, state: int) -> Callable[..., str] | None:
         """The ``format`` of the lines of ``template``'s calls with status ``status_id`` in ``state``: the
@@ -254,36 +278,35 @@ class ColumnLines:
         template = _Template(self.table.names.values[name_id], detail, payload, handle_names, members_)
         return template if template.text is not None else None
 
-    def _line_of(self, c: dict[str, list], i: int, handles: dict[str, int],
-                 found: tuple[int, Sequence[int]] | None) -> str | bool:
-        """The line of column row ``i`` whose handles are ``handles`` (more than the handle columns hold),
-        its summary put together by ``summary_text`` (``found``: its ``FROM_ARGUMENT`` members' summary and
-        values)."""
+    def _line_of(self, r: dict[str, int], handles: dict[str, int], sid: int, values: Sequence[int]) -> str | bool:
+        """The line of column row ``r`` (``_row``) whose handles are ``handles`` (more than the handle columns
+        hold), its summary put together by ``summary_text`` (``sid`` >= 0: its ``FROM_ARGUMENT`` members'
+        summary, whose numbers are in ``values``)."""
         args: dict[str, object] = dict(handles)
-        if found is not None:
-            members_ = self._summaries[found[0]]
-            args = {name: handles[name] if f is None else v for (name, f, _), v in zip(members_, found[1])}
-        name = self.table.names.values[c["name"][i]]
-        detail = self.table.details.values[c["detail"][i]] if c["detail"][i] >= 0 else None
-        status_name = self.table.status_names.values[c["status_name"][i]] if c["status_name"][i] >= 0 else None
-        if self._filtered and not self._wants(c, i, handles):
+        if sid >= 0:
+            members_ = self._summaries[sid]
+            args = {name: handles[name] if f is None else v for (name, f, _), v in zip(members_, values)}
+        name = self.table.names.values[r["name"]]
+        detail = self.table.details.values[r["detail"]] if r["detail"] >= 0 else None
+        status_name = self.table.status_names.values[r["status_name"]] if r["status_name"] >= 0 else None
+        if self._filtered and not self._wants(r, handles):
             return False
-        state = c["state"][i]
-        body = summary_text(name, args, handles, detail, detail is not None and self._named[c["source"][i] << 32 | c["op"][i]])
-        duration = c["t_exit"][i] - c["t_enter"][i] if state == _COMPLETE else None
-        return line_text(name, body, status_name, (), c["pid"][i], c["tid"][i], c["t_enter"][i],
+        state = r["state"]
+        body = summary_text(name, args, handles, detail, detail is not None and self._named[r["source"] << 32 | r["op"]])
+        duration = r["t_exit"] - r["t_enter"] if state == _COMPLETE else None
+        return line_text(name, body, status_name, (), r["pid"], r["tid"], r["t_enter"],
                          Phase.EXIT if state == _RESUMED else Phase.ENTER, STATES[state], duration,
                          self.start_ns, self.end_ns)
 
-    def _wants(self, c: dict[str, list], i: int, handles: dict[str, int]) -> bool:
-        """Whether the call filter wants the call of column row ``i`` (the call level's decode of it is
-        what the columns say: the row mask chose on the same columns, but does not decide alone)."""
-        name = self.table.names.values[c["name"][i]]
-        detail = self.table.details.values[c["detail"][i]] if c["detail"][i] >= 0 else None
+    def _wants(self, r: dict[str, int], handles: dict[str, int]) -> bool:
+        """Whether the call filter wants the call of column row ``r`` (``_row``; the call level's decode of it
+        is what the columns say: the row mask chose on the same columns, but does not decide alone)."""
+        name = self.table.names.values[r["name"]]
+        detail = self.table.details.values[r["detail"]] if r["detail"] >= 0 else None
         if not self.wanted.wants_label(Label(name, detail)):
             return False
-        ok, status_id = c["ok"][i], c["status_name"][i]
-        decoded = Decoded(c["source"][i], c["op"][i], name, detail, status=c["status"][i] if c["has_status"][i] else None,
+        ok, status_id = r["ok"], r["status_name"]
+        decoded = Decoded(r["source"], r["op"], name, detail, status=r["status"] if r["has_status"] else None,
                           status_name=self.table.status_names.values[status_id] if status_id >= 0 else None,
                           ok=None if ok < 0 else bool(ok), handles=handles, level=Level.CALL)
         return self.wanted.wants(decoded)
@@ -300,15 +323,19 @@ class ColumnLines:
         second[has_exit] = np.arange(len(rows), len(records.at))
         return records, second
 
-    def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray) -> dict[int, tuple[int, Sequence[int]]] | None:
-        """Of the ``FROM_ARGUMENT`` rows of ``block``, by index in it: the id of its summary's members
-        (``_summaries``) and their values (for a handle: 0, the handle columns hold it), read from the copy
-        of the argument the decode takes (``IoctlOp.decode``): the one read after the call when the call
-        returned and it decodes, else the first that decodes; (-2, ()) when neither does (the decoders
-        decide)."""
+    def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray) -> tuple[np.ndarray, dict[int, list[np.ndarray]]]:
+        """Per row of ``block``: the id of its summary's members (``_summaries``) when it is a
+        ``FROM_ARGUMENT`` row (``arg_rows``), read from the copy of the argument the decode takes
+        (``IoctlOp.decode``): the one read after the call when the call returned and it decodes, else the
+        first that decodes; -2 when neither does (the decoders decide); -1 for the other rows.  And by
+        summary id, a column per member (the length of ``block``): a number's value in the rows of that
+        summary (a handle's column is unused: the handle columns hold it).
+        """
+        ids_of = np.full(len(block), -1, dtype=np.int64)
+        values_of: dict[int, list[np.ndarray]] = {}
         at = np.flatnonzero(arg_rows)
         if not at.size:
-            return None
+            return ids_of, values_of
         rows = block[at]
         n = len(rows)
         records, second = self._calls_records(rows)
@@ -338,19 +365,16 @@ class ColumnLines:
         after = (a_ids >= 0) & (returned | (b_ids < 0))
         ids = np.where(after, a_ids, b_ids)
         start = np.where(after, a_start, b_start)
-        out: dict[int, tuple[int, Sequence[int]]] = {}
         for sid in np.unique(ids[ids >= 0]).tolist():
             chosen = np.flatnonzero(ids == sid)
-            members_ = self._summaries[sid]
-            # a column per member (numbers of several types: stacked, numpy would make them floats)
-            values = [[0] * len(chosen) if f is None else
-                      records.read(start[chosen] + offset, _dtype(f)).tolist()
-                      for _, f, offset in members_]
-            for i, row_values in zip(at[chosen].tolist(), zip(*values) if values else [() for _ in chosen]):
-                out[i] = (sid, row_values)
-        for i in at[ids < 0].tolist():
-            out[i] = (-2, ())
-        return out
+            columns = values_of[sid] = []
+            for _, f, offset in self._summaries[sid]:
+                column = np.zeros(len(block), dtype=np.int64 if f is None else _dtype(f))
+                if f is not None:
+                    column[at[chosen]] = records.read(start[chosen] + offset, _dtype(f))
+                columns.append(column)
+        ids_of[at] = np.where(ids >= 0, ids, -2)
+        return ids_of, values_of
 
     def _side_summary(self, key: int) -> int:
         """The id of the summary members of an argument buffer by its packed (source, unreadable, op, length);
@@ -498,11 +522,26 @@ class _Template:
 
     def learn(self, values: Sequence[int]) -> None:
         """Keep the text of each of ``values`` (in the summary's order) its slot has not held."""
-        for t, name, v in zip(self.texts, self._names, values):
-            if v not in t:
-                if len(t) >= TEXTS_KEPT:
-                    t.clear()
-                t[v] = format_arg(name, v, self._handles)
+        for slot, v in enumerate(values):
+            if slot < len(self.texts) and v not in self.texts[slot]:
+                self._learn_one(slot, v)
+
+    def slot_texts(self, slot: int, values: np.ndarray) -> list[str]:
+        """The text of each of ``values`` (numbers slot ``slot`` shows), from those kept (``learn``); a
+        value not kept yet is formatted and kept."""
+        t = self.texts[slot]
+        numbers = values.tolist()
+        try:
+            return list(map(t.__getitem__, numbers))
+        except KeyError:
+            return [t[v] if v in t else self._learn_one(slot, v) for v in numbers]
+
+    def _learn_one(self, slot: int, v: int) -> str:
+        t = self.texts[slot]
+        if len(t) >= TEXTS_KEPT:
+            t.clear()
+        text = t[v] = format_arg(self._names[slot], v, self._handles)
+        return text
 
     def body(self, values: Sequence[int]) -> str:
         """The summary of a call whose members (in the summary's order) have ``values``."""
@@ -533,6 +572,11 @@ _LINE_COLUMNS = ("enter_seq", "exit_seq", "t_enter", "t_exit", "state", "pid", "
 _HANDLE_COLUMNS = ("h0", "h1", "h2", "h3", "h4", "h5")
 _BUILT_IN = frozenset({"rmtrace.decoders.ioctl", "rmtrace.decoders.rm", "rmtrace.decoders.uvm", "rmtrace.decoders.system"})
 """The decoders' own modules: a user's decoder may keep state, so its calls are never memoized."""
+
+
+def _row(c: dict[str, np.ndarray], i: int) -> dict[str, int]:
+    """Row ``i`` of columns ``c``, as Python numbers."""
+    return {name: int(column[i]) for name, column in c.items()}
 
 
 def _dtype(f: Field) -> np.dtype:

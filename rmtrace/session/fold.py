@@ -32,6 +32,7 @@ from rmtrace.session.entities import (
     Process,
     Rank,
     RmObject,
+    stable_name,
 )
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
 
@@ -194,7 +195,7 @@ class Folder:
         order_key = (client.id, base, class_name)
         order = self._siblings.get(order_key, 0)  # a Counter's [] of a new key runs its __missing__
         self._siblings[order_key] = order + 1
-        stable = f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
+        stable = stable_name(base, class_name, order)
         obj = RmObject(client.id, handle, parent, cls if cls is not None else -1, class_name, stable, alloc_seq,
                        alloc_ns, h_client=h_client, status=status, category=category)
         self.objects[(client.id, handle)] = obj
