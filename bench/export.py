@@ -1,12 +1,12 @@
 """Export throughput and memory: every format beside a plain decode pass, in the same run.
 
-    python bench/export.py [--records 1000000] [--rounds 2] [--trace FILE] [--formats jsonl ...]
+    python bench/export.py [--records 200000] [--rounds 5] [--memory-records 1000000] [--trace FILE]
+                           [--formats jsonl ...] [--as-recorded]
 
 The trace is FILE (default: the shipped capture of three CUDA clients in a
 row) replicated to --records records with ``bench/session.py``'s
-``replicate`` (each copy shifted in time, with its own pids), and to a tenth
-of that.  Each pass runs in a fresh interpreter, so its peak resident memory
-(``ru_maxrss``) is its own:
+``replicate`` (each copy shifted in time, with its own pids).  Each pass runs
+in a fresh interpreter, so its peak resident memory (``ru_maxrss``) is its own:
 
 * the baseline, the plain decode pass the issue names: pair the records
   into calls and decode each at ``Level.CALL`` (name, class or control,
@@ -16,14 +16,21 @@ of that.  Each pass runs in a fresh interpreter, so its peak resident memory
   (``show --json``) decodes, printed beside jsonl as a second ratio;
 * each format: ``rmtrace export`` to a file (parquet: a dataset directory).
 
-Rounds alternate (baseline, formats, then the same in reverse) and the best
-time of each counts.  Each pass's time is taken twice: its CPU time (user and
-system, ``time.process_time``) and the wall clock.  The goal is judged on CPU
-time: on a machine shared with other jobs the wall clock of a single-threaded
-pass is mostly how the scheduler shared the cores, while its CPU time is the
-work it did; the wall-clock ratio is printed beside it.  Printed: records/s
-(CPU), the ratio to the baseline in CPU and in wall time (goal >= 0.5), and
-peak memory at both lengths (goal: no growth with length).
+Speed.  This machine's CPU speed moves by up to 1.5x within seconds, so
+ratios of times taken minutes apart are not to be trusted near a goal.  Each
+round runs every format back to back with a baseline pass of its own (jsonl:
+the baseline, the every-field pass and jsonl), in alternating order (the
+baseline first in one round, last in the next), and the ratio is taken per
+round; printed are the median and the range of those ratios over the rounds
+(``report.paired_ratio``).  A goal is met only when the whole range clears it,
+"inside the noise" when the range straddles it.  Each pass's time is taken
+twice: its CPU time (user and system, ``time.process_time``), on which the goal
+is judged (on a shared machine the wall clock of a single-threaded pass is
+mostly how the scheduler shared the cores), and the wall clock, whose paired
+median is printed beside it.
+
+Memory.  Each pass runs once more at --memory-records records and at a tenth
+of that (goal: no growth with length); 0 leaves this out.
 
 A replicated trace repeats its buffers' bytes copy after copy, which the
 decoders' parse cache (``rmtrace.decoders.parse.ParseCache``) turns into hits
@@ -39,13 +46,14 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from report import print_rows
+from report import paired_ratio, print_rows
 from rmtrace.decoders import Level
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,14 +92,13 @@ def one_pass(what: str, trace: str, out: str) -> dict:
         with ExportInput(trace, progress=False) as src:
             count = write(src, out)
     from rmtrace.decoders.parse import parse_caches
-    from rmtrace.decoders.render import BUFFER_LOOKUPS
-    objects = BUFFER_LOOKUPS.hits + BUFFER_LOOKUPS.misses
+    from rmtrace.decoders.render import BUFFER_OBJECTS
     hits = sum(c.hits for c in parse_caches())
     lookups = hits + sum(c.misses for c in parse_caches())
     return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu, "count": count,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "parse_hits": hits / lookups if lookups else None,
-            "buffer_object_hits": BUFFER_LOOKUPS.hits / objects if objects else None}
+            "buffer_object_hits": BUFFER_OBJECTS.hit_rate if BUFFER_OBJECTS.hits + BUFFER_OBJECTS.misses else None}
 
 
 def run_child(what: str, trace: str, out: str) -> dict:
@@ -100,10 +107,22 @@ def run_child(what: str, trace: str, out: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def verdict(low: float, high: float) -> str:
+    """What a range of per-round ratios says of the goal."""
+    return "met" if low >= GOAL else "NOT met" if high < GOAL else "inside the noise"
+
+
+def groups(names: list[str]) -> list[list[str]]:
+    """The passes of one round, each format with a baseline pass of its own beside it."""
+    return [[BASELINE, *([ALSO[what]] if what in ALSO else []), what] for what in names]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--records", type=int, default=200_000, help="the length of the timed passes")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--memory-records", type=int, default=1_000_000,
+                        help="the longer length of the memory passes (each pass once there and at a tenth; 0: none)")
     parser.add_argument("--trace", default=str(ROOT / "captures" / "cuda-streams-3x-sequential.trace"))
     parser.add_argument("--formats", nargs="+", choices=formats(), metavar="FORMAT",
                         help="only these formats (the decode passes always run): a quicker run for one format")
@@ -118,60 +137,68 @@ def main() -> int:
 
     from rmtrace.trace import TraceReader
 
-    names = [BASELINE, FULL, *(args.formats or formats())]
+    chosen = args.formats or formats()
+    every = [BASELINE, *dict.fromkeys(ALSO[w] for w in chosen if w in ALSO), *chosen]
     load_at_start = os.getloadavg()[0]
+
+    def one(what: str, path: str, n: int, label: str) -> dict:
+        result = run_child(what, path, os.path.join(tmp, f"out-{what.split()[0]}"))
+        print(f"# {n:,} records, {label}: {what}: {result['cpu_seconds']:.2f} s CPU, {result['seconds']:.2f} s wall, "
+              f"{result['maxrss_mb']:.0f} MB; load average {os.getloadavg()[0]:.2f}",
+              file=sys.stderr, flush=True)  # what a cut-short run had
+        return result
+
     with tempfile.TemporaryDirectory() as tmp:
-        sizes = {}
         if args.as_recorded:
-            with TraceReader(args.trace) as reader:
-                small, large = None, reader.record_count
-            sizes[large] = (args.trace, large)
+            path = args.trace
+            with TraceReader(path) as reader:
+                timed_n = reader.record_count
         else:
-            small, large = args.records // 10, args.records
-            for n in (small, large):
-                path = os.path.join(tmp, f"big-{n}.trace")
-                sizes[n] = (path, replicate(args.trace, path, n))
-        best: dict[tuple[str, int], dict] = {}
-        for n, (path, _count) in sizes.items():
-            rounds = args.rounds if n == large else 1
-            for r in range(rounds):
-                for what in names if r % 2 == 0 else reversed(names):
-                    out = os.path.join(tmp, f"out-{what.split()[0]}")
-                    result = run_child(what, path, out)
-                    print(f"# {n:,} records, round {r + 1}: {what}: {result['cpu_seconds']:.1f} s CPU, "
-                          f"{result['seconds']:.1f} s wall, {result['maxrss_mb']:.0f} MB; load average "
-                          f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)  # what a cut-short run had
-                    key = (what, n)
-                    if key not in best:
-                        best[key] = result
-                    for measure, keep in (("seconds", min), ("cpu_seconds", min), ("maxrss_mb", max)):
-                        best[key][measure] = keep(best[key][measure], result[measure])
-    what_ran = (f"{large:,}, {os.path.basename(args.trace)} as recorded" if small is None else
-                f"{large:,} (and {small:,} for memory), replicated from {os.path.basename(args.trace)}")
-    rows = [("records", f"{what_ran}; best of {args.rounds} alternating rounds; load average {load_at_start:.2f} "
-                        f"at the start, {os.getloadavg()[0]:.2f} at the end")]
-    for what in names:
-        run = best[(what, large)]
-        rate = large / run["cpu_seconds"]
-        ratio = ""
-        if what not in BASELINES:
-            base = best[(BASELINE, large)]
-            cpu, wall = base["cpu_seconds"] / run["cpu_seconds"], base["seconds"] / run["seconds"]
-            ratio = f"   {cpu:.2f}x baseline ({'met' if cpu >= GOAL else 'NOT met'}; wall {wall:.2f}x)"
-        also = ""
-        if what in ALSO:
-            also = f"; {best[(ALSO[what], large)]['cpu_seconds'] / run['cpu_seconds']:.2f}x {ALSO[what]}"
-        mem_large = run["maxrss_mb"]
-        memory = f"peak {mem_large:5.0f} MB"
-        if small is not None:
-            mem_small = best[(what, small)]["maxrss_mb"]
-            memory = (f"peak {mem_small:5.0f} MB at {small:,}, {mem_large:5.0f} MB at {large:,} "
-                      f"({mem_large / mem_small:.2f}x)")
-        if run.get("parse_hits") is not None:
-            also += f"; parse cache hits {run['parse_hits']:.0%}"
-        if run.get("buffer_object_hits") is not None:
-            also += f"; buffer objects kept hits {run['buffer_object_hits']:.0%}"
-        rows.append((what, f"{rate:>9,.0f} records/s{ratio:<44}   {memory}{also}"))
+            path = os.path.join(tmp, f"big-{args.records}.trace")
+            timed_n = replicate(args.trace, path, args.records)
+        # runs[format] = [(its baseline's passes by name, its own pass)] per round
+        runs: dict[str, list[dict[str, dict]]] = {what: [] for what in chosen}
+        for r in range(args.rounds):
+            for group in groups(chosen):
+                order = group if r % 2 == 0 else group[::-1]
+                runs[group[-1]].append({what: one(what, path, timed_n, f"round {r + 1}") for what in order})
+        memory: dict[tuple[str, int], dict] = {}
+        lengths = [] if args.as_recorded or not args.memory_records else [args.memory_records // 10, args.memory_records]
+        for n in lengths:
+            mem_path = os.path.join(tmp, f"mem-{n}.trace")
+            count = replicate(args.trace, mem_path, n)
+            for what in every:
+                memory[(what, n)] = one(what, mem_path, count, "memory")
+            os.unlink(mem_path)
+    what_ran = (f"{timed_n:,}, {os.path.basename(args.trace)} as recorded" if args.as_recorded else
+                f"{timed_n:,}, replicated from {os.path.basename(args.trace)}")
+    rows = [("records", f"{what_ran}; {args.rounds} rounds, each format beside its own baseline pass, in alternating "
+                        f"order; load average {load_at_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")]
+
+    def median(what: str, measure: str) -> float:
+        return statistics.median(rnd[what][measure] for pairs in runs.values() for rnd in pairs if what in rnd)
+
+    for what in every:
+        rate = timed_n / median(what, "cpu_seconds")
+        text = f"{rate:>9,.0f} records/s (median CPU)"
+        pairs = runs.get(what)
+        if pairs is not None:
+            mid, low, high = paired_ratio([p[BASELINE]["cpu_seconds"] for p in pairs], [p[what]["cpu_seconds"] for p in pairs])
+            wall = paired_ratio([p[BASELINE]["seconds"] for p in pairs], [p[what]["seconds"] for p in pairs])[0]
+            text += f"   {mid:.2f}x baseline, range {low:.2f}-{high:.2f} ({verdict(low, high)}; wall {wall:.2f}x)"
+            if what in ALSO:
+                full = paired_ratio([p[ALSO[what]]["cpu_seconds"] for p in pairs], [p[what]["cpu_seconds"] for p in pairs])
+                text += f"; {full[0]:.2f}x {ALSO[what]} ({full[1]:.2f}-{full[2]:.2f})"
+        last = next(rnd[what] for pairs in runs.values() for rnd in pairs if what in rnd)
+        if last.get("parse_hits") is not None:
+            text += f"; parse cache hits {last['parse_hits']:.0%}"
+        if last.get("buffer_object_hits") is not None:
+            text += f"; buffer objects kept hits {last['buffer_object_hits']:.0%}"
+        rows.append((what, text))
+        if lengths:
+            small, large = (memory[(what, n)]["maxrss_mb"] for n in lengths)
+            rows.append(("", f"peak {small:5.0f} MB at {lengths[0]:,}, {large:5.0f} MB at {lengths[1]:,} "
+                             f"({large / small:.2f}x)"))
     print_rows(rows)
     return 0
 

@@ -55,6 +55,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from report import paired_ratio  # noqa: E402
+
 from tests.capture_support import build_programs, fakedrv_environment, make_device_dir  # noqa: E402
 
 NS = re.compile(r"traced_ns ([\d.]+) untraced_ns ([\d.]+)")
@@ -120,26 +122,65 @@ def e2e(command: list[str], env: dict[str, str], ways: dict[str, list[str]], rou
             {w: statistics.median(v) for w, v in own.items() if v})
 
 
-def modes(all_samples: dict[str, dict[str, list[tuple[float, float]]]]) -> list[str]:
-    """The paired differences again, split by the ioctl's own cost, where the rounds' untraced times fall
-    in two groups (on the H200 a process's ioctl costs ~2.0 or ~3.3 us for its whole run, and capture
-    adds more to the slower): a median of rounds that mix the two says more of how many rounds each way
-    drew of each than of the shim.  The cut is the one that leaves the least spread within the two
-    groups (Otsu's); no split unless their means are 20 % apart."""
-    untraced = sorted(b for samples in all_samples.values() for v in samples.values() for _a, b in v)
+Samples = dict[str, dict[str, list[tuple[float, float]]]]  # case -> way -> per round (traced ns, untraced ns)
+
+
+def mode_cut(all_samples: Samples) -> float | None:
+    """Where the rounds' untraced times fall in two groups (on the H200 a process's ioctl costs ~2.0 or
+    ~3.3 us for its whole run, and capture adds more to the slower), the cut between them: the one that
+    leaves the least spread within the two groups (Otsu's); None unless their means are 20 % apart.
+    strace's rounds are left out: under it every ioctl costs tens of us, a group of its own."""
+    untraced = sorted(b for samples in all_samples.values() for w, v in samples.items() if w != "strace"
+                      for _a, b in v)
     best: tuple[float, float] | None = None
     for i in range(2, len(untraced) - 1):
         low, high = untraced[:i], untraced[i:]
         spread = len(low) * statistics.pvariance(low) + len(high) * statistics.pvariance(high)
         if statistics.fmean(high) >= 1.2 * statistics.fmean(low) and (best is None or spread < best[0]):
             best = (spread, (low[-1] + high[0]) / 2)
-    if best is None:
+    return None if best is None else best[1]
+
+
+def builds(all_samples: Samples, cut: float | None) -> list[str]:
+    """Each other build of the shim (``rmtrace:NAME``) against this tree's, round by round: what NAME's
+    shim adds over what this tree's adds, both from the same round (bench/report.py's paired_ratio), so a
+    change in the CPU's speed between rounds moves both.  Where the rounds fall in two modes, the ratio
+    again over the rounds whose two processes drew the same one (a pair across the modes compares them,
+    not the shims).  Above 1: this tree adds less; a range that holds 1 is inside the noise."""
+    out: list[str] = []
+    for case, samples in all_samples.items():
+        for way in (w for w in samples if w.startswith("rmtrace:")):
+            pairs = [(a1 - b1, a0 - b0, b1 < cut, b0 < cut) if cut else (a1 - b1, a0 - b0, True, True)
+                     for (a1, b1), (a0, b0) in zip(samples[way], samples["rmtrace"])]
+            cells = []
+            for name, keep in (("all rounds", lambda p: True), ("both fast", lambda p: p[2] and p[3]),
+                               ("both slow", lambda p: not p[2] and not p[3])):
+                chosen = [p for p in pairs if keep(p)]
+                if not chosen or (name != "all rounds" and cut is None):
+                    cells.append("-")
+                    continue
+                med, low, high = paired_ratio([p[0] for p in chosen], [p[1] for p in chosen])
+                verdict = ("too few rounds" if len(chosen) < 5 else "less" if low > 1 else "more" if high < 1
+                           else "inside the noise")
+                cells.append(f"{med:.3f} [{low:.3f}, {high:.3f}] ({len(chosen)}): {verdict}")
+            out.append(f"| {case} | {way} | " + " | ".join(cells) + " |")
+    if not out:
         return []
-    cut = best[1]
+    return ["", "Each other build against this tree's: per round, what its shim adds / what this tree's adds "
+            "(median [range] (rounds); above 1 over the whole range: this tree's adds less)", "",
+            "| case | build | all rounds | both processes in the fast mode | both in the slow mode |",
+            "| --- | --- | --- | --- | --- |", *out]
+
+
+def modes(all_samples: Samples, cut: float | None) -> list[str]:
+    """The paired differences again, split by the ioctl's own cost at cut (mode_cut): a median of rounds
+    that mix the two modes says more of how many rounds each way drew of each than of the shim."""
+    if cut is None:
+        return []
     out = ["", f"Split by the untraced ioctl's cost (below or above {cut:.0f} ns): added, median of the rounds' own "
            "differences (rounds)", "", "| case | way | faster rounds | slower rounds |", "| --- | --- | --- | --- |"]
     for case, samples in all_samples.items():
-        for way, v in samples.items():
+        for way, v in ((w, v) for w, v in samples.items() if w != "strace"):
             cells = []
             for group in ([a - b for a, b in v if b < cut], [a - b for a, b in v if b >= cut]):
                 cells.append(f"{statistics.median(group):+.0f} ns ({len(group)})" if group else "-")
@@ -205,7 +246,7 @@ def main() -> int:
               "", "| case | buffers recorded before and after | way | traced fd (ns) | untraced fd (ns) | "
               "added in the process | added, median of the rounds' own differences | traced fd vs bare |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    all_samples = {}
+    all_samples: Samples = {}
 
     def flush() -> None:
         if args.output:
@@ -222,7 +263,8 @@ def main() -> int:
             lines.append(f"| {case} | {what} | {way} | {traced:.0f} | {untraced:.0f} | {traced - untraced:+.0f} ns | "
                          f"{paired:+.0f} ns | {traced - med['bare'][0]:+.0f} ns |")
         flush()
-    lines += modes(all_samples)
+    cut = mode_cut(all_samples)
+    lines += modes(all_samples, cut) + builds(all_samples, cut)
     lines += [""] + [f"samples, {case} (traced/untraced ns): " + "; ".join(
         f"{w} " + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in v) for w, v in samples.items())
         for case, samples in all_samples.items()]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -28,6 +27,7 @@ from construct import Container, ListContainer
 from rmtrace.decoders.base import DecodedBuffer
 from rmtrace.decoders.structs import SIGNED_KINDS, Definitions
 
+from rmtrace.lru import BoundedLRU
 from rmtrace.record import Buffer, BufferFlag
 
 HANDLE_TYPES = frozenset({"NvHandle"})
@@ -98,7 +98,7 @@ PARSE_KEPT_BYTES = 8 << 20
 """...and the buffer bytes they may hold in all (a parsed value takes some ten times its bytes)."""
 
 
-class ParseCache:
+class ParseCache(BoundedLRU[tuple[str, bytes], Parsed]):
     """Recent outcomes of ``_parse_layout`` for one ``Definitions``, by (layout name, bytes).
 
     The key is the layout's name and the buffer's bytes, within one profile's
@@ -110,47 +110,20 @@ class ParseCache:
     """
 
     def __init__(self, defs: Definitions, max_entries: int | None = None, max_bytes: int | None = None) -> None:
+        super().__init__(PARSE_KEPT if max_entries is None else max_entries,
+                         PARSE_KEPT_BYTES if max_bytes is None else max_bytes)
         self.defs = defs
-        self.max_entries = PARSE_KEPT if max_entries is None else max_entries
-        self.max_bytes = PARSE_KEPT_BYTES if max_bytes is None else max_bytes
-        self.hits = 0
-        self.misses = 0
-        self.bytes = 0
-        self._kept: OrderedDict[tuple[str, bytes], Parsed] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._kept)
-
-    @property
-    def hit_rate(self) -> float:
-        """Hits per lookup so far (0.0 before any)."""
-        lookups = self.hits + self.misses
-        return self.hits / lookups if lookups else 0.0
 
     def parse(self, layout_name: str, data: bytes) -> Parsed:
         """``data`` (at least the layout's fixed size) parsed as ``layout_name``: the whole layout, else its
         fixed part (a flexible member that does not fit), else why neither fits; from the cache when
         these bytes were parsed as this layout lately."""
         key = (layout_name, data if type(data) is bytes else bytes(data))
-        kept = self._kept.get(key)
-        if kept is not None:
-            self.hits += 1
-            self._kept.move_to_end(key)
-            return kept
-        self.misses += 1
-        kept = _parse_layout(self.defs, layout_name, key[1])
-        if len(key[1]) <= self.max_bytes and self.max_entries > 0:
-            self._kept[key] = kept
-            self.bytes += len(key[1])
-            while len(self._kept) > self.max_entries or self.bytes > self.max_bytes:
-                (_name, data), _ = self._kept.popitem(last=False)
-                self.bytes -= len(data)
+        kept = self.get(key)
+        if kept is None:
+            kept = _parse_layout(self.defs, layout_name, key[1])
+            self.put(key, kept, len(key[1]))
         return kept
-
-    def clear(self) -> None:
-        """Forget every outcome (the counts stay)."""
-        self._kept.clear()
-        self.bytes = 0
 
 
 _CACHES: weakref.WeakKeyDictionary[Definitions, ParseCache] = weakref.WeakKeyDictionary()

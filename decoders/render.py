@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import struct
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,8 @@ from rmtrace.decoders.base import Decoded, DecodedBuffer
 from rmtrace.decoders.parse import HANDLE_TYPES, PARSE_KEPT, PARSE_KEPT_BYTES, STATUS_FIELDS
 
 from rmtrace.calls import Call, CallState
+from rmtrace.jsonschema import fragment
+from rmtrace.lru import BoundedLRU
 from rmtrace.record import Phase, Role, When, enum_name
 from rmtrace.timefmt import format_duration, format_offset
 
@@ -69,28 +70,42 @@ def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
     call left as it was; the same request a program makes again and again) is made once: the objects
     are kept in a small LRU (``BUFFERS_KEPT`` of them, ``BUFFERS_KEPT_BYTES`` of bytes), and shared, so
     they are never changed."""
+    return [_kept(b)[2] for b in buffers]
+
+
+def buffer_fragments(buffers: Sequence[DecodedBuffer]) -> list[Any] | None:
+    """Each buffer's object (``buffer_objects``) as the bytes ``jsonschema.encode`` writes for it, to be
+    spliced into a line (``orjson.Fragment``), kept beside the object; None when one of them is not
+    what orjson writes alone (``jsonschema.fragment``): the caller encodes the plain objects then."""
     out = []
     for b in buffers:
-        layout = b.layout
-        if layout is None and b.value is not None:  # raw text or a list a decoder made: not by the bytes alone
-            out.append(_buffer_object(b))
-            continue
-        key = (id(layout), id(b.layouts), b.role, b.when, b.slot, b.title, b.note, bytes(b.data))
-        found = _BUFFERS_DONE.get(key)
-        if found is not None and found[0] is layout and found[1] is b.layouts:
-            _BUFFERS_DONE.move_to_end(key)
-            BUFFER_LOOKUPS.hits += 1
-            out.append(found[2])
-            continue
-        BUFFER_LOOKUPS.misses += 1
-        obj = _buffer_object(b)
-        if len(b.data) <= BUFFERS_KEPT_BYTES:  # one larger than all may hold would push out every other
-            _BUFFERS_DONE[key] = (layout, b.layouts, obj)  # the layouts kept beside, so their ids stay theirs
-            _kept_bytes[0] += len(b.data)
-            while len(_BUFFERS_DONE) > BUFFERS_KEPT or _kept_bytes[0] > BUFFERS_KEPT_BYTES:
-                _kept_bytes[0] -= len(_BUFFERS_DONE.popitem(last=False)[0][-1])
-        out.append(obj)
+        kept = _kept(b)
+        if kept[3] is _UNENCODED:
+            kept[3] = fragment(kept[2])
+        if kept[3] is None:
+            return None
+        out.append(kept[3])
     return out
+
+
+_UNENCODED = object()
+"""A kept object's fragment before a caller asked for it (show --json never does)."""
+
+
+def _kept(b: DecodedBuffer) -> list[Any]:
+    """``b``'s entry in ``BUFFER_OBJECTS``: [its layout, its layouts, its object, its fragment or
+    ``_UNENCODED``], made and kept when no recent buffer was the same."""
+    layout = b.layout
+    if layout is None and b.value is not None:  # raw text or a list a decoder made: not by the bytes alone
+        return [layout, b.layouts, _buffer_object(b), _UNENCODED]
+    # by the ids of the layouts: the entry holds them (beside its object), so while it is kept no other
+    # layout can take their ids
+    key = (id(layout), id(b.layouts), b.role, b.when, b.slot, b.title, b.note, bytes(b.data))
+    found = BUFFER_OBJECTS.get(key)
+    if found is None:
+        found = [layout, b.layouts, _buffer_object(b), _UNENCODED]
+        BUFFER_OBJECTS.put(key, found, len(b.data))
+    return found
 
 
 def _buffer_object(b: DecodedBuffer) -> dict[str, Any]:
@@ -105,20 +120,8 @@ buffer's copies before and after a call are two objects (their ``when`` differs)
 shipped capture of three CUDA clients in a row has some 4,400 distinct buffer objects in 5,031 records."""
 BUFFERS_KEPT_BYTES = PARSE_KEPT_BYTES
 """...and the buffer bytes they may stand for in all (an object holds them twice in hex, and their fields)."""
-_BUFFERS_DONE: OrderedDict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = OrderedDict()
-_kept_bytes = [0]
-
-
-class Lookups:
-    """How many lookups of a cache found what they looked for (``hits``) and how many made it (``misses``)."""
-
-    def __init__(self) -> None:
-        self.hits = 0
-        self.misses = 0
-
-
-BUFFER_LOOKUPS = Lookups()
-"""``buffer_objects``' lookups so far (bench/export.py prints their hit rate)."""
+BUFFER_OBJECTS: BoundedLRU[tuple[Any, ...], list[Any]] = BoundedLRU(BUFFERS_KEPT, BUFFERS_KEPT_BYTES)
+"""``buffer_objects``' objects by their buffer, and its hits and misses (bench/export.py prints the rate)."""
 
 
 def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:

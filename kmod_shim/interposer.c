@@ -94,9 +94,7 @@ SHIM_HOT static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned 
 
 	if ((t = shim_enter()) != NULL) {
 		call_id = shim_next_call_id();
-		rec_init(&r, t, source, RMT_PH_ENTER, op, fd, call_id);
-		capture_ioctl_enter(&r, &plan, kind, req, (uint64_t)(uintptr_t)arg);
-		rec_emit(&r); /* in lossy mode a dropped enter still gets its exit tried: every record is written or counted */
+		capture_ioctl_enter(t, &plan, source, op, fd, call_id, kind, req, (uint64_t)(uintptr_t)arg);
 		shim_leave(t);
 		traced = 1;
 	}

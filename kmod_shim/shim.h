@@ -290,6 +290,13 @@ int ring_reserve(struct shim_thread *t, uint32_t size);
 void ring_populate(struct shim_thread *t);
 void ring_count(uint64_t *counter);
 
+/* Add n to one of the ring's counters: a plain load and store, no locked add, since only the ring's
+ * own thread writes its counters (the recorder only reads them). */
+static inline void ring_add(uint64_t *counter, uint64_t n)
+{
+	__atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------- program memory */
 enum shim_read_path { SHIM_READ_COPY = 0, SHIM_READ_SYSCALL = 1, SHIM_READ_UNREADABLE = 2 };
 
@@ -391,6 +398,16 @@ int rec_add_user_slow(struct shim_rec *r, uint16_t role, uint8_t when, uint32_t 
 #define SHIM_FAST_ROOM (64u << 10)
 uint32_t rec_fast_slow(struct shim_rec *r);
 
+/* Whether size bytes at head may be written with no further test: the ring has room for them by the
+ * tail seen last time, they are mapped in, and this thread's reads of the program go by the
+ * fault-tolerant copy.  The test of rec_fast (for SHIM_FAST_ROOM bytes) and of
+ * capture_ioctl_exit_whole (for its record's exact size). */
+static inline __attribute__((always_inline)) int ring_fast_room(const struct shim_thread *t, uint64_t size)
+{
+	return likely(t->head + size - t->tail_seen <= shim_proc.ring_size && t->head + size <= t->populated &&
+		      t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED));
+}
+
 /* Let the record's buffers be added the quick way (rec_add_user's first branch): when the ring has
  * room for SHIM_FAST_ROOM bytes more (by the tail seen last time), mapped in, and this thread's reads
  * go by the fault-tolerant copy, r->fast_end says how far the record may grow unchecked.  Checked here
@@ -399,10 +416,7 @@ uint32_t rec_fast_slow(struct shim_rec *r);
  * in four tests. */
 static inline void rec_fast(struct shim_rec *r)
 {
-	struct shim_thread *t = r->t;
-
-	if (likely(t->head + SHIM_FAST_ROOM - t->tail_seen <= shim_proc.ring_size && t->head + SHIM_FAST_ROOM <= t->populated &&
-		   t->faults == FAULTS_DELIVERED && __atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
+	if (likely(ring_fast_room(r->t, SHIM_FAST_ROOM)))
 		r->fast_end = shim_proc.fast_end;
 	else
 		r->fast_end = rec_fast_slow(r);
@@ -450,6 +464,20 @@ static inline uint64_t ring_stamp(struct shim_thread *t)
 void test_stall(uint16_t source, uint32_t op);
 #endif
 
+/* A record's header: every field but the record's own is a constant or the process's, so both
+ * ways of building a record (rec_emit, capture_ioctl_exit_whole) fill it the same. */
+static inline struct rmt_record rec_header(const struct shim_thread *t, uint16_t source, uint8_t phase, uint8_t flags,
+					   uint32_t total_len, uint64_t time_ns, uint64_t call_id, uint32_t op,
+					   int32_t fd, int64_t ret, int32_t err, uint16_t nbufs)
+{
+	return (struct rmt_record){
+		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
+		.total_len = total_len, .source = source, .phase = phase, .flags = flags, .seq = 0, .time_ns = time_ns,
+		.pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = call_id, .op = op, .fd = fd, .ret = ret,
+		.err = err, .nbufs = nbufs, .reserved = 0,
+	};
+}
+
 static inline void ring_publish(struct shim_thread *t, struct rmt_record h)
 {
 	*(struct rmt_record *)(t->data + (t->head & t->mask)) = h;
@@ -465,8 +493,30 @@ static inline void ring_publish(struct shim_thread *t, struct rmt_record h)
 
 /* Take the record's time (ring_stamp); rec_emit does it for a record whose time was not taken before. */
 void rec_stamp(struct shim_rec *r);
-/* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped). */
-int rec_emit(struct shim_rec *r);
+/* rec_emit's rare ways, out of line (shim_record.c): the record's reads by the slow paths into the
+ * ring's counters; room for a record that grew past what rec_fast allowed (0, or -1: dropped). */
+void rec_count_slow(const struct shim_rec *r);
+int rec_emit_room(struct shim_rec *r);
+
+/* Publish the record (and end what rec_stamp announced): 0, or -1 when dropped (lossy, stopped).
+ * Inline: after the buffers, the common case (a record within rec_fast's room, every buffer read by
+ * the copy) is a counter, the time where it was not taken, the header and head, with no call. */
+static inline __attribute__((always_inline)) int rec_emit(struct shim_rec *r)
+{
+	struct shim_thread *t = r->t;
+
+	ring_add(&t->ctl->read_copy, r->reads[SHIM_READ_COPY]); /* head's line: written with the record anyway */
+	if (unlikely(r->reads[SHIM_READ_SYSCALL] | r->reads[SHIM_READ_UNREADABLE]))
+		rec_count_slow(r);
+	/* A record that stayed within what rec_fast allowed has its room (fast_end is 0 once dropped). */
+	if (unlikely(r->size > r->fast_end) && rec_emit_room(r) != 0)
+		return -1;
+	if (!r->time_ns)
+		r->time_ns = ring_stamp(t);
+	ring_publish(t, rec_header(t, r->source, r->phase, r->flags, r->size, r->time_ns, r->call_id, r->op, r->fd,
+				   r->ret, r->err, r->nbufs));
+	return 0;
+}
 
 /* ------------------------------------------------------- ioctl capture */
 #define SHIM_MAX_PLAN 20
@@ -485,9 +535,10 @@ struct shim_plan {
 	struct rmt_buffer item[SHIM_MAX_PLAN];
 };
 
-/* The op number and the buffers of an RM or UVM ioctl, before the call. */
-void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req,
-			 uint64_t arg);
+/* The enter record of an RM or UVM ioctl (its op number and its buffers before the call), built in the
+ * thread's ring and published, and in p what its exit reads again. */
+void capture_ioctl_enter(struct shim_thread *t, struct shim_plan *p, uint16_t source, uint32_t op, int fd,
+			 uint64_t call_id, unsigned kind, unsigned long req, uint64_t arg);
 /* The same buffers after the call. */
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
 
@@ -509,9 +560,7 @@ static inline __attribute__((always_inline)) int capture_ioctl_exit_whole(struct
 	uint64_t now;
 
 	p->stamped = 0;
-	if (unlikely(!p->whole || size > shim_proc.fast_end || t->head + size - t->tail_seen > shim_proc.ring_size ||
-		     t->head + size > t->populated || t->faults != FAULTS_DELIVERED ||
-		     !__atomic_load_n(&shim_proc.guard_on, __ATOMIC_RELAXED)))
+	if (unlikely(!p->whole || size > shim_proc.fast_end || !ring_fast_room(t, size)))
 		return -1;
 	p->stamped = now = ring_stamp(t);
 	for (; it < end; it++) {
@@ -524,14 +573,8 @@ static inline __attribute__((always_inline)) int capture_ioctl_exit_whole(struct
 		dst += sizeof(*it) + RMT_ALIGN_UP(len);
 	}
 	/* The read counter shares head's line, written just below. */
-	__atomic_store_n(&t->ctl->read_copy, __atomic_load_n(&t->ctl->read_copy, __ATOMIC_RELAXED) + p->n,
-			 __ATOMIC_RELAXED);
-	ring_publish(t, (struct rmt_record){
-		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
-		.total_len = size, .source = source, .phase = RMT_PH_EXIT, .flags = 0, .seq = 0, .time_ns = now,
-		.pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = call_id, .op = op, .fd = fd, .ret = ret,
-		.err = err, .nbufs = (uint16_t)p->n, .reserved = 0,
-	});
+	ring_add(&t->ctl->read_copy, p->n);
+	ring_publish(t, rec_header(t, source, RMT_PH_EXIT, 0, size, now, call_id, op, fd, ret, err, (uint16_t)p->n));
 	return 0;
 }
 /* The record's op: the raw request for UVM (not _IOC-encoded), the escape number (_IOC_NR) for RM. */

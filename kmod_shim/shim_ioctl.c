@@ -310,8 +310,13 @@ SHIM_HOT static void take_nested(struct shim_rec *r, struct shim_plan *p, const 
 	}
 }
 
-/* The buffers an RM escape's argument (captured, in the ring) points to. */
-SHIM_HOT static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const struct shim_view *arg, int inner)
+static void take_xfer(struct shim_rec *r, struct shim_plan *p, uint32_t nr, const struct shim_view *arg);
+
+/* The buffers an RM escape's argument (captured, in the ring) points to.  Inline in capture_ioctl_enter
+ * (a call costs ~20 instructions in saved registers and arguments, once per traced ioctl); the inner
+ * escape of an IOCTL_XFER_CMD goes out of line (take_xfer), so that nothing here recurses. */
+static inline __attribute__((always_inline)) void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t nr,
+							  const struct shim_view *arg, int inner)
 {
 	const struct esc_rule *e, *end = esc_rules + sizeof(esc_rules) / sizeof(esc_rules[0]);
 
@@ -345,28 +350,38 @@ SHIM_HOT static void take_rm(struct shim_rec *r, struct shim_plan *p, uint32_t n
 				take_nested(r, p, &got, c->first, c->n);
 		}
 		if (e->role == RMT_BUF_XFER && !inner)
-			take_rm(r, p, (uint32_t)arg_load(arg, XFER_CMD, 4), &got, 1);
+			take_xfer(r, p, (uint32_t)arg_load(arg, XFER_CMD, 4), &got);
 	}
 }
 
-SHIM_HOT void capture_ioctl_enter(struct shim_rec *r, struct shim_plan *p, unsigned kind, unsigned long req, uint64_t arg)
+/* The inner escape nr of an IOCTL_XFER_CMD, whose argument is arg (the XFER buffer). */
+SHIM_HOT static __attribute__((noinline)) void take_xfer(struct shim_rec *r, struct shim_plan *p, uint32_t nr,
+							 const struct shim_view *arg)
+{
+	take_rm(r, p, nr, arg, 1);
+}
+
+SHIM_HOT void capture_ioctl_enter(struct shim_thread *t, struct shim_plan *p, uint16_t source, uint32_t op, int fd,
+				  uint64_t call_id, unsigned kind, unsigned long req, uint64_t arg)
 {
 	struct shim_view data;
+	struct shim_rec rec, *r = &rec;
 
+	/* Built and published here, from rec_init to rec_emit: the record's first state is known where its
+	 * first buffer is added (no buffers yet, the header's size), so those tests fold away. */
+	rec_init(r, t, source, RMT_PH_ENTER, op, fd, call_id);
 	p->n = 0;
 	p->whole = 1;
 	p->exit_bytes = 0;
 	rec_fast(r);
 	if (kind_is_uvm(kind)) {
 		const struct ctab_slot *u = find_row(&uvm_rows, (uint32_t)req);
-		if (!u)
-			return; /* a command this driver profile does not know: op alone */
-		if (take(r, p, RMT_BUF_ARG, 1, 0, arg, u->size, &data) == 0 && u->n)
+		if (u && take(r, p, RMT_BUF_ARG, 1, 0, arg, u->size, &data) == 0 && u->n)
 			take_nested(r, p, &data, u->first, u->n);
-		return;
-	}
-	if (take(r, p, RMT_BUF_ARG, 1, 0, arg, _IOC_SIZE(req), &data) == 0 && data.len == _IOC_SIZE(req))
+		/* else a command this driver profile does not know: op alone */
+	} else if (take(r, p, RMT_BUF_ARG, 1, 0, arg, _IOC_SIZE(req), &data) == 0 && data.len == _IOC_SIZE(req))
 		take_rm(r, p, (uint32_t)_IOC_NR(req), &data, 0);
+	rec_emit(r); /* in lossy mode a dropped enter still gets its exit tried: every record is written or counted */
 }
 
 /* The general way of the exit (capture_ioctl_exit_whole could not): each buffer as its enter found it,

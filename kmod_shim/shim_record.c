@@ -33,13 +33,7 @@
 
 void ring_count(uint64_t *counter)
 {
-	/* Only the ring's own thread writes its counters. */
-	__atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-}
-
-static void ring_add(uint64_t *counter, uint64_t n)
-{
-	__atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+	ring_add(counter, 1);
 }
 
 static int recorder_gone(void)
@@ -272,34 +266,18 @@ SHIM_COLD void test_stall(uint16_t source, uint32_t op)
 }
 #endif
 
-/* The record's reads into the ring's counters: once a record, not once a buffer. */
-SHIM_HOT static void count_reads(const struct shim_rec *r)
+/* The reads by the slow paths into the ring's counters (rec_emit counts the copies): once a record,
+ * not once a buffer. */
+SHIM_COLD void rec_count_slow(const struct shim_rec *r)
 {
-	struct rmt_ring_ctl *ctl = r->t->ctl;
-	ring_add(&ctl->read_copy, r->reads[SHIM_READ_COPY]); /* head's line: written with the record anyway */
-	if (unlikely(r->reads[SHIM_READ_SYSCALL] | r->reads[SHIM_READ_UNREADABLE])) {
-		ring_add(&ctl->read_syscall, r->reads[SHIM_READ_SYSCALL]);
-		ring_add(&ctl->read_unreadable, r->reads[SHIM_READ_UNREADABLE]);
-	}
+	ring_add(&r->t->ctl->read_syscall, r->reads[SHIM_READ_SYSCALL]);
+	ring_add(&r->t->ctl->read_unreadable, r->reads[SHIM_READ_UNREADABLE]);
 }
 
-SHIM_HOT int rec_emit(struct shim_rec *r)
+SHIM_COLD int rec_emit_room(struct shim_rec *r)
 {
-	struct shim_thread *t = r->t;
-
-	count_reads(r);
-	/* A record that stayed within what rec_fast allowed has its room (fast_end is 0 once dropped). */
-	if (unlikely(r->size > r->fast_end) && rec_room(r, 0) != 0) { /* (lossy) dropped: what rec_stamp announced ends here */
-		__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED);
-		return -1;
-	}
-	if (!r->time_ns)
-		rec_stamp(r);
-	ring_publish(t, (struct rmt_record){
-		.magic = RMT_RECORD_MAGIC, .version = RMT_RECORD_VERSION, .header_size = sizeof(struct rmt_record),
-		.total_len = r->size, .source = r->source, .phase = r->phase, .flags = r->flags, .seq = 0,
-		.time_ns = r->time_ns, .pid = (uint32_t)shim_proc.pid, .tid = t->tid, .call_id = r->call_id,
-		.op = r->op, .fd = r->fd, .ret = r->ret, .err = r->err, .nbufs = r->nbufs, .reserved = 0,
-	});
-	return 0;
+	if (rec_room(r, 0) == 0)
+		return 0;
+	__atomic_store_n(&r->t->ctl->writing, 0, __ATOMIC_RELAXED); /* (lossy) dropped: what rec_stamp announced ends here */
+	return -1;
 }

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
-from rmtrace.record import Phase, Record, Role, Source, When, enum_name
+from rmtrace.record import Buffer, Phase, Record, Role, Source, When, enum_name
 
 if TYPE_CHECKING:  # the builders only read these objects' attributes; importing them would cost every caller
     from rmtrace.analysis.diff import Divergence
@@ -43,10 +43,11 @@ DERIVED_BACKENDS = ("replay", "reduce")
 
 
 ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-"""Dataclasses and datetimes go to ``_default`` (their ``str``), as they do in ``json`` with ``default=str``."""
+"""Dataclasses and datetimes go to ``encode_default`` (their ``str``), as they do in ``json`` with ``default=str``."""
 
 
-def _default(obj: Any) -> Any:
+def encode_default(obj: Any) -> Any:
+    """What ``encode`` writes for a value JSON has no type for: a float subclass as a number, else its ``str``."""
     if isinstance(obj, float):  # a float subclass (numpy's float64): a number, as json writes it
         return float(obj)
     return str(obj)
@@ -63,7 +64,7 @@ def encode(obj: Mapping[str, Any], newline: bool = False) -> bytes:
     spelled otherwise than json would (``0.00001`` for ``1e-05``): docs/json-schema.md.
     """
     try:
-        line = orjson.dumps(obj, default=_default, option=ORJSON_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0))
+        line = orjson.dumps(obj, default=encode_default, option=ORJSON_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0))
     except TypeError:
         return _json_dumps(obj, newline)
     if line.isascii() and b"\x7f" not in line:
@@ -71,8 +72,19 @@ def encode(obj: Mapping[str, Any], newline: bool = False) -> bytes:
     return _json_dumps(obj, newline)
 
 
+def fragment(obj: Any) -> orjson.Fragment | None:
+    """``obj`` encoded (``encode``) to be spliced into a line that orjson writes: None where ``encode``
+    would not use orjson's bytes for it (text beyond ASCII, DEL, what orjson refuses), as a line holding
+    it would then be written by json, whose bytes can differ (floats) from orjson's."""
+    try:
+        line = orjson.dumps(obj, default=encode_default, option=ORJSON_OPTIONS)
+    except TypeError:
+        return None
+    return orjson.Fragment(line) if line.isascii() and b"\x7f" not in line else None
+
+
 def _json_dumps(obj: Mapping[str, Any], newline: bool = False) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), default=_default) + ("\n" if newline else "")).encode("ascii")
+    return (json.dumps(obj, separators=(",", ":"), default=encode_default) + ("\n" if newline else "")).encode("ascii")
 
 
 def dumps(obj: Mapping[str, Any]) -> str:
@@ -153,28 +165,34 @@ def made(meta: Mapping[str, Any]) -> JsonObject | None:
             "target": how.get("target"), "schedule": how.get("schedule")}
 
 
-def record(rec: Record, start_ns: int) -> JsonObject:
-    """A record as it is in the trace: every header field, every buffer's bytes in hex."""
+def record(rec: Record, start_ns: int, buffer: Callable[[Buffer], Any] | None = None) -> JsonObject:
+    """A record as it is in the trace: every header field, every buffer's bytes in hex (``buffer``: how
+    a buffer's object is made, by default ``record_buffer``)."""
     return {
         "type": "record", "seq": rec.seq, "t_ns": rec.time_ns - start_ns, "time_ns": rec.time_ns,
         "pid": rec.pid, "tid": rec.tid, "source": enum_name(Source, rec.source), "phase": enum_name(Phase, rec.phase),
         "op": rec.op, "call_id": rec.call_id, "fd": rec.fd, "ret": rec.ret, "err": rec.err, "flags": rec.flags,
-        "buffers": [
-            {"role": enum_name(Role, b.role), "when": enum_name(When, b.when), "flags": b.flags,
-             "addr": b.addr, "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot, "hex": b.data.hex()}
-            for b in rec.buffers
-        ],
+        "buffers": list(map(buffer or record_buffer, rec.buffers)),
     }
 
 
-def call(decoded: Decoded, folded: Call, start_ns: int) -> JsonObject:
-    """A call (an enter and its exit, a request and its response, or a message alone), decoded."""
+def record_buffer(b: Buffer) -> JsonObject:
+    """A record's buffer as it is in the trace, its bytes in hex."""
+    return {"role": enum_name(Role, b.role), "when": enum_name(When, b.when), "flags": b.flags, "addr": b.addr,
+            "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot, "hex": b.data.hex()}
+
+
+def call(decoded: Decoded, folded: Call, start_ns: int, buffers: list[Any] | None = None,
+         record_buffer: Callable[[Buffer], Any] | None = None) -> JsonObject:
+    """A call (an enter and its exit, a request and its response, or a message alone), decoded
+    (``buffers`` and ``record_buffer``: the buffers' objects as the caller makes them, as jsonl splices
+    them in already encoded; by default ``render.buffer_objects`` and ``record_buffer``)."""
     first = folded.first
     return {
         "type": "call", "seq": first.seq, "t_ns": first.time_ns - start_ns, "time_ns": first.time_ns,
         "pid": first.pid, "tid": first.tid, "call_id": first.call_id, "fd": first.fd, "state": folded.state.value,
-        "duration_ns": folded.duration_ns, **decoded.to_dict(),
-        "records": [record(r, start_ns) for r in folded.records],
+        "duration_ns": folded.duration_ns, **decoded.to_dict(buffers),
+        "records": [record(r, start_ns, record_buffer) for r in folded.records],
     }
 
 

@@ -18,6 +18,7 @@ from rmtrace.decoders import decoders_for
 
 from rmtrace.columns.argspec import Plan
 from rmtrace.columns.fold import Need, _blocks, needs
+from rmtrace.columns.stash import Rereader
 from rmtrace.semantics import CallMeaning, Interpreter
 from rmtrace.semantics import events as ev
 from rmtrace.session.fold import EFFECTS, Folder
@@ -57,5 +58,38 @@ def test_rows_the_fold_skips_or_reads_from_the_row(paths, name):
         [slow[row].decoded.name for row in skipped if has_effect(slow[row])][:5]
     by_row = np.flatnonzero(need == Need.ROW)
     assert by_row.size
-    for row, _, meaning in _blocks(table, by_row, need, folder, Plan(decoders), reader):
+    for row, _, meaning in _blocks(table, by_row, need, folder, Plan(decoders), Rereader(reader, None)):
         assert meaning.events == slow[row].events, (row, meaning.decoded.name)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_stash_holds_the_records_the_fold_reads_again(paths, name):
+    """A table built for a fold keeps every record of the calls the fold decodes, byte for byte as the
+    trace holds them, and the fold over it makes the model the fold reading the trace again makes."""
+    from rmtrace import jsonschema
+    from rmtrace.analysis.wedges import find_wedges
+    from rmtrace.columns.table import CallTableBuilder
+    from rmtrace.session.model import fold_channels, fold_objects
+
+    reader = TraceReader(paths[name])
+    decoders = decoders_for(reader)
+
+    def built(stash: bool):
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta), stash=stash)
+        builder.update()
+        return builder.table()
+    table = built(True)
+    assert table.stash is not None
+    need = needs(table, Plan(decoders), Folder(decoders, Timeline()).interpreter.roles)
+    wanted = {seq for row in np.flatnonzero(need == Need.RECORDS).tolist() for seq, _ in table.records_of(row)}
+    kept = [seq for seq in sorted(wanted) if table.stash.find(seq) is not None]
+    assert kept, "the fold decodes some calls of every test trace"
+    assert len(kept) >= 0.9 * len(wanted)  # the rest: lone records of row operations, read from the trace
+    for seq in kept:
+        assert Rereader(reader, table.stash).record_at(seq) == reader.record_at(seq)
+    stashed, plain = fold_channels(reader, decoders, table), fold_channels(reader, decoders, built(False))
+    assert table.stash is None  # let go once folded
+    assert ([jsonschema.wedge(w, stashed.start_ns) for w in find_wedges(stashed)]
+            == [jsonschema.wedge(w, plain.start_ns) for w in find_wedges(plain)])
+    assert fold_objects(reader, decoders, built(True)).object_counts() == \
+        fold_objects(reader, decoders, built(False)).object_counts()

@@ -7,6 +7,7 @@ import json
 import math
 import struct
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 from construct import Container
@@ -146,3 +147,27 @@ def test_plain_takes_every_member_as_members_finds_it():
                         assert render.plain(b.value, b.layout, b.layouts) == _oracle(b.value, b.layout, b.layouts)
                         checked += 1
     assert checked > 1000
+
+
+def test_the_writer_splices_buffers_into_the_bytes_of_the_plain_objects(legacy_replay):  # noqa: F811
+    """Every call of every shipped capture (and a replay with GSP and sema): jsonl's line, made of
+    pre-encoded buffer objects, is the encoding of the plain object (``call`` and ``Decoded.to_dict``)."""
+    from rmtrace.decoders import Level
+
+    from rmtrace import captures
+    from rmtrace.export.jsonl import call_line
+    from rmtrace.export.source import ExportInput
+    paths = [str(p) for p in sorted(Path(captures.__file__).parent.glob("*.trace"))] + [legacy_replay]
+    assert len(paths) >= 6
+    for path in paths:
+        spliced = calls = 0
+        with ExportInput(path, progress=False) as src:
+            for call in src.calls():
+                decoded = src.decoders.decode(call, Level.FULL)
+                line = call_line(decoded, call, src.start_ns)
+                plain = jsonschema.call(decoded, call, src.start_ns)
+                assert line == jsonschema.encode(plain, newline=True), (path, call.first.seq)
+                assert json.loads(line) == plain
+                calls += 1
+                spliced += render.buffer_fragments(decoded.buffers) is not None
+        assert calls > 0 and spliced > calls * 0.9, (path, spliced, calls)  # the spliced way, nearly always

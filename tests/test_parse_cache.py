@@ -7,7 +7,7 @@ import struct
 
 import pytest
 from construct import Container, ListContainer
-from rmtrace.decoders import Level
+from rmtrace.decoders import Level, render  # render imported here: made under a patched PARSE_KEPT, it keeps nothing
 from rmtrace.decoders import parse as P
 from rmtrace.decoders.context import context
 from rmtrace.decoders.structs import Definitions
@@ -15,6 +15,7 @@ from rmtrace.decoders.structs import Definitions
 from rmtrace.export.jsonl import write_jsonl
 from rmtrace.export.source import ExportInput
 from rmtrace.layout import Field, Layout
+from rmtrace.lru import BoundedLRU
 from rmtrace.record import Buffer, Role, When
 from tests.export_support import shipped
 
@@ -138,18 +139,15 @@ def test_every_decoded_value_of_a_capture_is_frozen():
 
 
 def test_a_buffer_larger_than_the_kept_objects_may_hold_is_not_kept_and_pushes_nothing_out(monkeypatch):
-    from rmtrace.decoders import render
     from rmtrace.decoders.base import DecodedBuffer
 
-    monkeypatch.setattr(render, "_BUFFERS_DONE", type(render._BUFFERS_DONE)())
-    monkeypatch.setattr(render, "_kept_bytes", [0])
-    monkeypatch.setattr(render, "BUFFERS_KEPT_BYTES", 16)
+    monkeypatch.setattr(render, "BUFFER_OBJECTS", BoundedLRU(8, 16))
     layout = Layout("PAIR", 8, (Field("a", 0, 4, *U32), Field("b", 4, 4, *U32)))
     small = DecodedBuffer(Role.ARG, When.BEFORE, 0, bytes(8), layout=layout)
     big = DecodedBuffer(Role.ARG, When.BEFORE, 0, bytes(17), layout=layout)
     render.buffer_objects([small])
     render.buffer_objects([big])
-    assert len(render._BUFFERS_DONE) == 1 and render._kept_bytes[0] == 8  # the small one stayed, the big never came
-    hits = render.BUFFER_LOOKUPS.hits
+    assert len(render.BUFFER_OBJECTS) == 1 and render.BUFFER_OBJECTS.bytes == 8  # the small one stayed, the big never came
+    hits = render.BUFFER_OBJECTS.hits
     render.buffer_objects([small])
-    assert render.BUFFER_LOOKUPS.hits == hits + 1
+    assert render.BUFFER_OBJECTS.hits == hits + 1

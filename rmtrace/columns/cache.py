@@ -95,7 +95,7 @@ def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True)
     found = load(root / key)
     if found is not None:
         return found
-    return build_into(root, key, reader, decoders)
+    return build_into(root, key, reader, decoders, stash=False)  # no fold follows
 
 
 def load(entry: Path) -> CallTable | None:
@@ -112,18 +112,19 @@ def load(entry: Path) -> CallTable | None:
     return table
 
 
-def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet) -> CallTable:
-    """Build the trace's call table into the entry ``root/key`` (in memory when the cache cannot be written)."""
+def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet, stash: bool = True) -> CallTable:
+    """Build the trace's call table into the entry ``root/key`` (in memory when the cache cannot be written);
+    with ``stash``, for a fold to read next: the table keeps the records it will read again (``CallTable.stash``)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=root))
     except OSError:  # a cache we cannot write is no cache
-        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta), stash=stash)
         builder.update()
         return builder.table()
     rows = FileColumns(work, CALL_DTYPES)
     try:
-        builder = CallTableBuilder(reader, decoders, rows=rows, client_ids=client_ids(reader.meta))
+        builder = CallTableBuilder(reader, decoders, rows=rows, client_ids=client_ids(reader.meta), stash=stash)
         builder.update()
         table = builder.table()
         table.columns = rows.finish()

@@ -46,6 +46,7 @@ from rmtrace.decoders.roles import ControlRole, EscapeRole, Roles, UvmRole
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.params import ParamsReader
+from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers, params_view
 from rmtrace.record import Phase, Record, Role, Source, SysOp, When
@@ -108,7 +109,7 @@ def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0) -> np.ndar
     c = {name: table.columns[name][start:] for name in ("source", "op", "key", "state")}
     keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
     uniq, inverse = np.unique(keys, return_inverse=True)
-    by_op = np.array([_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
+    by_op = np.array([op_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
     out = by_op[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int8)
     controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _controls(keys, roles))
     if controls.size:
@@ -125,7 +126,8 @@ def _controls(keys: np.ndarray, roles: Roles) -> np.ndarray:
     return np.isin(keys, np.array([int(Source.RM) << 32 | op for op in control], dtype=np.int64))
 
 
-def _need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
+def op_need(plan: Plan, roles: Roles, source: int, op: int) -> Need:
+    """The ``Need`` of calls of (source, op), before their class, command and state are looked at."""
     if source == Source.RM:
         if plan.op(source, op).kind == Kind.PYTHON:
             return Need.RECORDS  # an escape carrying another (IOCTL_XFER_CMD), or a user's decoder
@@ -144,7 +146,8 @@ def fold_table(folder: Folder, table: CallTable, reader: TraceReader, channels_o
     """Bring ``folder`` to where folding every call of ``table`` in order would bring it; with
     ``channels_only``, as far as its channels, ranks and host state go (``CHANNELS_ONLY``)."""
     with young_collections():
-        TableFold(folder, reader, channels_only=channels_only).advance(table, final=True)
+        TableFold(folder, reader, channels_only=channels_only, stash=table.stash).advance(table, final=True)
+    table.stash = None  # read: the table lives on in the model
 
 
 def fold_table_objects(folder: Folder, table: CallTable, reader: TraceReader) -> ObjectColumns:
@@ -153,7 +156,8 @@ def fold_table_objects(folder: Folder, table: CallTable, reader: TraceReader) ->
     in ``folder``, but each client's root handles are (``Client.rm_clients``)."""
     objects = ObjectsFold()
     with young_collections():
-        TableFold(folder, reader, objects=objects).advance(table, final=True)
+        TableFold(folder, reader, objects=objects, stash=table.stash).advance(table, final=True)
+    table.stash = None  # read: the table lives on in the model
     return objects.resolve(tuple(folder.clients.values()))
 
 
@@ -206,9 +210,11 @@ class TableFold:
     """
 
     def __init__(self, folder: Folder, reader: TraceReader, window: int = WINDOW, objects: ObjectsFold | None = None,
-                 channels_only: bool = False) -> None:
-        """``objects``: fold only as far as ``OBJECTS_ONLY`` goes, logging the objects' operations there."""
+                 channels_only: bool = False, stash: RecordStash | None = None) -> None:
+        """``objects``: fold only as far as ``OBJECTS_ONLY`` goes, logging the objects' operations there;
+        ``stash``: the records it reads again, kept as the table was built (``CallTable.stash``)."""
         self.folder = folder
+        self.stash = stash
         self.objects = objects
         self.objects_only = objects is not None
         self.channels_only = channels_only
@@ -266,7 +272,8 @@ class TableFold:
             self.objects.rows(_object_ops(folder, table, by_row, self.objects))
             slow = slow[need[slow] == Need.RECORDS]
             by_row = RowEffects(by_row.rows, by_row.effects[np.zeros(len(by_row.effects), dtype=bool)])
-        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader))
+        effects = _EffectRows(folder, table, by_row,
+                              None if self.objects_only else ParamsReader(self.reader, self.stash))
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")
@@ -275,7 +282,7 @@ class TableFold:
         creations = iter(sorted((m for m in table.clients if m.id not in self._clients and (final or m.row < stop)),
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
-        blocks = _blocks(table, slow, need, folder, self.plan, self.reader)
+        blocks = _blocks(table, slow, need, folder, self.plan, Rereader(self.reader, self.stash))
         for row, effect in in_blocks(merged[order], tags[order]):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
@@ -649,7 +656,7 @@ def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
 
 
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
-            reader: TraceReader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
+            reader: Rereader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
     """(row, its CallInfo, what it means) for each of ``rows``, in order."""
     for at in range(0, len(rows), BLOCK):
         block = rows[at:at + BLOCK]
@@ -661,14 +668,14 @@ def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder
 
 
 def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: list[Decoded], folder: Folder,
-              plan: Plan, reader: TraceReader) -> Iterator[CallMeaning]:
+              plan: Plan, reader: Rereader) -> Iterator[CallMeaning]:
     """What each of ``rows`` means, in order (``decoded``: each row's Decoded, as far as the columns say)."""
     interpreter = folder.interpreter
     c = table.columns
     cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
                                                       "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
-    params = ParamsReader(reader)
+    params = ParamsReader(reader.reader, reader.stash)
     states = [STATES[s] for s in cols["state"]]
     # the records of the rows read from them, read in the trace's order: a call's exit may be chunks after its
     # enter, and reading them row by row went back and forth past the reader's few cached chunks (each chunk

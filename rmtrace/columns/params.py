@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 
+from rmtrace.columns.stash import RecordStash
 from rmtrace.record import ALIGN, BUFFER, BUFFER_HEADER_SIZE, BUFFER_LAYOUT, RECORD, Buffer, Role
 from rmtrace.trace import TraceReader
 
@@ -28,8 +29,10 @@ _ROLE, _LEN, _WHEN = BUFFER_LAYOUT["role"], BUFFER_LAYOUT["len"], BUFFER_LAYOUT[
 class ParamsReader:
     """The params buffers of records of one trace, by sequence number."""
 
-    def __init__(self, reader: TraceReader) -> None:
+    def __init__(self, reader: TraceReader, stash: RecordStash | None = None) -> None:
+        """``stash``: records kept as the call table was built, read there rather than from the trace."""
         self.reader = reader
+        self.stash = stash
         self._first_seqs: list[int] = []
         self._last: tuple[tuple[int, int], tuple] | None = None
         """The chunk read last, by (offset, count): the fold reads params in the trace's order, between
@@ -47,17 +50,8 @@ class ParamsReader:
     def _walk(self, seq: int, role: int | None, when: int | None) -> list[Buffer]:
         """Record ``seq``'s params buffers (of ``role`` read ``when``; the first only when both are given),
         in the record's order, as its buffer headers are walked."""
-        chunks = self.reader.chunks
-        if len(self._first_seqs) != len(chunks):  # a growing trace has new chunks
-            self._first_seqs = [c.first_seq for c in chunks]
-        index = bisect.bisect_right(self._first_seqs, seq) - 1
-        if index < 0 or seq > chunks[index].last_seq:
-            raise IndexError(f"sequence {seq} is not in this trace (0..{self.reader.record_count - 1})")
-        key = (chunks[index].offset, chunks[index].count)  # a growing trace's last chunk may grow
-        if self._last is None or self._last[0] != key:
-            self._last = key, self.reader.chunk_records(index)
-        offsets, view = self._last[1]
-        at = offsets[seq - chunks[index].first_seq]
+        kept = self.stash.find(seq) if self.stash is not None else None
+        view, at = kept if kept is not None else self._in_chunk(seq)
         pos = at + _HEADER_SIZE.get(view, at)
         out = []
         for _ in range(_NBUFS.get(view, at)):
@@ -71,3 +65,17 @@ class ParamsReader:
                     break
             pos += BUFFER_HEADER_SIZE + ((n + ALIGN - 1) & ~(ALIGN - 1))
         return out
+
+    def _in_chunk(self, seq: int) -> tuple[memoryview, int]:
+        """(records view, offset) of record ``seq`` in its chunk, read from the trace."""
+        chunks = self.reader.chunks
+        if len(self._first_seqs) != len(chunks):  # a growing trace has new chunks
+            self._first_seqs = [c.first_seq for c in chunks]
+        index = bisect.bisect_right(self._first_seqs, seq) - 1
+        if index < 0 or seq > chunks[index].last_seq:
+            raise IndexError(f"sequence {seq} is not in this trace (0..{self.reader.record_count - 1})")
+        key = (chunks[index].offset, chunks[index].count)  # a growing trace's last chunk may grow
+        if self._last is None or self._last[0] != key:
+            self._last = key, self.reader.chunk_records(index)
+        offsets, view = self._last[1]
+        return view, offsets[seq - chunks[index].first_seq]

@@ -43,6 +43,7 @@ from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, OpPlan, Plan
 from rmtrace.columns.batch import BATCH_RECORDS, batches
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
+from rmtrace.columns.stash import RecordStash, rereads
 from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
@@ -159,6 +160,9 @@ class CallTable:
     members: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     """(seq, time) of every record of the rows made of more than their first record and their exit
     (a GSP exchange in several parts)."""
+    stash: RecordStash | None = None
+    """The records the fold will read again, kept as the build scanned them (``rmtrace.columns.stash``):
+    only on a table just built for a fold, which lets it go when done."""
 
     def records_of(self, row: int) -> tuple[tuple[int, int], ...]:
         """(seq, time) of each record of row ``row``, in order."""
@@ -301,9 +305,11 @@ class CallTableBuilder:
     """Builds a trace's call table from its chunks; ``update`` picks up chunks added since."""
 
     def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS,
-                 rows: MemoryColumns | FileColumns | None = None, client_ids: Mapping[int, str] | None = None) -> None:
+                 rows: MemoryColumns | FileColumns | None = None, client_ids: Mapping[int, str] | None = None,
+                 stash: bool = False) -> None:
         """``client_ids``: pid -> client id of the clients a replay trace was made for
-        (``rmtrace.session.model.client_ids``); any other client is numbered by its first row."""
+        (``rmtrace.session.model.client_ids``); any other client is numbered by its first row.  ``stash``:
+        keep the records the fold will read again (``CallTable.stash``), for a table a fold reads next."""
         self.reader = reader
         self.decoders = decoders
         self.batch_records = batch_records
@@ -328,6 +334,8 @@ class CallTableBuilder:
         self.members: dict[int, tuple[tuple[int, int], ...]] = {}
         self.processes: dict[int, ProcessTouch] = {}
         self.gsp_session = 0
+        self.stash = RecordStash() if stash else None
+        self._rereads = rereads(self.plan, roles(decoders.profile)) if stash else None
         self.next_chunk = 0
         self.next_pos = 0
         self._room: bytearray | None = None  # the batch's decompressed chunks, reused from batch to batch
@@ -370,7 +378,7 @@ class CallTableBuilder:
     def table(self) -> CallTable:
         """The rows so far.  A later ``update`` may rewrite the rows of calls that were still open."""
         return CallTable(self.rows.view(), self.names, self.details, self.status_names, self.handle_sets,
-                         self.lock_sets, self.clients, self.processes, self.extra_handles, self.members)
+                         self.lock_sets, self.clients, self.processes, self.extra_handles, self.members, self.stash)
 
     # -- one batch ----------------------------------------------------------------------
 
@@ -378,6 +386,10 @@ class CallTableBuilder:
         self._room, spans = self.reader.read_chunks(indices, self._room)
         views = {span.index: memoryview(self._room)[span.start:span.end] for span in spans}
         batch = scan_chunks(self._room, spans, self.args, self.next_pos, GPU_DEVICE_PREFIX)
+        if self.stash is not None and self._rereads is not None:
+            seq, chunk, offset = batch["seq"], batch["chunk"], batch["offset"]
+            for i in np.flatnonzero(self._rereads(batch)).tolist():
+                self.stash.add(int(seq[i]), views[int(chunk[i])], int(offset[i]))
         self.next_pos += len(batch["pos"])
         pending = self._pending
         npend = 0 if pending is None else len(pending["pos"])

@@ -102,15 +102,3 @@ class StreamingFold:
         retired = self.folder.forget_client(pid)
         if self.transitions.keep:
             self.retired.extend(retired)
-
-    def stable_names(self, info: CallInfo) -> dict[str, str]:
-        """The stable names (``NV01_ROOT_CLIENT#0/NV01_DEVICE_0#0/...``) of the objects a call's handles name."""
-        if info.client_id is None:
-            return {}
-        objects = self.folder.objects
-        out = {}
-        for name, handle in info.handles.items():
-            obj = objects.get((info.client_id, handle))
-            if obj is not None:
-                out[name] = obj.stable_name
-        return out

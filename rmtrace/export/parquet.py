@@ -16,8 +16,12 @@ or a message that stands alone), in order; the columns are ``SCHEMA``.
 Types are the ones every reader takes: ``time`` is a microsecond timestamp
 (Spark does not read nanosecond ones) and ``time_ns`` keeps the nanoseconds;
 handles (32-bit) are int64, not unsigned.
-Rows are written in row groups of ``ROW_GROUP`` calls, so memory does not
-grow with the trace.
+The rows are the call table's (``rmtrace.columns``: built, or loaded from
+the trace's cache entry), a block of ``ROW_GROUP`` calls at a time, each a
+row group (split where a day ends); the stable object names come from the
+RM objects as columns (``rmtrace.export.call_rows``), no call is decoded.
+The clients are the session model's, so a replay's are the ones it was made
+for (its metadata), as ``rmtrace stats`` names them.
 """
 
 from __future__ import annotations
@@ -29,15 +33,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rmtrace.calls import Call, CallState
 from rmtrace.errors import RmtraceError
-from rmtrace.export.fold import StreamingFold
+from rmtrace.export.call_rows import CallColumns, object_names
 from rmtrace.export.source import ExportInput, trace_id
-from rmtrace.record import Source, enum_name
-from rmtrace.session import CallInfo
 
 ROW_GROUP = 16_384
 
@@ -81,23 +83,6 @@ def utc_day(wall_ns: int) -> str:
 DAY_NS = 86_400 * 1_000_000_000
 CONSTANT = ("driver", "profile", "trace_id", "trace")
 """The columns that hold one value for the whole trace (filled when a row group is made)."""
-PER_CALL = tuple(f.name for f in SCHEMA if f.name not in CONSTANT)
-
-
-class _Columns:
-    """Rows of one row group, a tuple a call in ``PER_CALL`` order (made columns when the group is written)."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def table(self, constant: dict[str, Any]) -> pa.Table:
-        n = len(self.rows)
-        data: dict[str, Any] = {name: list(column) for name, column in zip(PER_CALL, zip(*self.rows))}
-        data.update((name, [value] * n) for name, value in constant.items())
-        return pa.Table.from_pydict(data, schema=SCHEMA)
 
 
 class TraceRows:
@@ -111,50 +96,22 @@ class TraceRows:
         self.constant = {"driver": src.meta.get("driver_version"), "profile": src.decoders.profile.version,
                          "trace_id": self.id, "trace": os.path.basename(src.path)}
         self.writers: dict[str, pq.ParquetWriter] = {}
-        self.pending: dict[str, _Columns] = {}
         self.rows = 0
         self.paths: dict[str, Path] = {}
-        self._offset = src.wall_offset_ns or 0
-        self._sources: dict[int, str] = {}
-        self._day = ""
-        self._day_span = (0, 0)  # [start, end) in wall ns of the day ``_day``: one strftime per day, not per call
-        self._rows: _Columns | None = None
 
-    def add(self, call: Call, info: CallInfo, objects: dict[str, str]) -> None:
-        first = call.first
-        wall = first.time_ns + self._offset
-        if not self._day_span[0] <= wall < self._day_span[1]:
-            self._day = utc_day(wall)
-            start = wall - wall % DAY_NS
-            self._day_span = (start, start + DAY_NS)
-            self._rows = None
-        day = self._day
-        rows = self._rows
-        if rows is None:
-            rows = self.pending.get(day)
-            if rows is None:
-                rows = self.pending[day] = _Columns()
-            self._rows = rows
-        source = self._sources.get(first.source)
-        if source is None:
-            source = self._sources[first.source] = enum_name(Source, first.source)
-        latency = info.latency_ns if info.exit_seq is not None and info.exit_seq != info.enter_seq else None
-        in_flight = call.state in (CallState.IN_FLIGHT, CallState.UNFINISHED)
-        rows.rows.append((
-            wall // 1000, wall, first.time_ns - self.src.start_ns, first.seq, first.pid, first.tid,
-            info.client_id, source, info.name, info.detail, info.status_name, info.status, info.ok,
-            call.state.value, latency, self.src.end_ns - first.time_ns if in_flight else latency,
-            list(info.handles.items()), list(objects.items()), info.bytes))
-        self.rows += 1
-        if len(rows) >= ROW_GROUP:
-            self._flush(day)
+    def add(self, columns: dict[str, Any]) -> None:
+        """Write a block of calls (``CallColumns.block``), a row group per day it holds."""
+        wall = columns.pop("wall")
+        days = wall // DAY_NS
+        cuts = (np.flatnonzero(np.diff(days)) + 1).tolist()
+        for start, stop in zip([0, *cuts], [*cuts, len(days)]):
+            part = {name: value[start:stop] for name, value in columns.items()}
+            part.update((name, [value] * (stop - start)) for name, value in self.constant.items())
+            self._writer(utc_day(int(wall[start]))).write_table(pa.Table.from_pydict(part, schema=SCHEMA),
+                                                                row_group_size=ROW_GROUP)
+            self.rows += stop - start
 
-    def _flush(self, day: str) -> None:
-        rows = self.pending.pop(day, None)
-        if rows is self._rows:
-            self._rows = None
-        if rows is None or not len(rows):
-            return
+    def _writer(self, day: str) -> pq.ParquetWriter:
         writer = self.writers.get(day)
         if writer is None:
             folder = partition_dir(self.root, self.host, day)
@@ -162,11 +119,9 @@ class TraceRows:
             path = folder / f"{self.id}.parquet"
             writer = self.writers[day] = pq.ParquetWriter(path, SCHEMA, compression="zstd")
             self.paths[day] = path
-        writer.write_table(rows.table(self.constant), row_group_size=ROW_GROUP)
+        return writer
 
     def close(self) -> list[tuple[Path, int]]:
-        for day in list(self.pending):
-            self._flush(day)
         for writer in self.writers.values():
             writer.close()
         return [(path, pq.ParquetFile(path).metadata.num_rows) for path in self.paths.values()]
@@ -181,11 +136,15 @@ def export_trace(src: ExportInput, root: str | os.PathLike, host: str | None = N
         raise RmtraceError(f"{src.path} is in the dataset already ({before[0]}); use --force to replace it")
     for path in before:
         path.unlink()  # a re-export replaces the trace's rows, whatever host or days they had
-    fold = StreamingFold(src.decoders, transitions=False)  # a row needs the call's CallInfo, no lane states
+    table, names = object_names(src)
+    columns = CallColumns(src, table, names)
+    first = np.asarray(table.columns["enter_seq"])
     try:
-        for call in src.calls():
-            info = fold.fold(call)
-            rows.add(call, info, fold.stable_names(info))
+        for start in range(0, len(table), ROW_GROUP):
+            stop = min(start + ROW_GROUP, len(table))
+            rows.add(columns.block(np.arange(start, stop)))
+            # rows are in order of their first record: the records before the next block's first are done
+            src.progress.add((int(first[stop]) if stop < len(table) else src.reader.record_count) - src.progress.done)
     finally:
         written = rows.close()
     return written

@@ -8,27 +8,26 @@ comments say who made it (``pid P tid T``) and what it was: the call's
 one-line summary, as ``rmtrace show`` prints it.  The generated Lua dissector
 (``rmtrace.export.dissector``) names the fields.
 
-Packets come out in record order although the decoders pair records into
-calls first: a record waits in a heap until every call that starts before it
-has been seen (bounded by the pairing window).
+Packets come out in record order, a batch of chunks at a time, each line
+from the call table (``rmtrace.export.table_lines``: show's lines from the
+columns, the calls it cannot print decoded), never pairing and decoding
+the trace call by call.
 
-The blocks are written by scapy's ``RawPcapNgWriter``; two things it does not
-do are added here: the interface blocks carry a description and
-``if_tsresol``, and timestamps are handed over already in nanoseconds.
+The section and interface blocks are written by scapy's ``RawPcapNgWriter``,
+with two things it does not do: the interface blocks carry a description
+and ``if_tsresol``.  The packets are its enhanced packet blocks byte for
+byte, put together here a batch at a time.
 """
 
 from __future__ import annotations
 
-import heapq
 import struct
-from collections.abc import Callable, Iterable, Iterator
 
 from scapy.utils import RawPcapNgWriter
 
-from rmtrace.calls import Call
-from rmtrace.decoders import Level, render
 from rmtrace.export.source import ExportInput
-from rmtrace.record import Record, Source
+from rmtrace.export.table_lines import RecordLines, record_lines
+from rmtrace.record import Source
 
 DLT_USER0 = 147
 """LINKTYPE_USER0: the first of the 16 link types set aside for private use."""
@@ -52,14 +51,12 @@ OPT_END, OPT_COMMENT, IF_NAME, IF_DESCRIPTION, IF_TSRESOL = 0, 1, 2, 3, 9
 
 
 class RecordPcapNgWriter(RawPcapNgWriter):
-    """scapy's pcapng writer with one interface per rmtrace source, described, in nanoseconds."""
+    """scapy's pcapng writer with one interface per rmtrace source, described, in nanoseconds (the packets
+    are ``_EnhancedPackets``')."""
 
     def __init__(self, filename: str, descriptions: dict[int, str]) -> None:
         super().__init__(filename)
         self.descriptions = descriptions
-        # Timestamps are handed to scapy already in the interfaces' unit (ns): scapy multiplies them
-        # by ``tsresol`` and would otherwise count microseconds.
-        self.tsresol = 1
 
     def _write_header(self, pkt: object) -> None:
         if self.header_present:
@@ -77,12 +74,6 @@ class RecordPcapNgWriter(RawPcapNgWriter):
         body = struct.pack("<HHI", linktype, 0, 0)  # link type, reserved, snaplen 0: no limit
         self.f.write(self.build_block(struct.pack("<I", 1), body, options=options + _OPT.pack(OPT_END, 0)))
 
-    def write_record(self, data: bytes, source: int, time_ns: int, comments: list[bytes]) -> None:
-        if not self.header_present:
-            self._write_header(None)
-        name = INTERFACES.get(source, INTERFACES[Source.MARK])[0]
-        self._write_block_epb(data, ifid=self.interfaces2id[name.encode()], timestamp=time_ns, comments=comments)
-
 
 def _option(code: int, value: bytes) -> bytes:
     return _OPT.pack(code, len(value)) + value + b"\0" * (-len(value) % 4)
@@ -95,45 +86,52 @@ def descriptions(src: ExportInput) -> dict[int, str]:
     return {source: f"{what} ({tail})" for source, (_name, what) in INTERFACES.items()}
 
 
-def in_record_order(calls: Iterable[Call], render_line: Callable[[Call], str]) -> Iterator[tuple[Record, str]]:
-    """(record, its call's summary line) in record order, from calls in order of their first record.
-
-    A call is yielded once every call starting before it has been, so every
-    record before its first record is final: those are released from the heap.
-    """
-    heap: list[tuple[int, Record, str]] = []
-    for call in calls:
-        text = render_line(call)
-        for rec in call.records:
-            heapq.heappush(heap, (rec.seq, rec, text))
-        first = call.first.seq
-        while heap and heap[0][0] < first:
-            _seq, rec, line = heapq.heappop(heap)
-            yield rec, line
-    while heap:
-        _seq, rec, line = heapq.heappop(heap)
-        yield rec, line
-
-
 def write_pcapng(src: ExportInput, out: str) -> int:
     """Write the trace as pcapng to ``out`` (a path); returns the packets written."""
-    decoders = src.decoders
-    start, end = src.start_ns, src.end_ns
-
-    def line(call: Call) -> str:
-        return render.line(decoders.decode(call, Level.CALL), call, start, end)
-
     writer = RecordPcapNgWriter(out, descriptions(src))
     packets = 0
     try:
-        offset = src.wall_offset_ns or 0
-        raw: dict[int, bytes] = {}
-        for rec, text in in_record_order(src.calls(raw), line):
-            writer.write_record(raw.pop(rec.seq), rec.source, rec.time_ns + offset,
-                                [f"pid {rec.pid} tid {rec.tid}".encode(), text.encode()])
-            packets += 1
-        if not writer.header_present:  # an empty trace: the section and its interfaces all the same
-            writer._write_header(None)
+        writer._write_header(None)
+        epb = _EnhancedPackets(writer)
+        for batch in record_lines(src):
+            packets += epb.write(batch, src.wall_offset_ns or 0)
     finally:
         writer.close()
     return packets
+
+
+class _EnhancedPackets:
+    """Enhanced packet blocks as scapy's ``_write_block_epb`` makes them (the same bytes), put together
+    here with one ``struct`` call a packet: scapy packs each field on its own."""
+
+    def __init__(self, writer: RecordPcapNgWriter) -> None:
+        self.f = writer.f
+        self.head = struct.Struct(writer.endian + "IIIIIII")  # type, length, interface, time high, low, 2 lengths
+        self.option = struct.Struct(writer.endian + "HH")
+        self.length = struct.Struct(writer.endian + "I")
+        self.end = self.option.pack(OPT_END, 0)
+        self.ifid = {source: writer.interfaces2id[name.encode()] for source, (name, _what) in INTERFACES.items()}
+        self.other = self.ifid[Source.MARK]
+        self.who: dict[tuple[int, int], bytes] = {}
+
+    def write(self, batch: RecordLines, offset: int) -> int:
+        """Write a batch's packets; returns how many."""
+        head, option, length, end, ifid, other, who = (self.head, self.option, self.length, self.end, self.ifid,
+                                                        self.other, self.who)
+        blocks: list[bytes | memoryview] = []
+        for data, source, time_ns, pid, tid, line in zip(batch.data, batch.source, batch.time_ns, batch.pid,
+                                                         batch.tid, batch.line):
+            mine = who.get((pid, tid))
+            if mine is None:
+                text = f"pid {pid} tid {tid}".encode()
+                mine = who[(pid, tid)] = option.pack(OPT_COMMENT, len(text)) + text + b"\0" * (-len(text) % 4)
+            summary = line.encode()
+            pad = b"\0" * (-len(summary) % 4)
+            n = len(data)
+            total = 32 + n + (-n % 4) + len(mine) + 4 + len(summary) + len(pad) + 4
+            ts = time_ns + offset
+            blocks += (head.pack(6, total, ifid.get(source, other), ts >> 32, ts & 0xFFFFFFFF, n, n), data,
+                       b"\0" * (-n % 4), mine, option.pack(OPT_COMMENT, len(summary)), summary, pad, end,
+                       length.pack(total))
+        self.f.write(b"".join(blocks))
+        return len(batch.data)

@@ -38,6 +38,12 @@ class Progress:
                 self.show()
             yield item
 
+    def add(self, n: int) -> None:
+        """``n`` more items done at once (a reader that takes a batch at a time)."""
+        self.done += n
+        if self.enabled and time.monotonic() >= self._next:
+            self.show()
+
     def show(self) -> None:
         now = time.monotonic()
         self._next = now + self.interval_s

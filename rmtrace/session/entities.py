@@ -103,6 +103,13 @@ class Client:
         return f"client/{self.id}"
 
 
+def stable_name(base: str, class_name: str, order: int) -> str:
+    """An RM object's stable name: its parent's (``base``, "" for none), its class and its place among
+    its client's objects of that base and class (``NV01_ROOT_CLIENT#0/NV01_DEVICE_0#0``).  Handles
+    change from run to run; this names the same object in two traces of the same program."""
+    return f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
+
+
 @dataclass(slots=True)
 class RmObject:
     client_id: str

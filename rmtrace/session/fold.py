@@ -32,6 +32,7 @@ from rmtrace.session.entities import (
     Process,
     Rank,
     RmObject,
+    stable_name,
 )
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
 
@@ -172,7 +173,7 @@ class Folder:
             exit_seq=last.seq if closed or single else None, t_enter=first.time_ns,
             t_exit=last.time_ns if closed or single else None,
             in_flight=call.state in (CallState.IN_FLIGHT, CallState.UNFINISHED),
-            handles=dict(d.handles), bytes=sum(len(b.data) for r in call.records for b in r.buffers),
+            handles=dict(d.handles), bytes=_buffer_bytes(call),
             locks=tuple(e.lock for e in meaning.events if isinstance(e, ev.LockTaken)),
         )
 
@@ -194,7 +195,7 @@ class Folder:
         order_key = (client.id, base, class_name)
         order = self._siblings.get(order_key, 0)  # a Counter's [] of a new key runs its __missing__
         self._siblings[order_key] = order + 1
-        stable = f"{base}/{class_name}#{order}" if base else f"{class_name}#{order}"
+        stable = stable_name(base, class_name, order)
         obj = RmObject(client.id, handle, parent, cls if cls is not None else -1, class_name, stable, alloc_seq,
                        alloc_ns, h_client=h_client, status=status, category=category)
         self.objects[(client.id, handle)] = obj
@@ -630,3 +631,12 @@ EFFECTS: Mapping[type[ev.Event], Effect] = {
     ev.CallInFlightAtStop: _marked,
 }
 """What each event does to the session's state; events not listed change nothing the model keeps."""
+
+
+def _buffer_bytes(call: Call) -> int:
+    """The bytes of every buffer of a call's records (loops, not a generator: it runs once per call folded)."""
+    n = 0
+    for rec in call.records:
+        for b in rec.buffers:
+            n += len(b.data)
+    return n

@@ -28,7 +28,7 @@ from rmtrace.decoders.roles import Category
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
 from rmtrace.session.blocks import in_blocks
-from rmtrace.session.entities import CallInfo, Client, FreedBy, RmObject
+from rmtrace.session.entities import CallInfo, Client, FreedBy, RmObject, stable_name
 from rmtrace.session.fold import Folder
 
 CATEGORIES = tuple(Category)
@@ -89,8 +89,7 @@ class ObjectColumns:
         out: list[str] = []
         names = self.names
         for base, cls, order in zip(self.base.tolist(), self.class_name.tolist(), self.order.tolist()):
-            own = f"{names[cls]}#{order}"
-            out.append(f"{out[base]}/{own}" if base >= 0 else own)  # a base is always an earlier object
+            out.append(stable_name(out[base] if base >= 0 else "", names[cls], order))  # a base is an earlier object
         return out
 
     def objects(self) -> list[RmObject]:
@@ -117,9 +116,9 @@ class ObjectColumns:
         rows: list[tuple[int, ...]] = []
         for i, o in enumerate(objects):
             base = by_handle.get((o.h_client, o.parent), -1) if o.parent is not None else -1
-            head = f"{objects[base].stable_name}/{o.class_name}#" if base >= 0 else f"{o.class_name}#"
-            order = o.stable_name[len(head):]
-            if not o.stable_name.startswith(head) or not order.isdigit() or str(int(order)) != order:
+            order = o.stable_name.rpartition("#")[2]
+            base_name = objects[base].stable_name if base >= 0 else ""
+            if not order.isdigit() or o.stable_name != stable_name(base_name, o.class_name, int(order)):
                 raise ValueError(f"object {i}: {o.stable_name!r} is not its base's and class's name")
             if (o.free_seq is None) != (o.freed_by is None) or (o.free_ns is None) != (o.freed_by is None):
                 raise ValueError(f"object {i}: freed by {o.freed_by} at {o.free_seq}")

@@ -1,0 +1,94 @@
+"""Records the fold reads again, kept as the call table's build scans them.
+
+The fold reads a few calls' records for more than the table's columns: the
+records of the calls the semantic layer decodes (GSP exchanges, fork/exec/exit,
+...) and the params buffers of channel and TSG allocations and of the controls
+the model reads (``rmtrace.columns.fold``'s ``Need``).  Read from the trace
+again, in row order, each chunk that holds one is decompressed a second time,
+and at 1M records such records lie in every chunk.  The build has every batch
+decompressed already, so it copies out the records the fold will read
+(``rereads``: by their operation, class and command, a few per cent of them)
+into one ``RecordStash``, and the fold reads them there.  A record the stash
+lacks (a call the operation's rule did not foresee, a table loaded from the
+cache, a live trace's next rows) is read from the trace as before: the stash
+only saves reads, it never decides what the fold sees.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections.abc import Callable
+
+import numpy as np
+from rmtrace.decoders.roles import Roles
+
+from rmtrace.columns.argspec import Plan
+from rmtrace.columns.scan import KeyCache, Records
+from rmtrace.record import RECORD, Record, decode_record
+from rmtrace.trace import TraceReader
+
+_TOTAL = RECORD["total_len"]
+
+
+class RecordStash:
+    """Whole records by sequence number, back to back in one buffer (each record's length is a multiple of
+    ``ALIGN``, so every record in it starts aligned, as in a chunk).  Records are added in the trace's order."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._seqs = array("q")
+        self._starts = array("q")
+        self._frozen: bytes | None = None
+
+    def add(self, seq: int, view: memoryview | bytes, offset: int) -> None:
+        """Keep the record at ``offset`` of ``view`` (a chunk's records, checked by the scan)."""
+        assert self._frozen is None, "a stash is read only once it is whole"
+        if self._seqs and seq <= self._seqs[-1]:
+            return  # a record seen again (a batch's carried enters): kept once
+        self._seqs.append(seq)
+        self._starts.append(len(self._data))
+        self._data += view[offset:offset + _TOTAL.get(view, offset)]
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._data) + 16 * len(self._seqs)
+
+    def find(self, seq: int) -> tuple[bytes, int] | None:
+        """(buffer, offset) of record ``seq``; None when it was not kept."""
+        if self._frozen is None:  # one bytes object from now on: a bytearray with views out cannot grow anyway
+            self._frozen, self._data = bytes(self._data), bytearray()
+        at = bisect.bisect_left(self._seqs, seq)
+        if at == len(self._seqs) or self._seqs[at] != seq:
+            return None
+        return self._frozen, self._starts[at]
+
+
+class Rereader:
+    """The records the fold reads again: from the stash where it kept them, else from the trace."""
+
+    def __init__(self, reader: TraceReader, stash: RecordStash | None) -> None:
+        self.reader = reader
+        self.stash = stash
+
+    def record_at(self, seq: int) -> Record:
+        found = self.stash.find(seq) if self.stash is not None else None
+        if found is None:
+            return self.reader.record_at(seq)
+        return decode_record(*found)
+
+
+def rereads(plan: Plan, roles: Roles) -> Callable[[Records], np.ndarray]:
+    """Which records of a batch's columns (``rmtrace.columns.scan``) the fold will read again: every
+    record of an operation whose calls it decodes (``Need.RECORDS``)."""
+    from rmtrace.columns.fold import Need, op_need  # the fold's own rule (it imports the table, which imports this)
+
+    by_op = KeyCache(lambda key: int(op_need(plan, roles, key >> 32, key & 0xFFFFFFFF) == Need.RECORDS))
+
+    def mask(recs: Records) -> np.ndarray:
+        keys = (recs["source"].astype(np.uint64) << np.uint64(32)) | recs["op"].astype(np.uint64)
+        return by_op(keys) == 1
+    return mask
