@@ -28,7 +28,6 @@ checks that both make the same line for every call of every shipped capture.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import NamedTuple
@@ -50,6 +49,7 @@ from rmtrace.columns.summary import SIDES, Block, BlockReader
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.columns.view import is_scalar
 from rmtrace.layout import Field
+from rmtrace.lru import BoundedLRU
 from rmtrace.record import BufferFlag, Phase, Record
 from rmtrace.timefmt import format_duration, format_offset
 from rmtrace.trace import TraceReader
@@ -89,34 +89,17 @@ class Lines(NamedTuple):
     texts: list[str]
 
 
-class SummaryMemo:
-    """Call-level decodes of calls by their state and their records' bytes (``BlockReader.stable_parts``:
-    each record says its length, so the records' bytes one after the other are one key), bounded in
-    entries and in the bytes of the keys."""
+class SummaryMemo(BoundedLRU[bytes, tuple[Decoded, str]]):
+    """Call-level decodes of calls (and their summaries) by their state and their records' bytes
+    (``Block.stable_parts``: each record says its length, so the records' bytes one after the other are
+    one key), bounded in entries and in the bytes of the keys (``rmtrace.lru``)."""
 
     def __init__(self, kept: int = MEMO_KEPT, kept_bytes: int = MEMO_KEPT_BYTES) -> None:
-        self.kept, self.kept_bytes = kept, kept_bytes
-        self.hits = 0
-        self.misses = 0
-        self.bytes = 0
-        self._done: OrderedDict[bytes, tuple[Decoded, str]] = OrderedDict()
+        super().__init__(kept, kept_bytes)
 
-    def get(self, key: bytes) -> tuple[Decoded, str] | None:
-        found = self._done.get(key)
-        if found is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._done.move_to_end(key)
-        return found
-
-    def put(self, key: bytes, decoded: Decoded, body: str) -> None:
-        if len(key) > self.kept_bytes:  # kept, it would push out every other entry and then itself
-            return
-        self._done[key] = (decoded, body)
-        self.bytes += len(key)
-        while len(self._done) > self.kept or self.bytes > self.kept_bytes:
-            self.bytes -= len(self._done.popitem(last=False)[0])
+    def keep(self, key: bytes, decoded: Decoded, body: str) -> None:
+        """Keep ``decoded`` and its summary ``body`` for ``key``, standing for the key's bytes."""
+        self.put(key, (decoded, body), len(key))
 
 
 class ColumnLines:
@@ -434,7 +417,7 @@ class ColumnLines:
             if kept is None:
                 call = self._call(c["enter_seq"][i], c["exit_seq"][i] if j >= 0 else -1, STATES[state])
                 d = self.decoders.decode(call, Level.CALL)
-                memo.put(key, d, summary(d))
+                memo.keep(key, d, summary(d))
                 if wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d):
                     out[k] = line(d, call, start, end)
                 else:
