@@ -149,7 +149,8 @@ def main() -> int:
         pair = ""
         if step != columns.PAIRED:  # the step over the zstd -dc run right before it, round by round
             mid, low, high = paired_ratio([t["cpu"] for t in times[step]], [t["cpu"] for t in paired[step]])
-            pair = f"{mid:5.1f}x [{low:.1f}-{high:.1f}] {columns.goal_verdict(low, high)}"
+            verdict = columns.goal_verdict(low, high) if step.startswith("show") else ""
+            pair = f"{mid:5.1f}x [{low:.1f}-{high:.1f}] {verdict}"
         rows.append((step, f"{sec:7.2f} s | {cpu:7.2f} s | {sec / dc:6.1f}x; {cpu / dc_cpu:6.1f}x | "
                            f"{peak / 2**20:6.0f} MiB | {pair}"))
     print_rows(rows)
