@@ -11,11 +11,10 @@ OUT=${1:?usage: bench/h200_cpu_kinds.sh OUTDIR BEFORE}
 BEFORE=${2:?usage: bench/h200_cpu_kinds.sh OUTDIR BEFORE}
 ROUNDS=${ROUNDS:-15}
 BIN=$(mktemp -d)
-gcc -O2 -Wall -o "$BIN/rmprog" tests/c/rmprog.c -lpthread || exit 1
+. "$(dirname "$0")/h200_common.sh"
+build_tools "$BIN" "$BEFORE" || exit 1
 gcc -O2 -Wall -pthread -o "$BIN/cpu_kinds" bench/cpu_kinds.c || exit 1
 gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
-python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
-shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$BEFORE/kmod_shim" "$BIN/before.so" || exit 1
 
 {
     cat /proc/driver/nvidia/version; uname -a; lscpu; lscpu -e
@@ -31,17 +30,8 @@ shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$BEFORE/kmod
     grep . /sys/devices/system/cpu/vulnerabilities/*
 } > "$OUT/topology.txt" 2>&1
 
-# Which CPUs are which today: a bare RM control pinned to each.
-for c in $(seq 0 $(($(nproc) - 1))); do
-    echo "$c $(RMPROG_DEVICE_DIR=/dev taskset -c "$c" "$BIN/rmprog" bench 20000 stack)"
-done > "$OUT/ioctl_by_cpu.txt"
-# Fields: CPU traced_ns T untraced_ns U ...; fast = below the midpoint of the extremes.
-read -r FAST SLOW FASTSET < <(awk '{u[$1] = $5} END {lo = hi = -1
-    for (c in u) { if (lo < 0 || u[c] < u[lo]) lo = c; if (hi < 0 || u[c] > u[hi]) hi = c }
-    mid = (u[lo] + u[hi]) / 2; set = ""
-    for (c = 0; c in u; c++) if (u[c] < mid && c != lo) set = set (set ? "," : "") c
-    print lo, hi, set}' "$OUT/ioctl_by_cpu.txt")
-echo "fast $FAST slow $SLOW other fast $FASTSET" | tee -a "$OUT/ioctl_by_cpu.txt"
+# Which CPUs are which today.
+cpu_costs "$BIN" "$OUT"
 
 FAST=$FAST SLOW=$SLOW "$BIN/cpu_kinds" > "$OUT/cpu_kinds.txt" 2>&1
 

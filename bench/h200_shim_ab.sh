@@ -10,18 +10,11 @@ OUT=${1:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE}
 BEFORE=${2:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE}
 ROUNDS=${ROUNDS:-30}
 BIN=$(mktemp -d)
-gcc -O2 -Wall -o "$BIN/rmprog" tests/c/rmprog.c -lpthread || exit 1
-python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
-shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$BEFORE/kmod_shim" "$BIN/before.so" || exit 1
+. "$(dirname "$0")/h200_common.sh"
+build_tools "$BIN" "$BEFORE" || exit 1
 
-# Which CPUs are which now: a bare RM control pinned to each (fields: CPU traced_ns T untraced_ns U ...).
-for c in $(seq 0 $(($(nproc) - 1))); do
-    echo "$c $(RMPROG_DEVICE_DIR=/dev taskset -c "$c" "$BIN/rmprog" bench 20000 stack)"
-done > "$OUT/ioctl_by_cpu.txt"
-read -r FAST SLOW < <(awk '{u[$1] = $5} END {lo = hi = -1
-    for (c in u) { if (lo < 0 || u[c] < u[lo]) lo = c; if (hi < 0 || u[c] > u[hi]) hi = c }
-    print lo, hi}' "$OUT/ioctl_by_cpu.txt")
-echo "fast $FAST slow $SLOW" | tee -a "$OUT/ioctl_by_cpu.txt"
+# Which CPUs are which now.
+cpu_costs "$BIN" "$OUT"
 
 # The recorder as installed (PYTHONPATH), not this checkout's rmtrace/ (which has no kmod_shim inside): -P keeps
 # `python3 -m` from putting the working directory first on sys.path.

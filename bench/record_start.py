@@ -4,8 +4,8 @@ Alternating rounds of the bare command and the recorded one, each a fresh proces
 wall time from spawn to exit (the recorder's start-up, the trace's write and close,
 its shutdown).  The difference of the medians is what recording costs a run that does
 nothing; goal <= 0.15 s.  A warm-up round of each comes first, and PYTHONDONTWRITEBYTECODE
-is dropped from the environment, so the figures are a user's second run, not a compile
-of every module.
+is dropped from the environment, and each tree has a user cache of its own that the warm-up
+fills, so the figures are a user's second run, not a compile of every module.
 
 ``python -c pass`` is the floor under every way that runs rmtrace: the interpreter and its
 site (in a development checkout, that includes the editable install's import hook, which a
@@ -82,9 +82,14 @@ def main() -> int:
         ways: dict[str, Callable[[int], list[str]]] = {
             "bare": lambda n: bare, "python -c pass": lambda n: [sys.executable, "-c", "pass"],
             "rmtrace record": cli(""), "record command alone": alone("")}
-        envs = {name: env for name in ways}
+        # Each tree its own user cache (RMTRACE_CACHE_DIR): the cached layouts and capture tables are keyed by
+        # their sources' CRCs, so trees whose sources differ, sharing one, would rewrite each other's entries
+        # round after round and every run would pay for deriving them (construct's import among it).
+        mine_env = dict(env, RMTRACE_CACHE_DIR=str(Path(tmp) / "cache"))
+        envs = {name: mine_env for name in ways}
         for k, before in enumerate(args.before):
-            before_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (before, env.get("PYTHONPATH")))))
+            before_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, (before, env.get("PYTHONPATH")))),
+                              RMTRACE_CACHE_DIR=str(Path(tmp) / f"cache-before{k}"))
             ways[f"rmtrace record, {before}'s rmtrace/"] = cli(f"before{k}-")
             ways[f"record command alone, {before}'s rmtrace/"] = alone(f"before{k}-")
             envs[f"rmtrace record, {before}'s rmtrace/"] = envs[f"record command alone, {before}'s rmtrace/"] = before_env

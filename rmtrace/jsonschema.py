@@ -103,15 +103,6 @@ def write_lines(objects: Iterable[Mapping[str, Any]], out: IO[str], limit: int |
     return n
 
 
-def write_lines_binary(objects: Iterable[Mapping[str, Any]], out: IO[bytes]) -> int:
-    """Objects as JSON Lines into a binary file (no text layer to pass the bytes through); how many were written."""
-    n = 0
-    for obj in objects:
-        out.write(encode(obj, newline=True))
-        n += 1
-    return n
-
-
 def _rel(time_ns: int | None, start_ns: int) -> int | None:
     return None if time_ns is None else time_ns - start_ns
 

@@ -43,7 +43,6 @@ from rmtrace.record import (
     encode_record,
     restamp,
 )
-from rmtrace.recovery import ChunkFinder, Found, Held, IndexRow, Recovery
 
 FILE_MAGIC = int.from_bytes(b"RMTRACE\0", "little")
 FORMAT_VERSION = 1
@@ -52,6 +51,8 @@ FOOTER_MAGIC = 0x46544D52  # "RMTF"
 
 if TYPE_CHECKING:
     from construct import Struct
+
+    from rmtrace.recovery import ChunkFinder, Found, Held, IndexRow, Recovery  # noqa: F401  (__getattr__ below)
 
     FileHeader: Struct  # the construct mirrors, made on first use: __getattr__ below
     IndexHeader: Struct
@@ -116,7 +117,20 @@ INDEX_ENTRY = FlatStruct.lazy(_index_entry, "IndexEntry")
 FOOTER = FlatStruct.lazy(_footer, "Footer")
 _MIRRORS = {"FileHeader": FILE_HEADER, "IndexHeader": INDEX_HEADER, "IndexEntry": INDEX_ENTRY, "Footer": FOOTER}
 """The construct mirrors, made on first use: writing a trace (``rmtrace record``) needs only the FlatStructs."""
-__getattr__ = lazy_mirrors(__name__, _MIRRORS)
+_mirror = lazy_mirrors(__name__, _MIRRORS)
+
+
+_FROM_RECOVERY = frozenset({"ChunkFinder", "Found", "Held", "IndexRow", "Recovery"})
+"""rmtrace.recovery's names, as this module has always offered them: the reader's alone, imported on
+first use, since its import (three dataclasses) is a few ms of every ``rmtrace record``'s start."""
+
+
+def __getattr__(name: str) -> Any:
+    """The construct mirrors, and rmtrace.recovery's names (_FROM_RECOVERY)."""
+    if name in _FROM_RECOVERY:
+        import rmtrace.recovery as recovery
+        return getattr(recovery, name)
+    return _mirror(name)
 
 
 _FOOTER_CRC_AT = FOOTER.offset("footer_crc")  # footer_crc covers the bytes before it
@@ -442,6 +456,8 @@ class TraceReader:
         if meta_len > MAX_META or start + meta_len > self._size or (end < self._size and self._chunk_at(end) is None):
             # the length is damaged, or the first chunk is, or the file is cut: the chunks start at
             # the first chunk header whose checksum holds, if there is one
+            from rmtrace.recovery import ChunkFinder  # the reader's alone: _FROM_RECOVERY
+
             found = ChunkFinder(self._pread, self._size, start, self._decoder, INDEX_MAGIC).find_chunk(start)
             if found is not None and found - start <= MAX_META + 7:
                 end = found
@@ -491,6 +507,8 @@ class TraceReader:
         return [_entry(e) for e in entries], ""
 
     def _find(self, notes: list[str]) -> Found:
+        from rmtrace.recovery import ChunkFinder
+
         finder = ChunkFinder(self._pread, self._size, self.data_offset, self._decoder, INDEX_MAGIC)
         entries, _why_not = self._read_index()
         found = finder.from_index(entries) if entries is not None else None
@@ -581,6 +599,8 @@ class TraceReader:
         if size == self._size:
             return 0
         self._size = size
+        from rmtrace.recovery import ChunkFinder, Found
+
         old = self._found
         new = ChunkFinder(self._pread, size, self.data_offset, self._decoder, INDEX_MAGIC).scan(old.resume)
         kept = [c for c in old.chunks if c.offset < old.resume]

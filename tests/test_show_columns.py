@@ -120,10 +120,10 @@ def test_the_summary_memo_is_bounded_and_keeps_nothing_larger_than_all_it_may_ho
 
     memo = SummaryMemo(kept=2, kept_bytes=10)
     one = Decoded(Source.RM, 0x2A, "RM_FREE")
-    memo.put(b"aaaa", one, "a")
-    memo.put(b"bbbb", one, "b")
+    memo.keep(b"aaaa", one, "a")
+    memo.keep(b"bbbb", one, "b")
     assert memo.get(b"aaaa") == (one, "a")  # a hit: aaaa is now the most recent
-    memo.put(b"cccc", one, "c")  # a third entry: the least recently used (bbbb) goes
+    memo.keep(b"cccc", one, "c")  # a third entry: the least recently used (bbbb) goes
     assert memo.get(b"bbbb") is None and memo.get(b"aaaa") is not None and memo.bytes == 8
-    memo.put(b"x" * 11, one, "x")  # larger than the whole budget: not kept, and nothing pushed out
+    memo.keep(b"x" * 11, one, "x")  # larger than the whole budget: not kept, and nothing pushed out
     assert memo.get(b"x" * 11) is None and memo.get(b"aaaa") is not None and memo.get(b"cccc") is not None

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
     from rmtrace.analysis.diff import Divergence
     from rmtrace.analysis.wedges import Wedge
-    from rmtrace.columns.table import CallTable
     from rmtrace.session import SessionModel
     from rmtrace.trace import TraceReader
 
@@ -59,7 +58,7 @@ def library_services() -> Services:
     from rmtrace.analysis.wedges import find_wedges
     from rmtrace.columns.cache import cache_root
     from rmtrace.columns.live import LiveSession
-    from rmtrace.columns.modelcache import unkept_session
+    from rmtrace.columns.modelcache import channels_or_whole, unkept_session
     from rmtrace.session import STATE_SYMBOLS
     from rmtrace.session.model import SNAPSHOT_EVERY, fold_channels, fold_session
     from rmtrace.trace import TraceReader, is_finished
@@ -89,13 +88,7 @@ def library_services() -> Services:
         if path in live or not is_finished(path) or cache_root() is None:
             return None
         reader = TraceReader(path)
-        folded: list[bool] = []
-
-        def channels(reader: TraceReader, decoders: DecoderSet, table: CallTable, snapshot_every: int) -> SessionModel:
-            folded.append(True)  # the entry holds no model: this part is not to be kept
-            return fold_channels(reader, decoders, table)
-        model, _ = unkept_session(reader, decoders or decoders_for(reader), SNAPSHOT_EVERY, channels)
-        return model, not folded
+        return channels_or_whole(reader, decoders or decoders_for(reader), fold_channels)
 
     def keep_model(model: SessionModel) -> None:
         found = unkept.pop(id(model), None)

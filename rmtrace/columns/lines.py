@@ -28,7 +28,6 @@ checks that both make the same line for every call of every shipped capture.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import NamedTuple
@@ -50,6 +49,7 @@ from rmtrace.columns.summary import SIDES, Block, BlockReader
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.columns.view import is_scalar
 from rmtrace.layout import Field
+from rmtrace.lru import BoundedLRU
 from rmtrace.record import BufferFlag, Phase, Record
 from rmtrace.timefmt import format_duration, format_offset
 from rmtrace.trace import TraceReader
@@ -89,34 +89,17 @@ class Lines(NamedTuple):
     texts: list[str]
 
 
-class SummaryMemo:
-    """Call-level decodes of calls by their state and their records' bytes (``BlockReader.stable_parts``:
-    each record says its length, so the records' bytes one after the other are one key), bounded in
-    entries and in the bytes of the keys."""
+class SummaryMemo(BoundedLRU[bytes, tuple[Decoded, str]]):
+    """Call-level decodes of calls (and their summaries) by their state and their records' bytes
+    (``Block.stable_parts``: each record says its length, so the records' bytes one after the other are
+    one key), bounded in entries and in the bytes of the keys (``rmtrace.lru``)."""
 
     def __init__(self, kept: int = MEMO_KEPT, kept_bytes: int = MEMO_KEPT_BYTES) -> None:
-        self.kept, self.kept_bytes = kept, kept_bytes
-        self.hits = 0
-        self.misses = 0
-        self.bytes = 0
-        self._done: OrderedDict[bytes, tuple[Decoded, str]] = OrderedDict()
+        super().__init__(kept, kept_bytes)
 
-    def get(self, key: bytes) -> tuple[Decoded, str] | None:
-        found = self._done.get(key)
-        if found is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._done.move_to_end(key)
-        return found
-
-    def put(self, key: bytes, decoded: Decoded, body: str) -> None:
-        if len(key) > self.kept_bytes:  # kept, it would push out every other entry and then itself
-            return
-        self._done[key] = (decoded, body)
-        self.bytes += len(key)
-        while len(self._done) > self.kept or self.bytes > self.kept_bytes:
-            self.bytes -= len(self._done.popitem(last=False)[0])
+    def keep(self, key: bytes, decoded: Decoded, body: str) -> None:
+        """Keep ``decoded`` and its summary ``body`` for ``key``, standing for the key's bytes."""
+        self.put(key, (decoded, body), len(key))
 
 
 class ColumnLines:
@@ -164,24 +147,30 @@ class ColumnLines:
         not want it; True when the caller must decode it."""
         out: list[str | bool] = [True] * len(rows)
         made = np.flatnonzero((kinds == FROM_COLUMNS) | (kinds == FROM_ARGUMENT))
-        if made.size:
-            self._column_lines(rows, kinds, made, out)
         memo = np.flatnonzero(kinds == MEMO)
+        # the records of the rows read from their argument and of the memo rows: one block for both
+        argument = made[kinds[made] == FROM_ARGUMENT]
+        read = np.concatenate([argument, memo])
+        calls = self._calls_records(rows[read]) if read.size else None
+        if made.size:
+            self._column_lines(rows, kinds, made, out, _part(calls, 0, len(argument)))
         if memo.size:
-            self._memo_lines(rows[memo], memo, out)
+            self._memo_lines(rows[memo], memo, out, _part(calls, len(argument), len(read)))
         return out
 
     # -- from the columns and the argument
 
-    def _column_lines(self, rows: np.ndarray, kinds: np.ndarray, made: np.ndarray, out: list[str | bool]) -> None:
+    def _column_lines(self, rows: np.ndarray, kinds: np.ndarray, made: np.ndarray, out: list[str | bool],
+                      calls: tuple[Block, np.ndarray] | None) -> None:
         """The lines of the ``FROM_COLUMNS`` and ``FROM_ARGUMENT`` rows ``made`` of ``rows``: the rows grouped
         (numpy) by what their line's template depends on (operation, name, detail, handle set, summary,
-        status, state), so that a template is looked up once per group and its lines filled from columns."""
+        status, state), so that a template is looked up once per group and its lines filled from columns;
+        ``calls``: the records of the ``FROM_ARGUMENT`` ones (``_calls_records``)."""
         block = rows[made]
         cols = self._cols
         c = {name: cols[name][block] for name in _LINE_COLUMNS if name != "exit_seq"}
         extra = self.table.extra_handles
-        sids, argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT)
+        sids, argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT, calls)
         op_key = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
         keys = np.stack([k.astype(np.int64) for k in (op_key, c["name"], c["detail"], c["handles"], sids,
                                                      c["status_name"], c["state"])], axis=1)
@@ -323,22 +312,25 @@ class ColumnLines:
         second[has_exit] = np.arange(len(rows), len(records.at))
         return records, second
 
-    def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray) -> tuple[np.ndarray, dict[int, list[np.ndarray]]]:
+    def _argument_values(self, block: np.ndarray, arg_rows: np.ndarray, calls: tuple[Block, np.ndarray] | None
+                         ) -> tuple[np.ndarray, dict[int, list[np.ndarray]]]:
         """Per row of ``block``: the id of its summary's members (``_summaries``) when it is a
-        ``FROM_ARGUMENT`` row (``arg_rows``), read from the copy of the argument the decode takes
-        (``IoctlOp.decode``): the one read after the call when the call returned and it decodes, else the
-        first that decodes; -2 when neither does (the decoders decide); -1 for the other rows.  And by
-        summary id, a column per member (the length of ``block``): a number's value in the rows of that
-        summary (a handle's column is unused: the handle columns hold it).
+        ``FROM_ARGUMENT`` row (``arg_rows``; ``calls``: their records, ``_calls_records``), read from the
+        copy of the argument the decode takes (``IoctlOp.decode``): the one read after the call when the
+        call returned and it decodes, else the first that decodes; -2 when neither does (the decoders
+        decide); -1 for the other rows.  And by summary id, a column per member (the length of
+        ``block``): a number's value in the rows of that summary (a handle's column is unused: the handle
+        columns hold it).
         """
         ids_of = np.full(len(block), -1, dtype=np.int64)
         values_of: dict[int, list[np.ndarray]] = {}
         at = np.flatnonzero(arg_rows)
         if not at.size:
             return ids_of, values_of
+        assert calls is not None  # the caller reads the records of every FROM_ARGUMENT row
         rows = block[at]
         n = len(rows)
-        records, second = self._calls_records(rows)
+        records, second = calls
         found = records.arg_sides()
         # the call's exit (split_call: its first record of phase EXIT), and whether the call returned
         phase, ret, err = records.header("phase"), records.header("ret"), records.header("err")
@@ -408,9 +400,11 @@ class ColumnLines:
 
     # -- from the memo
 
-    def _memo_lines(self, rows: np.ndarray, at: np.ndarray, out: list[str | bool]) -> None:
+    def _memo_lines(self, rows: np.ndarray, at: np.ndarray, out: list[str | bool],
+                    calls: tuple[Block, np.ndarray] | None) -> None:
         col = self._cols
-        block, second = self._calls_records(rows)
+        assert calls is not None  # the caller reads the records of every memo row
+        block, second = calls
         parts = block.stable_parts()
         phases = block.header("phase")[:len(rows)].tolist()
         c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
@@ -423,7 +417,7 @@ class ColumnLines:
             if kept is None:
                 call = self._call(c["enter_seq"][i], c["exit_seq"][i] if j >= 0 else -1, STATES[state])
                 d = self.decoders.decode(call, Level.CALL)
-                memo.put(key, d, summary(d))
+                memo.keep(key, d, summary(d))
                 if wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d):
                     out[k] = line(d, call, start, end)
                 else:
@@ -511,7 +505,8 @@ class _Template:
         pieces = summary_text(name, dict.fromkeys(self._names, _Slot()), self._handles, detail, payload).split(_SLOT_TEXT)
         # None when a constant part holds the slot's text itself
         self.pieces = pieces
-        self.text = "%s".join(p.replace("%", "%%") for p in pieces) if len(pieces) == len(self._names) + 1 else None
+        self.text = self._fields(0) if len(pieces) == len(self._names) + 1 else None
+        """A ``str.format`` string of the summary: the text of each member's value in order."""
         self.texts: list[dict[int, str]] = [{} for _ in self._names]
         """Per slot: the text of each value it has held."""
         self.lines: dict[int, Callable[..., str] | None] = {}
@@ -546,20 +541,25 @@ class _Template:
     def body(self, values: Sequence[int]) -> str:
         """The summary of a call whose members (in the summary's order) have ``values``."""
         self.learn(values)
-        return self.text % tuple([t[v] for t, v in zip(self.texts, values)])  # type: ignore[operator]  # never None here
+        assert self.text is not None  # a template without text is never kept
+        return self.text.format(*[t[v] for t, v in zip(self.texts, values)])
+
+    def _fields(self, first: int) -> str:
+        """The summary as a ``str.format`` string, its constant parts escaped and slot k field ``first + k``."""
+        return "".join(p.replace("{", "{{").replace("}", "}}") + (f"{{{first + k}}}" if k < len(self._names) else "")
+                       for k, p in enumerate(self.pieces))
 
     def line(self, head: str) -> Callable[..., str] | None:
         """The ``format`` of line template ``head`` (``_LineTemplate.of``) with this summary's pieces in place
         of its summary ({3}), each slot a field from {5} on; None when the two do not fit together."""
         assert self.text is not None  # a template without text is never kept
-        fields = "".join(p.replace("{", "{{").replace("}", "}}") + (f"{{{5 + k}}}" if k < len(self._names) else "")
-                         for k, p in enumerate(self.pieces))
+        fields = self._fields(5)
         if head.count("{3}") > 1:
             return None
         text = head.replace("{3}", fields)
         probes = [f"\2{k}" for k in range(len(self._names))]
         pieces = (str(_LineTemplate.PROBES[0][0]), str(_LineTemplate.PROBES[0][1]), "\3", "\4")
-        made = head.format(pieces[0], pieces[1], pieces[2], self.text % tuple(probes), pieces[3])
+        made = head.format(pieces[0], pieces[1], pieces[2], self.text.format(*probes), pieces[3])
         if text.format(pieces[0], pieces[1], pieces[2], "", pieces[3], *probes) != made:
             return None
         return text.format
@@ -572,6 +572,20 @@ _LINE_COLUMNS = ("enter_seq", "exit_seq", "t_enter", "t_exit", "state", "pid", "
 _HANDLE_COLUMNS = ("h0", "h1", "h2", "h3", "h4", "h5")
 _BUILT_IN = frozenset({"rmtrace.decoders.ioctl", "rmtrace.decoders.rm", "rmtrace.decoders.uvm", "rmtrace.decoders.system"})
 """The decoders' own modules: a user's decoder may keep state, so its calls are never memoized."""
+
+
+def _part(calls: tuple[Block, np.ndarray] | None, start: int, end: int) -> tuple[Block, np.ndarray] | None:
+    """Of the records of some calls (``ColumnLines._calls_records``), those of calls ``start`` to ``end``,
+    as ``_calls_records`` of those calls alone makes them (in the same bytes)."""
+    if calls is None or start == end:
+        return None
+    records, second = calls
+    mine = second[start:end]
+    has_exit = mine >= 0
+    n = end - start
+    exits = np.full(n, -1, dtype=np.int64)
+    exits[has_exit] = np.arange(n, n + int(has_exit.sum()))
+    return records.take(np.concatenate([np.arange(start, end), mine[has_exit]])), exits
 
 
 def _row(c: dict[str, np.ndarray], i: int) -> dict[str, int]:

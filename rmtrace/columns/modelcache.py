@@ -57,16 +57,25 @@ def unkept_session(reader: TraceReader, decoders: DecoderSet, snapshot_every: in
                    cache: bool = True) -> tuple[SessionModel, Callable[[], bool]]:
     """``session``'s model, and what stores it in the cache entry (nothing when it came from there): for a
     caller that shows the model before it pays for storing it (the TUI's lanes and wedges)."""
-    root = cache_root() if cache and cacheable(reader) else None
-    if root is None:
+    found = _entry(reader, decoders, cache)
+    if found is None:
         return fold(reader, decoders, call_table(reader, decoders, cache=False), snapshot_every), _kept
-    key = entry_key(reader, decoders)
-    table = load(root / key) or build_into(root, key, reader, decoders)
-    model = load_model(root / key, reader, decoders, table, snapshot_every)
+    entry, table = found
+    model = load_model(entry, reader, decoders, table, snapshot_every)
     if model is not None:
         return model, _kept
     folded = fold(reader, decoders, table, snapshot_every)
-    return folded, lambda: (root / key).is_dir() and store_model(root / key, folded)
+    return folded, lambda: entry.is_dir() and store_model(entry, folded)
+
+
+def _entry(reader: TraceReader, decoders: DecoderSet, cache: bool) -> tuple[Path, CallTable] | None:
+    """The trace's cache entry and its call table (loaded, or built into it); None with the cache off or
+    for a trace the cache does not keep."""
+    root = cache_root() if cache and cacheable(reader) else None
+    if root is None:
+        return None
+    key = entry_key(reader, decoders)
+    return root / key, load(root / key) or build_into(root, key, reader, decoders)
 
 
 def _kept() -> bool:
@@ -82,30 +91,34 @@ FoldChannels = Callable[[TraceReader, DecoderSet, CallTable], SessionModel]
 def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache: bool = True) -> Objects:
     """The trace's processes, clients and objects: from its entry (its model's or its objects'), else
     ``fold`` over its call table (loaded, or built into the entry), stored in ``entry/objects``."""
-    root = cache_root() if cache and cacheable(reader) else None
-    if root is None:
+    found = _entry(reader, decoders, cache)
+    if found is None:
         return fold(reader, decoders, call_table(reader, decoders, cache=False))
-    key = entry_key(reader, decoders)
-    table = load(root / key) or build_into(root, key, reader, decoders)
+    entry, table = found
     for kept in (MODEL, OBJECTS):
-        found = load_objects_of(root / key / kept, table)
-        if found is not None:
-            return found
+        objects_ = load_objects_of(entry / kept, table)
+        if objects_ is not None:
+            return objects_
     folded = fold(reader, decoders, table)
-    store_objects(root / key, folded)
+    store_objects(entry, folded)
     return folded
 
 
 def channels(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels, cache: bool = True) -> SessionModel:
     """The trace's model as far as its channels go: its whole model when the entry holds one, else ``fold``
     over its call table (loaded, or built into the entry; the model it makes is not stored)."""
-    root = cache_root() if cache and cacheable(reader) else None
-    if root is None:
-        return fold(reader, decoders, call_table(reader, decoders, cache=False))
-    key = entry_key(reader, decoders)
-    table = load(root / key) or build_into(root, key, reader, decoders)
-    model = load_model(root / key, reader, decoders, table, SNAPSHOT_EVERY)
-    return model if model is not None else fold(reader, decoders, table)
+    return channels_or_whole(reader, decoders, fold, cache)[0]
+
+
+def channels_or_whole(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels,
+                      cache: bool = True) -> tuple[SessionModel, bool]:
+    """``channels``' model, and whether it is the whole model (the entry held one)."""
+    found = _entry(reader, decoders, cache)
+    if found is None:
+        return fold(reader, decoders, call_table(reader, decoders, cache=False)), False
+    entry, table = found
+    model = load_model(entry, reader, decoders, table, SNAPSHOT_EVERY)
+    return (model, True) if model is not None else (fold(reader, decoders, table), False)
 
 
 def store_model(entry: Path, model: SessionModel) -> bool:

@@ -6,7 +6,7 @@ the call's argument struct (a control's flags, a mapping's offset and
 length), at offsets the driver profile gives.  Reading them through
 ``TraceReader.record_at`` decodes every buffer of both records of the call
 into a ``Record``; here the records of a whole block of calls are located in
-their decompressed chunks (``TraceReader.chunk_records``) by sequence number,
+their decompressed chunks (``TraceReader.read_chunks``) by sequence number,
 their buffer headers are walked in step with numpy (one pass per buffer
 index), and each asked-for member is one gather per block: a column-like
 array, no record read.
@@ -19,6 +19,7 @@ here checks them again.  Every offset comes from the record mirror
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,15 +60,6 @@ VOLATILE_SPAN = _volatile_span()
 _VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
 
 
-class Chunk:
-    """One decompressed chunk as numpy arrays: its record offsets and its bytes (a whole number of words)."""
-
-    def __init__(self, reader: TraceReader, index: int) -> None:
-        offsets, view = reader.chunk_records(index)
-        self.offsets = np.frombuffer(offsets, dtype=np.uint32).astype(np.int64)
-        self.u1 = np.frombuffer(view, dtype=np.uint8, count=len(view) - len(view) % ALIGN)
-
-
 @dataclass
 class ArgSides:
     """Of each record of a block, where its argument buffers are, per side of ``SIDES``: the data's byte in
@@ -82,17 +74,16 @@ class Block(ByteViews):
     """Records by sequence number, in the bytes of the chunks that hold them put one after the other (each
     a whole number of words, so every record stays aligned): one gather reads a field of all of them."""
 
-    def __init__(self, chunks: list[Chunk], first_seqs: np.ndarray, which: np.ndarray, seqs: np.ndarray) -> None:
-        """``chunks``: the chunks, ``first_seqs`` their first records' seqs; ``which``: the index in
-        ``chunks`` of each record of ``seqs``."""
-        sizes = np.array([len(c.u1) for c in chunks], dtype=np.int64)
-        bases = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        counts = np.array([len(c.offsets) for c in chunks], dtype=np.int64)
-        firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        offsets = np.concatenate([c.offsets + base for c, base in zip(chunks, bases.tolist())])
-        super().__init__(chunks[0].u1 if len(chunks) == 1 else np.concatenate([c.u1 for c in chunks]))
-        self.at = offsets[firsts[which] + seqs - first_seqs]
+    def __init__(self, u1: np.ndarray, at: np.ndarray) -> None:
+        super().__init__(u1)
+        self.at = at
         """Each record's first byte in the block."""
+
+    def take(self, index: np.ndarray) -> Block:
+        """Records ``index`` of this block, in that order, in the same bytes (only their positions copied)."""
+        out = copy.copy(self)
+        out.at = self.at[index]
+        return out
 
     def header(self, name: str) -> np.ndarray:
         """Header field ``name`` of each record."""
@@ -140,22 +131,18 @@ class Block(ByteViews):
 class BlockReader:
     """The records of one trace, a block of sequence numbers at a time."""
 
-    def __init__(self, reader: TraceReader, chunks_kept: int = 16) -> None:
+    def __init__(self, reader: TraceReader) -> None:
         self.reader = reader
         self._first = np.array([c.first_seq for c in reader.chunks], dtype=np.int64)
-        self._kept: dict[int, Chunk] = {}
-        self._chunks_kept = chunks_kept
 
     def block(self, seqs: np.ndarray) -> Block:
-        """The records of ``seqs`` (a block's: a few consecutive chunks hold them)."""
+        """The records of ``seqs`` (a block's: a few consecutive chunks hold them), their chunks read back to
+        back into one buffer (``TraceReader.read_chunks``)."""
         chunk = np.searchsorted(self._first, seqs, side="right") - 1
         indexes, which = np.unique(chunk, return_inverse=True)
-        return Block([self._chunk(i) for i in indexes.tolist()], self._first[chunk], which, seqs)
-
-    def _chunk(self, index: int) -> Chunk:
-        found = self._kept.get(index)
-        if found is None:
-            if len(self._kept) >= self._chunks_kept:
-                del self._kept[next(iter(self._kept))]  # the oldest: blocks move forward through the trace
-            found = self._kept[index] = Chunk(self.reader, index)
-        return found
+        buffer, spans = self.reader.read_chunks(indexes.tolist())
+        # each chunk's record offsets in the buffer, one after the other
+        offsets = np.concatenate([np.frombuffer(s.offsets, dtype=np.uint32).astype(np.int64) + s.start for s in spans])
+        firsts = np.concatenate(([0], np.cumsum([len(s.offsets) for s in spans])[:-1])).astype(np.int64)
+        u1 = np.frombuffer(buffer, dtype=np.uint8, count=len(buffer) - len(buffer) % ALIGN)
+        return Block(u1, offsets[firsts[which.reshape(-1)] + seqs - self._first[chunk]])

@@ -71,18 +71,17 @@ class Timeline:
         self._snapshot_upto(end)
         k = bisect.bisect_right(self._snapshot_starts, end) - 1
         start, snap = self._snapshots[max(k, 0)]
-        state = {entity: dict(attrs) for entity, attrs in snap.items()}
-        for _, _, entity, attr, value in self._changes[start:end]:
-            state.setdefault(entity, {})[attr] = value
-        counters = {k: v for k, v in state.get(COUNTERS_ENTITY, {}).items() if isinstance(v, int)}
-        return State(t_ns, state, counters)
+        return self._state_from({entity: dict(attrs) for entity, attrs in snap.items()}, start, end, t_ns)
 
     def state_once(self, t_ns: int) -> State:
         """``state_at(t_ns)`` in one pass over the changes, taking no snapshot: for a single question (``rmtrace
         wedges`` asks for the end), where taking every snapshot on the way copies every entity at each."""
-        state: dict[str, dict[str, Any]] = {}
-        for _, _, entity, attr, value in self._changes[:bisect.bisect_right(self._times, t_ns)]:
-            state.setdefault(entity, {})[attr] = value
+        return self._state_from({}, 0, bisect.bisect_right(self._times, t_ns), t_ns)
+
+    def _state_from(self, state: dict[str, dict[str, Any]], start: int, end: int, t_ns: int) -> State:
+        """``state`` (the entities' attributes after change ``start``; updated in place) after the changes up
+        to ``end``, as the state at ``t_ns``."""
+        _apply(state, self._changes[start:end])
         counters = {k: v for k, v in state.get(COUNTERS_ENTITY, {}).items() if isinstance(v, int)}
         return State(t_ns, state, counters)
 
@@ -95,8 +94,7 @@ class Timeline:
             state = self._state
             i = self._snapshot_starts[-1]
             while i + every <= end:
-                for _, _, entity, attr, value in self._changes[i:i + every]:
-                    state.setdefault(entity, {})[attr] = value
+                _apply(state, self._changes[i:i + every])
                 i += every
                 self._snapshots.append((i, {k: dict(v) for k, v in state.items()}))
                 self._snapshot_starts.append(i)
@@ -129,3 +127,9 @@ class Timeline:
 
     def lane(self, entity: str, kind: str, group: str, label: str) -> Lane:
         return Lane(entity, kind, group, label, self.segments(entity))
+
+
+def _apply(state: dict[str, dict[str, Any]], changes: Sequence[_Change]) -> None:
+    """Each of ``changes`` in turn onto ``state``."""
+    for _, _, entity, attr, value in changes:
+        state.setdefault(entity, {})[attr] = value

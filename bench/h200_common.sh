@@ -1,0 +1,23 @@
+# What the H200 scripts (h200_shim_ab.sh, h200_cpu_kinds.sh) share; sourced, not run.
+
+# build_tools BIN BEFORE: the RM test program and BEFORE's shim (BIN/rmprog, BIN/before.so).
+build_tools() {
+    gcc -O2 -Wall -o "$1/rmprog" tests/c/rmprog.c -lpthread || return 1
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
+shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$2/kmod_shim" "$1/before.so"
+}
+
+# cpu_costs BIN OUT: a bare RM control pinned to each CPU (OUT/ioctl_by_cpu.txt; fields: CPU traced_ns T
+# untraced_ns U ...), then sets FAST and SLOW (the cheapest and dearest CPU: which is which moves from
+# machine to machine) and FASTSET (the other CPUs below the midpoint of the two).
+cpu_costs() {
+    for c in $(seq 0 $(($(nproc) - 1))); do
+        echo "$c $(RMPROG_DEVICE_DIR=/dev taskset -c "$c" "$1/rmprog" bench 20000 stack)"
+    done > "$2/ioctl_by_cpu.txt"
+    read -r FAST SLOW FASTSET < <(awk '{u[$1] = $5} END {lo = hi = -1
+        for (c in u) { if (lo < 0 || u[c] < u[lo]) lo = c; if (hi < 0 || u[c] > u[hi]) hi = c }
+        mid = (u[lo] + u[hi]) / 2; set = ""
+        for (c = 0; c in u; c++) if (u[c] < mid && c != lo) set = set (set ? "," : "") c
+        print lo, hi, set}' "$2/ioctl_by_cpu.txt")
+    echo "fast $FAST slow $SLOW other fast $FASTSET" | tee -a "$2/ioctl_by_cpu.txt"
+}
