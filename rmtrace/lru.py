@@ -56,13 +56,15 @@ class BoundedLRU(Generic[K, V]):
 
     def put(self, key: K, value: V, nbytes: int) -> None:
         """Keep ``value`` for ``key`` as standing for ``nbytes``, unless that is more than all the
-        cache may hold; then drop the least recent entries until both budgets hold again."""
-        if nbytes > self.max_bytes or self.max_entries <= 0:
-            return
+        cache may hold (then an older value for ``key`` is dropped too: ``get`` never answers
+        with a value a caller has replaced); then drop the least recent entries until both budgets
+        hold again."""
         kept = self._kept
         old = kept.pop(key, None)
         if old is not None:
             self.bytes -= old[1]
+        if nbytes > self.max_bytes or self.max_entries <= 0:
+            return
         kept[key] = (value, nbytes)
         self.bytes += nbytes
         while len(kept) > self.max_entries or self.bytes > self.max_bytes:

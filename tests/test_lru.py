@@ -27,9 +27,10 @@ class Reference:
         return None
 
     def put(self, key: int, value: str, nbytes: int) -> None:
+        self.entries = [e for e in self.entries if e[0] != key]  # the older value goes, kept anew or not
         if nbytes > self.max_bytes or self.max_entries <= 0:
             return
-        self.entries = [e for e in self.entries if e[0] != key] + [(key, value, nbytes)]
+        self.entries.append((key, value, nbytes))
         while len(self.entries) > self.max_entries or sum(e[2] for e in self.entries) > self.max_bytes:
             self.entries.pop(0)
 
@@ -85,6 +86,13 @@ def test_putting_a_kept_key_again_replaces_it_and_its_bytes():
     lru.put("a", 1, 4)
     lru.put("a", 2, 6)
     assert len(lru) == 1 and lru.bytes == 6 and lru.get("a") == 2
+
+
+def test_replacing_a_value_with_one_too_large_to_keep_drops_the_old_one():
+    lru: BoundedLRU[str, int] = BoundedLRU(10, 10)
+    lru.put("a", 1, 4)
+    lru.put("a", 2, 11)  # the new value is not kept; the replaced one must not answer for it
+    assert lru.get("a") is None and lru.bytes == 0 and len(lru) == 0
 
 
 def test_clear_forgets_the_entries_and_keeps_the_counts():
