@@ -75,7 +75,8 @@ def _entry(reader: TraceReader, decoders: DecoderSet, cache: bool) -> tuple[Path
     if root is None:
         return None
     key = entry_key(reader, decoders)
-    return root / key, load(root / key) or build_into(root, key, reader, decoders)
+    table = load(root / key)  # not `or`: an empty trace's table is falsy (no rows) and kept all the same
+    return root / key, table if table is not None else build_into(root, key, reader, decoders)
 
 
 def _kept() -> bool:
