@@ -2,12 +2,11 @@
 
 The fold reads a few calls' records for more than the table's columns: the
 records of the calls the semantic layer decodes (GSP exchanges, fork/exec/exit,
-...) and the params buffers of channel and TSG allocations and of the controls
-the model reads (``rmtrace.columns.fold``'s ``Need``).  Read from the trace
+..., the operations whose ``Need`` is ``RECORDS`` in ``rmtrace.columns.fold``).  Read from the trace
 again, in row order, each chunk that holds one is decompressed a second time,
 and at 1M records such records lie in every chunk.  The build has every batch
 decompressed already, so it copies out the records the fold will read
-(``rereads``: by their operation, class and command, a few per cent of them)
+(``rereads``: by their operation, a few per cent of them)
 into one ``RecordStash``, and the fold reads them there.  A record the stash
 lacks (a call the operation's rule did not foresee, a table loaded from the
 cache, a live trace's next rows) is read from the trace as before: the stash
@@ -49,13 +48,6 @@ class RecordStash:
         self._seqs.append(seq)
         self._starts.append(len(self._data))
         self._data += view[offset:offset + _TOTAL.get(view, offset)]
-
-    def __len__(self) -> int:
-        return len(self._seqs)
-
-    @property
-    def nbytes(self) -> int:
-        return len(self._data) + 16 * len(self._seqs)
 
     def find(self, seq: int) -> tuple[bytes, int] | None:
         """(buffer, offset) of record ``seq``; None when it was not kept."""
