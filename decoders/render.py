@@ -119,7 +119,9 @@ BUFFERS_KEPT = 2 * PARSE_KEPT
 buffer's copies before and after a call are two objects (their ``when`` differs) of one parse.  The
 shipped capture of three CUDA clients in a row has some 4,400 distinct buffer objects in 5,031 records."""
 BUFFERS_KEPT_BYTES = PARSE_KEPT_BYTES
-"""...and the buffer bytes they may stand for in all (an object holds them twice in hex, and their fields)."""
+"""...and the buffer bytes they may stand for in all.  What an entry takes is several times that: the object
+holds the bytes twice in hex (and their fields), and once jsonl asks for it its encoded fragment holds the hex
+again, so at this budget the cache's share of a process's memory is some tens of MB (jsonl's peak, docs/export.md)."""
 BUFFER_OBJECTS: BoundedLRU[tuple[Any, ...], list[Any]] = BoundedLRU(BUFFERS_KEPT, BUFFERS_KEPT_BYTES)
 """``buffer_objects``' objects by their buffer, and its hits and misses (bench/export.py prints the rate)."""
 

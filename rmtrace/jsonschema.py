@@ -67,9 +67,14 @@ def encode(obj: Mapping[str, Any], newline: bool = False) -> bytes:
         line = orjson.dumps(obj, default=encode_default, option=ORJSON_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0))
     except TypeError:
         return _json_dumps(obj, newline)
-    if line.isascii() and b"\x7f" not in line:
+    if orjson_as_is(line):
         return line
     return _json_dumps(obj, newline)
+
+
+def orjson_as_is(line: bytes) -> bool:
+    """Whether ``encode`` writes orjson's bytes ``line`` as they are: ASCII with no DEL (else json writes it)."""
+    return line.isascii() and b"\x7f" not in line
 
 
 def fragment(obj: Any) -> orjson.Fragment | None:
@@ -80,7 +85,7 @@ def fragment(obj: Any) -> orjson.Fragment | None:
         line = orjson.dumps(obj, default=encode_default, option=ORJSON_OPTIONS)
     except TypeError:
         return None
-    return orjson.Fragment(line) if line.isascii() and b"\x7f" not in line else None
+    return orjson.Fragment(line) if orjson_as_is(line) else None
 
 
 def _json_dumps(obj: Mapping[str, Any], newline: bool = False) -> bytes:

@@ -155,7 +155,7 @@ def test_the_writer_splices_buffers_into_the_bytes_of_the_plain_objects(legacy_r
     from rmtrace.decoders import Level
 
     from rmtrace import captures
-    from rmtrace.export.jsonl import call_line
+    from rmtrace.export.jsonl import encoded_line
     from rmtrace.export.source import ExportInput
     paths = [str(p) for p in sorted(Path(captures.__file__).parent.glob("*.trace"))] + [legacy_replay]
     assert len(paths) >= 6
@@ -164,7 +164,7 @@ def test_the_writer_splices_buffers_into_the_bytes_of_the_plain_objects(legacy_r
         with ExportInput(path, progress=False) as src:
             for call in src.calls():
                 decoded = src.decoders.decode(call, Level.FULL)
-                line = call_line(decoded, call, src.start_ns)
+                line = encoded_line(decoded, call, src.start_ns)
                 plain = jsonschema.call(decoded, call, src.start_ns)
                 assert line == jsonschema.encode(plain, newline=True), (path, call.first.seq)
                 assert json.loads(line) == plain

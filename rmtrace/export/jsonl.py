@@ -1,7 +1,7 @@
 """JSON Lines: the call objects of ``rmtrace show --json`` (docs/json-schema.md), one a line, streamed.
 
 The lines are the bytes ``jsonschema.encode`` writes for ``jsonschema.call``'s objects, put together
-faster (``call_line``): each buffer's object, the bulk of a line (its bytes in hex, twice: decoded and
+faster (``encoded_line``): each buffer's object, the bulk of a line (its bytes in hex, twice: decoded and
 as recorded), is spliced in already encoded, kept in a bounded cache by what makes it.
 """
 
@@ -23,10 +23,10 @@ from rmtrace.lru import BoundedLRU
 from rmtrace.record import Buffer
 
 RECORD_BUFFERS_KEPT = 8192
-"""Encoded record buffers ``call_line`` keeps (the most recent; a program passes the same struct at the
+"""Encoded record buffers ``encoded_line`` keeps (the most recent; a program passes the same struct at the
 same address again and again)."""
 RECORD_BUFFERS_KEPT_BYTES = 8 << 20
-"""...and the buffer bytes they stand for (each is kept in hex, twice their size)."""
+"""...and the buffer bytes they stand for (an entry takes about three times that: the bytes in its key, and their hex, twice their size)."""
 RECORD_BUFFERS: BoundedLRU[tuple[Any, ...], orjson.Fragment] = BoundedLRU(RECORD_BUFFERS_KEPT,
                                                                           RECORD_BUFFERS_KEPT_BYTES)
 _LINE_OPTIONS = jsonschema.ORJSON_OPTIONS | orjson.OPT_APPEND_NEWLINE
@@ -51,10 +51,10 @@ def write_jsonl(src: ExportInput, out: str) -> int:
 def _lines(src: ExportInput) -> Iterator[bytes]:
     decoders = src.decoders
     start = src.start_ns
-    return (call_line(decoders.decode(call, Level.FULL), call, start) for call in src.calls())
+    return (encoded_line(decoders.decode(call, Level.FULL), call, start) for call in src.calls())
 
 
-def call_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
+def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
     """``jsonschema.encode(jsonschema.call(decoded, folded, start_ns), newline=True)``, the same bytes,
     with the buffers' objects spliced in already encoded (``render.buffer_fragments``, ``RECORD_BUFFERS``).
     Where a part is not what orjson writes alone, or the line is not what ``encode`` would take from
@@ -67,7 +67,7 @@ def call_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
         except TypeError:
             pass
         else:
-            if line.isascii() and b"\x7f" not in line:
+            if jsonschema.orjson_as_is(line):
                 return line
     return jsonschema.encode(jsonschema.call(decoded, folded, start_ns), newline=True)
 
