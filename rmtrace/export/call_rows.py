@@ -4,8 +4,7 @@ Every column of ``rmtrace.export.parquet.SCHEMA`` but the stable object names
 is a column of the call table (``rmtrace.columns.table``) or follows from one:
 times, pid and tid, client, source, name, detail, status, state, latency, the
 bytes, the handles.  The stable names (``objects``) are those of the objects
-the call's handles named once the session fold had folded it, as
-``StreamingFold.stable_names`` gives them: per handle, the newest object of the
+the call's handles named once the session fold had folded it: per handle, the newest object of the
 call's client with that handle allocated by this call or an earlier one.  The
 objects come as columns (``rmtrace.session.model.load_objects``: the objects'
 fold over the table, or the cache's), and each handle's object is found by one

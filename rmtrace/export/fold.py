@@ -2,7 +2,7 @@
 
 ``load_session`` keeps every call and every transition, so that any question
 can be asked later.  An export asks each question once, in order: which
-client made this call, what stable name its handles have, what a channel or
+client made this call, what a channel or
 a rank became, what the host counters read.  ``StreamingFold`` runs the same
 ``Folder`` (one call at a time, the same handlers) and hands each call's
 ``CallInfo`` and each transition out as soon as it is final, then forgets it,
@@ -67,8 +67,9 @@ class StreamingFold:
     """The session fold over calls given one at a time; per call, its CallInfo."""
 
     def __init__(self, decoders: DecoderSet, transitions: bool = True) -> None:
-        """``transitions``: False for a caller that reads only each call's CallInfo (parquet), so that
-        the fold's transitions, which nobody would take out, are not kept."""
+        """``transitions``: False for a caller that reads only each call's CallInfo (the tests' call-by-call
+        reference for parquet, whose rows now come from the call table), so that the fold's transitions,
+        which nobody would take out, are not kept."""
         self.transitions = TransitionStream(keep=transitions)
         self.folder = Folder(decoders, self.transitions)
         self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
