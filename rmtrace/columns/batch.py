@@ -97,6 +97,9 @@ class Headers:
     where: Where
     off: np.ndarray
     """Each record's position in the batch's buffer."""
+    end: np.ndarray
+    """Where its bytes end: the next record's position, or its chunk's end for a chunk's last record
+    (what ``TraceReader.raw_records`` gives as a record's bytes)."""
     head: np.ndarray
     """Each record's header (``HEADER_DTYPE``)."""
     header_size: np.ndarray
@@ -128,4 +131,4 @@ def read_headers(buffer: bytearray, spans: Sequence[ChunkSpan]) -> Headers:
     header_size, total = head["header_size"].astype(np.int64), head["total_len"].astype(np.int64)
     where.check((header_size < HEADER_DTYPE.itemsize) | (header_size % ALIGN != 0) | (total < header_size)
                 | (total % ALIGN != 0) | (total > room), "bad sizes")
-    return Headers(data, where, off, head, header_size, total)
+    return Headers(data, where, off, end, head, header_size, total)

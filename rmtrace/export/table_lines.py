@@ -117,12 +117,7 @@ def record_lines(src: ExportInput) -> Iterator[RecordLines]:
         n = len(headers.off)
         if not n:
             continue
-        # each record's bytes run to the next record's offset (its chunk's end for the last), as
-        # ``TraceReader.raw_records`` gives them
-        end = np.empty(n, dtype=np.int64)
-        end[:-1] = headers.off[1:]
-        counts = np.array([len(span.offsets) for span in spans])
-        end[np.cumsum(counts)[counts > 0] - 1] = [span.end for span in spans if len(span.offsets)]
+        end = headers.end
         head = headers.head
         seqs = head["seq"].tolist()
         lines = rows.through(max(seqs))
