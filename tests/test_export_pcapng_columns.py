@@ -16,14 +16,22 @@ from rmtrace import captures
 from rmtrace.export.pcapng import INTERFACES, RecordPcapNgWriter, descriptions, write_pcapng
 from rmtrace.export.progress import Progress
 from rmtrace.export.source import ExportInput
+from rmtrace.record import decode_record
 from tests.export_support import legacy_replay  # noqa: F401 -- a fixture
 
 
 def decoders_pcapng(path: str, out: str) -> int:
     with ExportInput(path, progress=False) as src:
-        raw: dict[int, bytes] = {}
+        raw: dict[int, bytes] = {}  # each record's bytes as the file holds them, by sequence number
+
+        def records():
+            for view in src.reader.raw_records():
+                rec = decode_record(view)
+                raw[rec.seq] = bytes(view)
+                yield rec
+
         packets = []
-        for call in src.calls(raw):
+        for call in src.decoders.calls(records()):
             line = render.line(src.decoders.decode(call, Level.CALL), call, src.start_ns, src.end_ns)
             packets += [(rec, raw.pop(rec.seq), line) for rec in call.records]
         writer = RecordPcapNgWriter(out, descriptions(src))

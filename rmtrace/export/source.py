@@ -71,26 +71,12 @@ class ExportInput:
         """Why the decoders' profile is not the trace's exact driver, if it is not."""
         return self.decoders.warning
 
-    def calls(self, raw: dict[int, bytes] | None = None) -> Iterator[Call]:
-        """The trace's calls in order of their first record (``DecoderSet.calls``), records counted.
+    def calls(self) -> Iterator[Call]:
+        """The trace's calls in order of their first record (``DecoderSet.calls``), records counted."""
+        return self.decoders.calls(self.records())
 
-        With ``raw``, each record's bytes as the file holds them are put there under its
-        sequence number (the caller takes them out again: the dict stays small).
-        """
-        return self.decoders.calls(self.records(raw))
-
-    def records(self, raw: dict[int, bytes] | None = None) -> Iterator[Record]:
-        views = self.progress.count(self.reader.raw_records())
-        if raw is None:
-            return (decode_record(view) for view in views)
-        return self._keeping(views, raw)
-
-    @staticmethod
-    def _keeping(views: Iterator[memoryview], raw: dict[int, bytes]) -> Iterator[Record]:
-        for view in views:
-            rec = decode_record(view)
-            raw[rec.seq] = bytes(view)
-            yield rec
+    def records(self) -> Iterator[Record]:
+        return (decode_record(view) for view in self.progress.count(self.reader.raw_records()))
 
     def wall_ns(self, t_ns: int) -> int:
         """A record time as UTC nanoseconds since the epoch (the monotonic time itself when the trace has no clock)."""
