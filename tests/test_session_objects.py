@@ -63,6 +63,18 @@ def test_the_columns_round_trip_through_files(tmp_path):
         ObjectColumns.load(saved, tmp_path, "objects")
 
 
+def test_the_names_of_some_objects_are_those_of_all():
+    """``stable_names(wanted)`` (parquet names a block's objects at a time) makes each name as the whole
+    list does: bases named on the way, in any order, an object asked for twice."""
+    columns = load_objects(captures.path("cuda-streams-3x-sequential"), cache=False)
+    assert isinstance(columns, ObjectsModel)
+    every = columns.columns.stable_names()
+    assert any("/" in name for name in every)  # names of bases' names
+    wanted = [*range(len(every) - 1, -1, -3), 0, 0]
+    assert columns.columns.stable_names(wanted) == [every[i] for i in wanted]
+    assert columns.columns.stable_names([]) == []
+
+
 @pytest.fixture(scope="module")
 def decoders():
     return decoders_for(TraceReader(captures.path("cuda-streams-3x-sequential")))

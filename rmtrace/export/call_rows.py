@@ -31,19 +31,26 @@ _SEQ_BITS = 40
 
 
 class ObjectNames:
-    """The stable name of the newest object of (client, handle) allocated at or before a record."""
+    """The stable name of the newest object of (client, handle) allocated at or before a record.
+
+    What it keeps is a few numbers per object: the sorted search keys and, for the names, the objects'
+    bases, classes and orders (mapped when the objects come from the cache).  A name is made when a
+    block's call asks for it (``find``), not for every object up front: a million objects' names as
+    strings held some 200 bytes each for the whole export."""
 
     def __init__(self, table: CallTable, objects: ObjectColumns) -> None:
         index = {client: i for i, client in enumerate(objects.client_ids)}
         self.client_map = np.array([index.get(c.id, -1) for c in table.clients] + [-1], dtype=np.int64)
         """The table's client index (-1 last) -> the objects' one (-1: none)."""
-        self.names = np.array(objects.stable_names() or [""], dtype=object)
+        self.objects = objects
         keys = _key(np.asarray(objects.client, dtype=np.int64), np.asarray(objects.handle, dtype=np.int64))
         self.keys, key_ids = np.unique(keys, return_inverse=True)
+        del keys
         seqs = np.asarray(objects.alloc_seq, dtype=np.int64)
         if len(seqs) and (int(seqs.max()) >> _SEQ_BITS or len(self.keys) >> (63 - _SEQ_BITS)):
             raise ValueError("too many records or objects for the objects' search keys")
         combined = key_ids.astype(np.int64) << _SEQ_BITS | seqs
+        del key_ids, seqs
         self.order = np.argsort(combined, kind="stable")  # equal keys: the later allocation last
         self.combined = combined[self.order]
 
@@ -63,7 +70,8 @@ class ObjectNames:
         hit = known & (found >= 0)
         hit[hit] = (self.combined[found[hit]] >> _SEQ_BITS) == at[hit]
         rows = np.flatnonzero(ok)[hit]
-        out[rows] = self.names[self.order[found[hit]]]
+        objects, inverse = np.unique(self.order[found[hit]], return_inverse=True)
+        out[rows] = np.array(self.objects.stable_names(objects.tolist()), dtype=object)[inverse.ravel()]
         return out
 
 

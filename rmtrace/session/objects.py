@@ -84,13 +84,27 @@ class ObjectColumns:
         return {self.client_ids[i]: {how: int(n) for how, n in zip(FREED_BY, per[i].tolist()) if n}
                 for i in np.flatnonzero(seen).tolist()}
 
-    def stable_names(self) -> list[str]:
-        """Each object's stable name (``Folder.add_object``'s: its base's name, its class and order)."""
-        out: list[str] = []
+    def stable_names(self, wanted: Sequence[int] | None = None) -> list[str]:
+        """Each object's stable name (``Folder.add_object``'s: its base's name, its class and order), or
+        those of the objects ``wanted`` alone: each made from its bases', made once for all of them (a
+        caller that names a block's objects at a time never holds every name)."""
         names = self.names
-        for base, cls, order in zip(self.base.tolist(), self.class_name.tolist(), self.order.tolist()):
-            out.append(stable_name(out[base] if base >= 0 else "", names[cls], order))  # a base is an earlier object
-        return out
+        if wanted is None:
+            out: list[str] = []
+            for base, cls, order in zip(self.base.tolist(), self.class_name.tolist(), self.order.tolist()):
+                out.append(stable_name(out[base] if base >= 0 else "", names[cls], order))  # a base is earlier
+            return out
+        made: dict[int, str] = {}
+        for first in wanted:
+            chain, i = [], first
+            while i >= 0 and i not in made:  # up to an object named already, or one of no base
+                chain.append(i)
+                i = int(self.base[i])
+            for i in reversed(chain):
+                base = int(self.base[i])
+                made[i] = stable_name(made[base] if base >= 0 else "", names[int(self.class_name[i])],
+                                      int(self.order[i]))
+        return [made[i] for i in wanted]
 
     def objects(self) -> list[RmObject]:
         """The objects as the fold makes them."""
