@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from rmtrace.decoders import decoders_for
 
 from rmtrace import captures
+from rmtrace.columns.cache import call_table
 from rmtrace.semantics import Category
 from rmtrace.session import load_session
 from rmtrace.session.entities import Client, FreedBy
 from rmtrace.session.fold import Folder, duplicate, free
-from rmtrace.session.model import ObjectsModel, load_objects
+from rmtrace.session.model import ObjectsModel, fold_objects, load_objects
 from rmtrace.session.objects import CATEGORIES, ObjectColumns, ObjectsFold, Op
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
@@ -43,6 +44,55 @@ def same_objects(path: Path) -> None:
 @pytest.mark.parametrize("path", COMMITTED_TRACES, ids=lambda p: Path(p).name)
 def test_the_columns_are_the_folds_objects(path):
     same_objects(path)
+
+
+def blocks_are_one_fold(path: Path, monkeypatch: pytest.MonkeyPatch) -> ObjectsModel:
+    whole = load_session(path, cache=False)
+    at_once = load_objects(path, cache=False)
+    with monkeypatch.context() as m:
+        m.setattr("rmtrace.columns.fold.OBJECTS_BLOCK", 5)
+        part = load_objects(path, cache=False)
+    assert isinstance(part, ObjectsModel) and isinstance(at_once, ObjectsModel) and len(part.table) > 5 * 5
+    assert list(part.object_list) == list(at_once.object_list) == list(whole.object_list)
+    assert part.clients == at_once.clients and dict(part.processes) == dict(at_once.processes)
+    return part
+
+
+@pytest.mark.parametrize("path", COMMITTED_TRACES[:5] + [p for p in COMMITTED_TRACES if "sequential-3.model" in p.name],
+                         ids=lambda p: Path(p).name)
+def test_a_fold_a_few_rows_at_a_time_is_the_whole_fold(path, monkeypatch):
+    """``fold_table_objects`` goes ``OBJECTS_BLOCK`` rows at a time (each client's last record too): with
+    blocks of a few rows (processes and clients made between blocks), the same objects, root handles,
+    clients and processes as the fold of every row at once, and the whole fold's objects."""
+    blocks_are_one_fold(path, monkeypatch)
+
+
+def test_a_fold_a_few_rows_at_a_time_of_constructed_boots(sequential_boots, monkeypatch):
+    """The same on boots with GSP messages and sema (their records read again, a block at a time)."""
+    for path in sequential_boots:
+        blocks_are_one_fold(path, monkeypatch)
+
+
+def test_a_call_in_parts_ends_a_client_by_its_last_part_in_any_block(monkeypatch):
+    """A call whose records the table keeps as members (a GSP exchange in parts) ends its client at its
+    last part: the same when the clients' ends are read a few rows at a time."""
+    reader = TraceReader(captures.path("cuda-streams-3x-sequential"))
+    decoders = decoders_for(reader)
+
+    def clients(block: int) -> list[Client]:
+        table = call_table(reader, decoders, cache=False)
+        last = {c.index: int(np.flatnonzero(table.columns["client"] == c.index)[-1]) for c in table.clients}
+        for row in last.values():  # each client's last call: a last part later than any record of the trace
+            table.members[row] = ((int(table.columns["enter_seq"][row]), 0), (reader.record_count - 1, 10**18 + row))
+        table.members[int(table.columns["client"].argmax())] = ((0, 0), (1, 1))  # and one earlier than its exit
+        with monkeypatch.context() as m:
+            m.setattr("rmtrace.columns.fold.OBJECTS_BLOCK", block)
+            return list(fold_objects(reader, decoders, table).clients)
+
+    at_once = clients(1 << 20)
+    assert all(c.last_seq == reader.record_count - 1 for c in at_once)
+    assert all(c.last_ns > 10**18 for c in at_once)
+    assert clients(7) == at_once
 
 
 def test_the_columns_of_constructed_boots(sequential_boots):

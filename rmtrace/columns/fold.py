@@ -30,6 +30,7 @@ call means the same from its row as from its records.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import enum
 import gc
@@ -104,9 +105,9 @@ RECORDS_SOURCES = frozenset({Source.GSP, Source.SEMA, Source.MARK})
 """Sources every call of which may change the model (and which the table decodes one by one anyway)."""
 
 
-def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0) -> np.ndarray:
-    """The ``Need`` of each row from ``start`` on."""
-    c = {name: table.columns[name][start:] for name in ("source", "op", "key", "state")}
+def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """The ``Need`` of each row from ``start`` on (to ``stop``)."""
+    c = {name: table.columns[name][start:stop] for name in ("source", "op", "key", "state")}
     keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
     uniq, inverse = np.unique(keys, return_inverse=True)
     by_op = np.array([op_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
@@ -153,12 +154,23 @@ def fold_table(folder: Folder, table: CallTable, reader: TraceReader, channels_o
 def fold_table_objects(folder: Folder, table: CallTable, reader: TraceReader) -> ObjectColumns:
     """The RM objects of ``table`` as columns (``rmtrace.session.objects``), and ``folder`` as far as its
     processes and clients go (``OBJECTS_ONLY``): the objects are not made as ``RmObject``\\ s, nor kept
-    in ``folder``, but each client's root handles are (``Client.rm_clients``)."""
+    in ``folder``, but each client's root handles are (``Client.rm_clients``).  It folds ``OBJECTS_BLOCK``
+    rows at a time, and applies their operations after each block: what it holds grows with the objects,
+    not with the rows."""
     objects = ObjectsFold()
+    fold = TableFold(folder, reader, objects=objects, stash=table.stash)
     with young_collections():
-        TableFold(folder, reader, objects=objects, stash=table.stash).advance(table, final=True)
+        for stop in range(OBJECTS_BLOCK, len(table), OBJECTS_BLOCK):
+            fold.advance(table, final=True, until=stop)
+            objects.apply(tuple(folder.clients.values()))
+            table.release(stop - OBJECTS_BLOCK, stop)  # the block's pages it read (mapped from the cache)
+        fold.advance(table, final=True)
     table.stash = None  # read: the table lives on in the model
     return objects.resolve(tuple(folder.clients.values()))
+
+
+OBJECTS_BLOCK = 65_536
+"""Rows ``fold_table_objects`` folds at a time (at 1,000,000 records the whole table at once held 80 MB)."""
 
 
 @contextlib.contextmanager
@@ -226,16 +238,18 @@ class TableFold:
         self._clients: set[str] = set()
         self._unfinished: set[int] = set()
 
-    def advance(self, table: CallTable, final: bool = False, flush: bool = False) -> None:
+    def advance(self, table: CallTable, final: bool = False, flush: bool = False, until: int | None = None) -> None:
+        """``until``: fold the rows before it only, and leave the processes' and clients' ends (their last
+        records) to the call that folds the rest (a final fold a block at a time, ``fold_table_objects``)."""
         folder = self.folder
         c = table.columns
-        start, n = self.next_row, len(table)
+        start, n = self.next_row, len(table) if until is None else until
         need = np.zeros(n, dtype=np.int8)
-        need[start:] = needs(table, self.plan, folder.interpreter.roles, start)
+        need[start:] = needs(table, self.plan, folder.interpreter.roles, start, n)
         if self.objects_only:
-            need[start:] = np.where(_objects_rows(table, start), need[start:], Need.NONE)
+            need[start:] = np.where(_objects_rows(table, start, n), need[start:], Need.NONE)
         if self.channels_only:  # UVM's calls register GPUs and channels: flags none of it reads
-            need[start:] = np.where(c["source"][start:] != Source.UVM, need[start:], Need.NONE)
+            need[start:] = np.where(c["source"][start:n] != Source.UVM, need[start:], Need.NONE)
         rows = start + np.flatnonzero(need[start:] != Need.NONE)
         stop = n
         if not final and not flush and rows.size:
@@ -251,6 +265,8 @@ class TableFold:
             end = self.reader.record_at(int(c["exit_seq"][row]))
             self._apply(folder.interpreter.interpret(Call((end,), CallState.RESUMED)), table.info(row))
         self.next_row = stop
+        if until is not None:
+            return
         for pid, touch in table.processes.items():
             if pid in folder.processes:
                 proc = folder.processes[pid]
@@ -277,9 +293,10 @@ class TableFold:
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")
+        # a final fold's ``stop`` is the table's length (made all), or a block's end (made as far as that)
         touches = iter(sorted(((pid, t) for pid, t in table.processes.items() if pid not in self._processes
-                               and (final or t.first[0] < stop)), key=lambda item: item[1].first[:2]))
-        creations = iter(sorted((m for m in table.clients if m.id not in self._clients and (final or m.row < stop)),
+                               and t.first[0] < stop), key=lambda item: item[1].first[:2]))
+        creations = iter(sorted((m for m in table.clients if m.id not in self._clients and m.row < stop),
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
         blocks = _blocks(table, slow, need, folder, self.plan, Rereader(self.reader, self.stash))
@@ -342,24 +359,29 @@ def _client(folder: Folder, c: ClientRow) -> None:
 
 
 def _client_ends(folder: Folder, table: CallTable) -> None:
-    """Each client's last record: the latest last record of its calls."""
+    """Each client's last record: the latest last record of its calls, read ``OBJECTS_BLOCK`` rows at a
+    time (the pages of a table mapped from the cache let go after each: at 1,000,000 records the columns
+    read at once held 30 MB)."""
     c = table.columns
-    mine = np.flatnonzero(c["client"] >= 0)
-    if not mine.size:
-        return
-    ends = c["exit_seq"][mine] >= 0
-    seq = np.where(ends, c["exit_seq"][mine], c["enter_seq"][mine].astype(np.int64))
-    time = np.where(ends, c["t_exit"][mine], c["t_enter"][mine])
-    client = c["client"][mine].astype(np.int64)
-    for row, members in table.members.items():  # a call in several parts: its last part
-        at = np.searchsorted(mine, row)
-        if at < len(mine) and mine[at] == row:
-            seq[at], time[at] = members[-1]
     n = len(table.clients)
     last_seq = np.full(n, -1, dtype=np.int64)
     last_ns = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last_seq, client, seq)
-    np.maximum.at(last_ns, client, time)
+    parts = sorted(table.members)  # the rows of calls in several parts
+    for lo in range(0, len(table), OBJECTS_BLOCK):
+        hi = min(lo + OBJECTS_BLOCK, len(table))
+        mine = lo + np.flatnonzero(c["client"][lo:hi] >= 0)
+        if mine.size:
+            ends = c["exit_seq"][mine] >= 0
+            seq = np.where(ends, c["exit_seq"][mine], c["enter_seq"][mine].astype(np.int64))
+            time = np.where(ends, c["t_exit"][mine], c["t_enter"][mine])
+            for row in parts[bisect.bisect_left(parts, lo):bisect.bisect_left(parts, hi)]:  # its last part
+                at = np.searchsorted(mine, row)
+                if at < len(mine) and mine[at] == row:
+                    seq[at], time[at] = table.members[row][-1]
+            client = c["client"][mine].astype(np.int64)
+            np.maximum.at(last_seq, client, seq)
+            np.maximum.at(last_ns, client, time)
+        table.release(lo, hi, ("client", "exit_seq", "enter_seq", "t_exit", "t_enter"))
     for made, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
         found = folder.clients.get(made.id)  # a growing trace's fold may not have reached it yet
         if found is not None:
@@ -400,10 +422,10 @@ class RowEffects:
     effects: Effects
 
 
-def _objects_rows(table: CallTable, start: int) -> np.ndarray:
-    """Which rows from ``start`` on a fold of ``OBJECTS_ONLY`` folds, as far as their need allows: the
-    RM calls (read from their rows: allocations, frees, duplicates), GSP messages, fork/exec/exit."""
-    source, op = table.columns["source"][start:], table.columns["op"][start:]
+def _objects_rows(table: CallTable, start: int, stop: int) -> np.ndarray:
+    """Which rows from ``start`` to ``stop`` a fold of ``OBJECTS_ONLY`` folds, as far as their need allows:
+    the RM calls (read from their rows: allocations, frees, duplicates), GSP messages, fork/exec/exit."""
+    source, op = table.columns["source"][start:stop], table.columns["op"][start:stop]
     return ((source == Source.RM) | (source == Source.GSP)
             | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
 

@@ -252,6 +252,7 @@ class ObjectsFold:
         """(row, ``OP_FIELDS`` of its operation, the client by id and the names as text), in the fold's order."""
         self.row_ops: RowOps | None = None
         self._names: dict[str, int] = {}
+        self._objects = _Objects()
 
     def name(self, text: str) -> int:
         """``text``'s index among the names the operations hold."""
@@ -293,14 +294,16 @@ class ObjectsFold:
         return True
 
     def _merged(self, clients: Sequence[Client]) -> dict[str, np.ndarray]:
-        """Every operation's columns (``OP_DTYPES``), in the fold's order (a row's own, then a later row's),
-        its client an index into ``clients`` (-1: none).  The rows' columns are let go of one by one."""
+        """Every operation logged or given since the last ``apply``, its columns (``OP_DTYPES``), in the
+        fold's order (a row's own, then a later row's), its client an index into ``clients`` (-1: none).
+        The log and the rows' columns are let go of one by one."""
         index: dict[str | None, int] = {c.id: i for i, c in enumerate(clients)}
         logged = {name: [op[k] for _, op in self.log] for k, name in enumerate(OP_FIELDS)}
         logged["client"] = [index.get(c, -1) for c in logged["client"]]
         logged["name"] = [self.name(n) for n in logged["name"]]
         logged["status"] = [self.name(n) for n in logged["status"]]
         rows = np.array([row for row, _ in self.log], dtype=np.int64)
+        self.log = []
         own, self.row_ops = self.row_ops, None
         if own is not None:
             remap = np.array([index.get(c, -1) for c in own.clients], dtype=np.int64)
@@ -318,31 +321,60 @@ class ObjectsFold:
             out[name] = np.concatenate(parts).astype(OP_DTYPES[name])[order]
         return out
 
-    def resolve(self, clients: Sequence[Client]) -> ObjectColumns:
-        """Apply the operations as the fold applies them: the objects, and each client's root handles
-        (``Client.rm_clients``, ``h_client``) as the fold leaves them (``clients``: the fold's)."""
-        ops = self._merged(clients)
-        dup_name, other = self.name("DUP"), CATEGORIES.index(Category.OTHER)
-        state = _Objects()
-        by_handle, children = state.by_handle, state.children
-        parents, has_parents = state.parents, state.has_parents
-        free_object = state.free
-        # keys of several ints as one number, exact: a name or an order is below the count of operations
-        n_ops, n_names = len(ops["kind"]) + 1, len(self._names) + 1
-        siblings: dict[int, int] = {}  # (client, base's name, class name): objects so far
-        stable: dict[int, int] = {}  # (base's name, class name, order) -> a name
-        made, name_of, bases, orders = array("q"), array("q"), array("q"), array("q")
-        """Each object's operation, stable name (an index into ``stable``), base and order among its siblings."""
-        classes, categories = array("q"), array("q")
-        copied: dict[int, int] = {}  # a duplicate: the object it copies
-        rm_clients: dict[int, list[int]] = {}
-        root = CATEGORIES.index(Category.ROOT)
+    def apply(self, clients: Sequence[Client]) -> None:
+        """Apply the operations given so far (``event``, ``rows``) as the fold applies them, and let them go:
+        a fold that goes a block of rows at a time holds a block's operations, never the trace's
+        (``clients``: the fold's so far; a later call's list starts with the same ones)."""
+        self._objects.apply(self._merged(clients), self.name("DUP"))
 
+    def resolve(self, clients: Sequence[Client]) -> ObjectColumns:
+        """Apply the operations left as the fold applies them: the objects, and each client's root handles
+        (``Client.rm_clients``, ``h_client``) as the fold leaves them (``clients``: the fold's)."""
+        self.apply(clients)
+        objects, self._objects = self._objects, _Objects()
+        for client, handles in objects.rm_clients.items():
+            clients[client].rm_clients.extend(handles)
+            if clients[client].h_client is None:
+                clients[client].h_client = handles[0]
+        return objects.columns(tuple(c.id for c in clients), tuple(self._names))
+
+
+class _Objects:
+    """The objects as ``ObjectsFold.apply`` makes them, over ints, and a free (a class, not a closure: a
+    recursive closure refers to itself, a cycle that would keep its dicts until the collector ran).
+
+    Each (hClient, handle) is one number, ``hClient << 32 | handle``: a tuple key and its ints cost four
+    times as much, and a 10M-record trace has a million objects.  Each object's fields are in arrays of
+    the widths ``ObjectColumns`` holds (some 90 bytes an object), which become its columns without a copy."""
+
+    def __init__(self) -> None:
+        self.by_handle: dict[int, int] = {}  # the newest object of each (hClient, handle)
+        self.children: dict[int, list[int]] = {}  # handles allocated under each, until it is freed
+        self.siblings: dict[int, int] = {}  # (client, base's name, class name): objects so far
+        self.stable: dict[int, int] = {}  # (base's name, class name, order) -> a name
+        self.rm_clients: dict[int, list[int]] = {}  # each client's root handles
+        self.name_of = array("i")  # each object's stable name (an index into ``stable``)
+        self.fields = {"client": array("i"), "h_client": array("q"), "handle": array("q"), "parent": array("q"),
+                       "has_parent": array("b"), "cls": array("q"), "class_name": array("i"), "category": array("b"),
+                       "alloc_seq": array("q"), "alloc_ns": array("q"), "free_seq": array("q"), "free_ns": array("q"),
+                       "freed_by": array("b"), "status": array("i"), "base": array("i"), "order": array("i")}
+        """``ObjectColumns``' arrays, in its order (``freed_by``: 0 until the object is freed)."""
+
+    def apply(self, ops: dict[str, np.ndarray], dup_name: int) -> None:
+        """Apply ``ops`` (``ObjectsFold._merged``'s) in order."""
+        f = self.fields
+        by_handle, children, siblings, stable, rm_clients = (self.by_handle, self.children, self.siblings, self.stable,
+                                                             self.rm_clients)
+        name_of, class_names, categories, clss = self.name_of, f["class_name"], f["category"], f["cls"]
+        add = (f["client"].append, f["h_client"].append, f["handle"].append, f["parent"].append,
+               f["has_parent"].append, f["cls"].append, f["class_name"].append, f["category"].append,
+               f["alloc_seq"].append, f["alloc_ns"].append, f["free_seq"].append, f["free_ns"].append,
+               f["freed_by"].append, f["status"].append, f["base"].append, f["order"].append)
+        other, root = CATEGORIES.index(Category.OTHER), CATEGORIES.index(Category.ROOT)
         free_op, exit_op, dup_op = int(Op.FREE), int(Op.EXIT), int(Op.DUP)  # an enum member is an attribute lookup
-        names = ("kind", "client", "h_client", "handle", "parent", "has_parent", "category", "name", "seq", "ns",
-                 "src_client", "src_handle")
-        for at, (kind, client, h_client, handle, parent, has_parent, category, name, seq, ns, src_client,
-                 src_handle) in enumerate(in_blocks(*(ops[name] for name in names))):
+        free_object = self.free
+        for (kind, client, h_client, handle, parent, has_parent, cls, category, name, seq, ns, status, src_client,
+             src_handle) in in_blocks(*(ops[name] for name in OP_FIELDS)):
             if kind == free_op:  # rmtrace.session.fold.free; a stray free frees nothing
                 if not h_client or h_client == handle:
                     h_client = handle if (handle << 32 | handle) in by_handle else h_client
@@ -354,98 +386,54 @@ class ObjectsFold:
                 continue
             if client < 0:  # ``Folder.add_object``: an object of no client is not kept
                 continue
-            if kind == dup_op:
+            if kind == dup_op:  # a copy of nothing known has no class; a copy of a copy, what its source copied
                 src = by_handle.get(src_client << 32 | src_handle)
                 if src is None:
-                    name, category = dup_name, other
+                    name, category, cls = dup_name, other, -1
                 else:
-                    copied[len(made)] = src
-                    name, category = classes[src], categories[src]
+                    name, category, cls = class_names[src], categories[src], clss[src]
             if category == root:
                 rm_clients.setdefault(client, []).append(handle)
             base = by_handle.get(h_client << 32 | parent, -1) if has_parent else -1
             base_name = name_of[base] if base >= 0 else -1
-            key = (client * n_ops + base_name + 1) * n_names + name
+            key = client << 64 | (base_name + 1) << 32 | name  # exact: every index here is below 2**32
             order = siblings.get(key, 0)
             siblings[key] = order + 1
-            name_key = ((base_name + 1) * n_names + name) * n_ops + order
+            name_key = ((base_name + 1) << 32 | name) << 32 | order
             own = stable.get(name_key)
             if own is None:
                 own = stable[name_key] = len(stable)
-            by_handle[h_client << 32 | handle] = len(made)
-            made.append(at)
+            by_handle[h_client << 32 | handle] = len(name_of)
             name_of.append(own)
-            bases.append(base)
-            orders.append(order)
-            classes.append(name)
-            categories.append(category)
-            parents.append(parent)
-            has_parents.append(has_parent)
+            for put, value in zip(add, (client, h_client, handle, parent if has_parent else NONE, has_parent, cls,
+                                        name, category, seq, ns, 0, 0, 0, status, base, order)):
+                put(value)
             if has_parent:
                 children.setdefault(h_client << 32 | parent, []).append(handle)
-        for client, handles in rm_clients.items():
-            clients[client].rm_clients.extend(handles)
-            if clients[client].h_client is None:
-                clients[client].h_client = handles[0]
-        return self._columns(ops, made, bases, orders, classes, categories, copied, (state.freed, state.free_seq, state.free_ns),
-                             clients)
-
-    def _columns(self, ops: dict[str, np.ndarray], made: array, bases: array, orders: array,
-                 classes: array, categories: array, copied: dict[int, int], frees: tuple[dict[int, int], ...],
-                 clients: Sequence[Client]) -> ObjectColumns:
-        """The objects' columns: each of ``made`` (the operations that made them) with its fields."""
-        names = tuple(self._names)
-        class_name = np.frombuffer(classes, dtype=np.int64).astype(np.int32)
-        if any("/" in names[i] or "#" in names[i] for i in np.unique(class_name).tolist()):
-            raise Ambiguous("a class name with '/' or '#'")
-        at = np.frombuffer(made, dtype=np.int64)
-        cls = np.where(ops["kind"][at] == Op.DUP, -1, ops["cls"][at])  # a copy of nothing known has no class
-        for obj, src in copied.items():  # in order: a copy of a copy copies what its source copied
-            cls[obj] = cls[src]
-        n = len(at)
-        free_seq, free_ns, freed_by = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, np.int8)
-        freed, seqs, times = frees
-        if freed:
-            gone = np.fromiter(freed, dtype=np.int64, count=len(freed))
-            freed_by[gone] = np.fromiter(freed.values(), dtype=np.int8, count=len(freed))
-            free_seq[gone] = np.fromiter(seqs.values(), dtype=np.int64, count=len(freed))
-            free_ns[gone] = np.fromiter(times.values(), dtype=np.int64, count=len(freed))
-        return ObjectColumns(
-            client=ops["client"][at].astype(np.int32), h_client=ops["h_client"][at].astype(np.int64),
-            handle=ops["handle"][at].astype(np.int64),
-            parent=np.where(ops["has_parent"][at] != 0, ops["parent"][at], NONE), has_parent=ops["has_parent"][at] != 0,
-            cls=cls, class_name=class_name, category=np.frombuffer(categories, dtype=np.int64).astype(np.int8), alloc_seq=ops["seq"][at],
-            alloc_ns=ops["ns"][at], free_seq=free_seq, free_ns=free_ns, freed_by=freed_by,
-            status=ops["status"][at].astype(np.int32), base=np.frombuffer(bases, dtype=np.int64).astype(np.int32),
-            order=np.frombuffer(orders, dtype=np.int64).astype(np.int32), client_ids=tuple(c.id for c in clients), names=names)
-
-
-class _Objects:
-    """What ``ObjectsFold.resolve`` keeps of the objects as it goes, and a free (a class, not a closure:
-    a recursive closure refers to itself, a cycle that would keep these dicts until the collector ran).
-    Each (hClient, handle) is one number, ``hClient << 32 | handle``: a tuple key and its ints cost four
-    times as much, and a 10M-record trace has a million objects."""
-
-    def __init__(self) -> None:
-        self.by_handle: dict[int, int] = {}  # the newest object of each (hClient, handle)
-        self.children: dict[int, list[int]] = {}  # handles allocated under each, until it is freed
-        self.parents, self.has_parents = array("q"), array("b")  # each object's parent handle, if it named one
-        self.freed: dict[int, int] = {}  # object -> how it went (``FREED_BY``), and when:
-        self.free_seq: dict[int, int] = {}
-        self.free_ns: dict[int, int] = {}
 
     def free(self, h_client: int, handle: int, seq: int, t: int, how: int) -> None:
         """``Folder.free_object``: the newest object of the handle, and first what was allocated under it."""
         index = self.by_handle.get(h_client << 32 | handle)
-        if index is None or index in self.freed:
+        freed_by = self.fields["freed_by"]
+        if index is None or freed_by[index]:
             return
         for child in self.children.pop(h_client << 32 | handle, ()):
             self.free(h_client, child, seq, t, how)
-        if self.has_parents[index]:
-            same = self.children.get(h_client << 32 | self.parents[index])
+        if self.fields["has_parent"][index]:
+            same = self.children.get(h_client << 32 | self.fields["parent"][index])
             if same is not None and handle in same:
                 same.remove(handle)
-        self.freed[index], self.free_seq[index], self.free_ns[index] = how, seq, t  # again: its own child
+        freed_by[index], self.fields["free_seq"][index], self.fields["free_ns"][index] = how, seq, t  # again: a child
+
+    def columns(self, client_ids: tuple[str, ...], names: tuple[str, ...]) -> ObjectColumns:
+        """The objects made so far as ``ObjectColumns`` (on these arrays: nothing is added to them after)."""
+        arrays = {name: np.frombuffer(values, dtype=dtype) for (name, values), dtype in
+                  zip(self.fields.items(), (np.int32, np.int64, np.int64, np.int64, np.bool_, np.int64, np.int32,
+                                            np.int8, np.int64, np.int64, np.int64, np.int64, np.int8, np.int32,
+                                            np.int32, np.int32))}
+        if any("/" in names[i] or "#" in names[i] for i in np.unique(arrays["class_name"]).tolist()):
+            raise Ambiguous("a class name with '/' or '#'")
+        return ObjectColumns(**arrays, client_ids=client_ids, names=names)
 
 
 class Ambiguous(ValueError):
