@@ -427,10 +427,11 @@ class _Objects:
 
     def columns(self, client_ids: tuple[str, ...], names: tuple[str, ...]) -> ObjectColumns:
         """The objects made so far as ``ObjectColumns`` (on these arrays: nothing is added to them after)."""
-        arrays = {name: np.frombuffer(values, dtype=dtype) for (name, values), dtype in
-                  zip(self.fields.items(), (np.int32, np.int64, np.int64, np.int64, np.bool_, np.int64, np.int32,
-                                            np.int8, np.int64, np.int64, np.int64, np.int64, np.int8, np.int32,
-                                            np.int32, np.int32))}
+        dtypes: tuple[type[np.generic], ...] = (np.int32, np.int64, np.int64, np.int64, np.bool_, np.int64, np.int32,
+                                                np.int8, np.int64, np.int64, np.int64, np.int64, np.int8, np.int32,
+                                                np.int32, np.int32)
+        arrays: dict[str, np.ndarray] = {name: np.frombuffer(values, dtype=dtype)
+                                         for (name, values), dtype in zip(self.fields.items(), dtypes)}
         if any("/" in names[i] or "#" in names[i] for i in np.unique(arrays["class_name"]).tolist()):
             raise Ambiguous("a class name with '/' or '#'")
         return ObjectColumns(**arrays, client_ids=client_ids, names=names)
