@@ -28,12 +28,13 @@ checks that both make the same line for every call of every shipped capture.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
 from rmtrace.decoders import Decoded, DecoderSet, Label, Level
+from rmtrace.decoders.base import Op
 from rmtrace.decoders.filters import CallFilter
 from rmtrace.decoders.ioctl import IoctlOp, in_summary
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES
@@ -87,6 +88,19 @@ class Lines(NamedTuple):
     first_seq: int
     """The first record of the first call."""
     texts: list[str]
+
+
+def memoizable(decoder: Op) -> bool:
+    """Whether a call of ``decoder`` decodes the same wherever its records' bytes are the same: one of
+    ``MEMO_OPS``, and the decoders' own (a user's decoder may keep state)."""
+    return isinstance(decoder, MEMO_OPS) and type(decoder).__module__ in _BUILT_IN
+
+
+def memo_key(state: int, parts: Iterable[bytes | memoryview]) -> bytes:
+    """A call's key in a memo of what its records' bytes decode to: its state, and its records' bytes but
+    their ``VOLATILE`` fields (``summary.stable_parts``), one record after the other (each says its
+    length, so the bytes one after the other are one key)."""
+    return b"".join((_STATE_BYTES[state], *parts))
 
 
 class SummaryMemo(BoundedLRU[bytes, tuple[Decoded, str]]):
@@ -395,8 +409,7 @@ class ColumnLines:
         return FROM_COLUMNS if all(f is None for s in summaries for _, f, _ in s or ()) else FROM_ARGUMENT
 
     def _op_memo(self, key: int) -> int:
-        decoder = self.plan.op(key >> 32, key & 0xFFFFFFFF).op
-        return MEMO if isinstance(decoder, MEMO_OPS) and type(decoder).__module__ in _BUILT_IN else 0
+        return MEMO if memoizable(self.plan.op(key >> 32, key & 0xFFFFFFFF).op) else 0
 
     # -- from the memo
 
@@ -408,11 +421,11 @@ class ColumnLines:
         parts = block.stable_parts()
         phases = block.header("phase")[:len(rows)].tolist()
         c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
-        start, end, memo, wanted, join = self.start_ns, self.end_ns, self.memo, self.wanted, b"".join
+        start, end, memo, wanted = self.start_ns, self.end_ns, self.memo, self.wanted
         offsets, durations = self._times(rows)
         heads = self._memo_heads
         for i, (k, j, state, first_ns) in enumerate(zip(at.tolist(), second.tolist(), c["state"], c["t_enter"])):
-            key = join((_STATE_BYTES[state], *parts[i])) if j < 0 else join((_STATE_BYTES[state], *parts[i], *parts[j]))
+            key = memo_key(state, parts[i] if j < 0 else (*parts[i], *parts[j]))
             kept = memo.get(key)
             if kept is None:
                 call = self._call(c["enter_seq"][i], c["exit_seq"][i] if j >= 0 else -1, STATES[state])

@@ -120,12 +120,17 @@ class Block(ByteViews):
         return ArgSides(start, length, flags)
 
     def stable_parts(self) -> list[tuple[memoryview, memoryview]]:
-        """Each record without the header fields that say which call it is (``VOLATILE``): the bytes before
-        them and the bytes after, where they lie."""
+        """Each record's ``stable_parts``, where they lie."""
         view = self.u1.data
         at = self.at.tolist()
         ends = (self.at + self.header("total_len")).tolist()
-        return [(view[a:a + _VOLATILE_START], view[a + _VOLATILE_END:e]) for a, e in zip(at, ends)]
+        return [stable_parts(view[a:e]) for a, e in zip(at, ends)]
+
+
+def stable_parts(record: memoryview) -> tuple[memoryview, memoryview]:
+    """A record without the header fields that say which call it is (``VOLATILE``): the bytes before them
+    and the bytes after."""
+    return record[:_VOLATILE_START], record[_VOLATILE_END:]
 
 
 class BlockReader:
