@@ -171,3 +171,36 @@ def test_the_writer_splices_buffers_into_the_bytes_of_the_plain_objects(legacy_r
                 calls += 1
                 spliced += render.buffer_fragments(decoded.buffers) is not None
         assert calls > 0 and spliced > calls * 0.9, (path, spliced, calls)  # the spliced way, nearly always
+
+
+def test_a_call_made_again_is_its_kept_line_filled_in(tmp_path, legacy_replay):  # noqa: F811
+    """A capture three times over (each copy later, as a program makes the same calls again): most lines
+    come from the memo's templates, and every line is still the encoding of the plain object of its call;
+    a replay's GSP and sema calls (never kept) too."""
+    from rmtrace.decoders import Level
+
+    from rmtrace import captures
+    from rmtrace.export.jsonl import LINE_KEPT_MAX, LineMemo, _lines
+    from rmtrace.export.source import ExportInput
+    from rmtrace.record import TIME
+    from rmtrace.trace import TraceReader, TraceWriter
+
+    again = tmp_path / "again.trace"
+    with TraceReader(captures.path("cuda-streams-3x-sequential")) as reader, TraceWriter(str(again), reader.meta) as w:
+        span = reader.time_span[1] - reader.time_span[0] + 1
+        for copy in range(3):
+            for raw in reader.raw_records():
+                w.write_encoded(TIME.replaced(bytes(raw), TIME.get(raw) + copy * span))
+    for path in (str(again), legacy_replay):
+        with ExportInput(path, progress=False) as src:
+            memo = LineMemo(src.decoders)
+            lines = list(_lines(src, memo))
+        with ExportInput(path, progress=False) as src:
+            plain = [jsonschema.encode(jsonschema.call(src.decoders.decode(call, Level.FULL), call, src.start_ns),
+                                       newline=True) for call in src.calls()]
+        assert len(lines) == len(plain) > 1000
+        for i, (ours, theirs) in enumerate(zip(lines, plain)):
+            assert ours == theirs, (path, i)
+        if path == str(again):  # the second and third copies' calls, but the lines too long to keep
+            assert memo.templates.hits > 0.6 * len(lines) and memo.templates.bytes > 1 << 20
+            assert {len(line) > LINE_KEPT_MAX for line in lines} == {True, False}

@@ -3,6 +3,12 @@
 The lines are the bytes ``jsonschema.encode`` writes for ``jsonschema.call``'s objects, put together
 faster (``encoded_line``): each buffer's object, the bulk of a line (its bytes in hex, twice: decoded and
 as recorded), is spliced in already encoded, kept in a bounded cache by what makes it.
+
+A call whose decode is a function of its records' bytes (``rmtrace.columns.lines.memoizable``: ioctls and
+system calls, as ``rmtrace show``'s memo keeps them) is kept as its line with holes where it says which
+call it is (``VOLATILE``: sequence numbers, times, pid, tid, call ids, the duration), by show's memo key
+(``memo_key``: its state, its records' bytes but those fields): a call made again with the same bytes is
+written by filling the holes, neither decoded nor encoded again (``LineMemo``).
 """
 
 from __future__ import annotations
@@ -15,13 +21,22 @@ import orjson
 
 from rmtrace import jsonschema
 from rmtrace.calls import Call
-from rmtrace.decoders import Level
+from rmtrace.columns.lines import memo_key, memoizable
+from rmtrace.columns.summary import stable_parts
+from rmtrace.columns.table import STATES
+from rmtrace.decoders import DecoderSet, Level
 from rmtrace.decoders.base import Decoded
 from rmtrace.decoders.render import buffer_fragments
 from rmtrace.export.source import ExportInput
 from rmtrace.lru import BoundedLRU
-from rmtrace.record import Buffer
+from rmtrace.record import Buffer, Record, decode_record
 
+LINES_KEPT = 8192
+"""Calls' line templates ``LineMemo`` keeps (the most recently used)."""
+LINES_KEPT_BYTES = 16 << 20
+"""...and the bytes of their keys and templates."""
+LINE_KEPT_MAX = 64 << 10
+"""The longest template kept (a UVM_MAP_EXTERNAL_ALLOCATION's line is 156 KB; nine in ten lines are under 4 KB)."""
 RECORD_BUFFERS_KEPT = 8192
 """Encoded record buffers ``encoded_line`` keeps (the most recent; a program passes the same struct at the
 same address again and again)."""
@@ -48,10 +63,59 @@ def write_jsonl(src: ExportInput, out: str) -> int:
     return n
 
 
-def _lines(src: ExportInput) -> Iterator[bytes]:
-    decoders = src.decoders
-    start = src.start_ns
-    return (encoded_line(decoders.decode(call, Level.FULL), call, start) for call in src.calls())
+def _lines(src: ExportInput, memo: LineMemo | None = None) -> Iterator[bytes]:
+    """Each call's line, in order (``src.calls``' pairing), its records counted on ``src.progress``
+    (``memo``: the lines kept, by default a fresh ``LineMemo``)."""
+    decoders, start = src.decoders, src.start_ns
+    memo = memo if memo is not None else LineMemo(decoders)
+    stable: dict[int, bytes] = {}
+    """seq -> a record of an operation the memo keeps, its bytes but its ``VOLATILE`` fields, until its call comes."""
+
+    def records() -> Iterator[Record]:
+        wants = memo.wants
+        for view in src.progress.count(src.reader.raw_records()):
+            rec = decode_record(view)
+            if wants(rec.source, rec.op):
+                stable[rec.seq] = b"".join(stable_parts(view))
+            yield rec
+
+    for call in decoders.calls(records()):
+        parts = [part for part in (stable.pop(r.seq, None) for r in call.records) if part is not None]
+        if len(parts) == len(call.records):
+            yield memo.line(call, memo_key(STATES.index(call.state), parts), start)
+        else:
+            yield encoded_line(decoders.decode(call, Level.FULL), call, start)
+
+
+class LineMemo:
+    """Lines of calls kept with holes for their ``VOLATILE`` fields (``template``), by their ``memo_key``."""
+
+    def __init__(self, decoders: DecoderSet, kept: int = LINES_KEPT, kept_bytes: int = LINES_KEPT_BYTES) -> None:
+        self.decoders = decoders
+        self.templates: BoundedLRU[bytes, bytes] = BoundedLRU(kept, kept_bytes)
+        """key -> the template, or b"" for a call whose line is not orjson's bytes (``encoded_line``'s)."""
+        self._wanted: dict[int, bool] = {}
+
+    def wants(self, source: int, op: int) -> bool:
+        """Whether calls of (source, op) are kept (``memoizable``)."""
+        key = source << 32 | op
+        found = self._wanted.get(key)
+        if found is None:
+            found = self._wanted[key] = memoizable(self.decoders.op(source, op))
+        return found
+
+    def line(self, call: Call, key: bytes, start_ns: int) -> bytes:
+        """``call``'s line (``encoded_line``'s bytes), ``key`` its ``memo_key``."""
+        made = self.templates.get(key)
+        if made:
+            return made % volatile(call, start_ns)
+        decoded = self.decoders.decode(call, Level.FULL)
+        if made is None:
+            made = template(decoded, call, start_ns) or b""
+            # a line longer than LINE_KEPT_MAX is not kept: a few such calls would push out hundreds of others
+            kept = made if len(made) <= LINE_KEPT_MAX else b""
+            self.templates.put(key, kept, len(key) + len(kept))
+        return made % volatile(call, start_ns) if made else encoded_line(decoded, call, start_ns)
 
 
 def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
@@ -70,6 +134,47 @@ def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
             if jsonschema.orjson_as_is(line):
                 return line
     return jsonschema.encode(jsonschema.call(decoded, folded, start_ns), newline=True)
+
+
+VOLATILE = ("seq", "t_ns", "time_ns", "pid", "tid", "call_id")
+"""The fields of a call's object, and of each of its records' objects, that say which call it is: in the
+order the objects hold them, they are what ``volatile`` fills in (the call's duration after the call's)."""
+_HOLE = orjson.Fragment(b"\x00")  # orjson writes a NUL in no other place: it escapes one in text
+_CALL_HOLES = dict.fromkeys((*VOLATILE, "duration_ns"), _HOLE)
+_RECORD_HOLES = dict.fromkeys(VOLATILE, _HOLE)
+
+
+def template(decoded: Decoded, folded: Call, start_ns: int) -> bytes | None:
+    """``encoded_line``'s bytes with a ``%d`` for each of the ``VOLATILE`` fields of the call and of its
+    records and a ``%s`` for the duration (``bytes % volatile(call)`` fills them), or None where that line
+    is not orjson's bytes."""
+    buffers = buffer_fragments(decoded.buffers)
+    if buffers is None:
+        return None
+    obj = jsonschema.call(decoded, folded, start_ns, buffers, _record_buffer_fragment)
+    obj.update(_CALL_HOLES)  # the keys are there: they keep their places
+    for record in obj["records"]:
+        record.update(_RECORD_HOLES)
+    try:
+        line = orjson.dumps(obj, default=jsonschema.encode_default, option=_LINE_OPTIONS)
+    except TypeError:
+        return None
+    pieces = line.split(b"\x00")
+    if not jsonschema.orjson_as_is(line) or len(pieces) != len(VOLATILE) * (1 + len(folded.records)) + 2:
+        return None
+    holes = [b"%d"] * len(VOLATILE) + [b"%s"] + [b"%d"] * (len(VOLATILE) * len(folded.records))
+    return b"".join((pieces[0].replace(b"%", b"%%"),
+                     *(hole + piece.replace(b"%", b"%%") for hole, piece in zip(holes, pieces[1:]))))
+
+
+def volatile(call: Call, start_ns: int) -> tuple[int | bytes, ...]:
+    """What ``template``'s holes hold for ``call``: its ``VOLATILE`` fields and duration, then each record's."""
+    first, duration = call.first, call.duration_ns
+    values: list[int | bytes] = [first.seq, first.time_ns - start_ns, first.time_ns, first.pid, first.tid,
+                                 first.call_id, b"null" if duration is None else b"%d" % duration]
+    for r in call.records:
+        values += (r.seq, r.time_ns - start_ns, r.time_ns, r.pid, r.tid, r.call_id)
+    return tuple(values)
 
 
 def _record_buffer_fragment(b: Buffer) -> orjson.Fragment:
