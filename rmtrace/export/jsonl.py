@@ -93,7 +93,8 @@ class LineMemo:
     def __init__(self, decoders: DecoderSet, kept: int = LINES_KEPT, kept_bytes: int = LINES_KEPT_BYTES) -> None:
         self.decoders = decoders
         self.templates: BoundedLRU[bytes, bytes] = BoundedLRU(kept, kept_bytes)
-        """key -> the template, or b"" for a call whose line is not orjson's bytes (``encoded_line``'s)."""
+        """key -> the template; ``_SEEN`` for a key that came once; b"" for a call whose line is not kept
+        (not orjson's bytes, as ``encoded_line`` finds, or too long)."""
         self._wanted: dict[int, bool] = {}
 
     def wants(self, source: int, op: int) -> bool:
@@ -105,17 +106,23 @@ class LineMemo:
         return found
 
     def line(self, call: Call, key: bytes, start_ns: int) -> bytes:
-        """``call``'s line (``encoded_line``'s bytes), ``key`` its ``memo_key``."""
+        """``call``'s line (``encoded_line``'s bytes), ``key`` its ``memo_key``.  A template is made the
+        second time a key comes (the first, only the key is kept): a trace whose calls do not come again
+        makes none (their making holds a line's bytes several times over)."""
         made = self.templates.get(key)
-        if made:
+        if made and made is not _SEEN:
             return made % volatile(call, start_ns)
         decoded = self.decoders.decode(call, Level.FULL)
         if made is None:
+            self.templates.put(key, _SEEN, len(key))
+        elif made is _SEEN:
             made = template(decoded, call, start_ns) or b""
             # a line longer than LINE_KEPT_MAX is not kept: a few such calls would push out hundreds of others
             kept = made if len(made) <= LINE_KEPT_MAX else b""
             self.templates.put(key, kept, len(key) + len(kept))
-        return made % volatile(call, start_ns) if made else encoded_line(decoded, call, start_ns)
+            if made:
+                return made % volatile(call, start_ns)
+        return encoded_line(decoded, call, start_ns)
 
 
 def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
@@ -139,9 +146,11 @@ def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
 VOLATILE = ("seq", "t_ns", "time_ns", "pid", "tid", "call_id")
 """The fields of a call's object, and of each of its records' objects, that say which call it is: in the
 order the objects hold them, they are what ``volatile`` fills in (the call's duration after the call's)."""
-_HOLE = orjson.Fragment(b"\x00")  # orjson writes a NUL in no other place: it escapes one in text
-_CALL_HOLES = dict.fromkeys((*VOLATILE, "duration_ns"), _HOLE)
+_HOLE, _DURATION_HOLE = orjson.Fragment(b"\x00"), orjson.Fragment(b"\x01")
+"""What orjson writes in no other place (it escapes control characters in text)."""
+_CALL_HOLES = {**dict.fromkeys(VOLATILE, _HOLE), "duration_ns": _DURATION_HOLE}
 _RECORD_HOLES = dict.fromkeys(VOLATILE, _HOLE)
+_SEEN = b"seen"
 
 
 def template(decoded: Decoded, folded: Call, start_ns: int) -> bytes | None:
@@ -159,12 +168,10 @@ def template(decoded: Decoded, folded: Call, start_ns: int) -> bytes | None:
         line = orjson.dumps(obj, default=jsonschema.encode_default, option=_LINE_OPTIONS)
     except TypeError:
         return None
-    pieces = line.split(b"\x00")
-    if not jsonschema.orjson_as_is(line) or len(pieces) != len(VOLATILE) * (1 + len(folded.records)) + 2:
+    if (not jsonschema.orjson_as_is(line) or line.count(b"\x00") != len(VOLATILE) * (1 + len(folded.records))
+            or line.count(b"\x01") != 1):
         return None
-    holes = [b"%d"] * len(VOLATILE) + [b"%s"] + [b"%d"] * (len(VOLATILE) * len(folded.records))
-    return b"".join((pieces[0].replace(b"%", b"%%"),
-                     *(hole + piece.replace(b"%", b"%%") for hole, piece in zip(holes, pieces[1:]))))
+    return line.replace(b"%", b"%%").replace(b"\x00", b"%d").replace(b"\x01", b"%s")
 
 
 def volatile(call: Call, start_ns: int) -> tuple[int | bytes, ...]:
