@@ -45,6 +45,7 @@ from rmtrace.decoders.roles import ControlRole, EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
+from rmtrace.columns.arrays import distinct
 from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
@@ -432,7 +433,7 @@ def _channel_keys(table: CallTable, e: Effects, slow: np.ndarray) -> np.ndarray:
     own, parent, src = (_object_key(e.h_client, e.handle), _object_key(e.h_client, e.parent),
                         _object_key(e.src_client, e.src_handle))
     channels = made & np.isin(e.category, [CATEGORIES.index(c) for c in PARAMS_CATEGORIES])
-    keys = np.unique(np.concatenate([own[channels], _named_keys(table, slow)]))
+    keys = distinct(np.concatenate([own[channels], _named_keys(table, slow)]))
     up = made & (e.parent != 0)
     dup = (e.kind == EffectKind.DUPLICATED) & (e.src_handle != 0)
     # a free that names no client (or the root itself) frees the root client of that handle where there is
@@ -441,7 +442,7 @@ def _channel_keys(table: CallTable, e: Effects, slow: np.ndarray) -> np.ndarray:
     root = _object_key(e.handle, e.handle)
     while True:
         found = np.isin(own, keys)
-        grown = np.unique(np.concatenate([keys, parent[found & up], src[found & dup], root[found & rootless]]))
+        grown = distinct(np.concatenate([keys, parent[found & up], src[found & dup], root[found & rootless]]))
         if len(grown) == len(keys):
             return keys
         keys = grown

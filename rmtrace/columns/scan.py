@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rmtrace.columns.argspec import MAX_HANDLES, ArgLayout, Kind, Plan
+from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import ByteViews, Where, read_headers
 from rmtrace.columns.dtypes import BUFFER_DTYPE
 from rmtrace.record import ALIGN, BufferFlag, Role, Source, When
@@ -57,7 +58,7 @@ class KeyCache:
         at = np.minimum(np.searchsorted(self._keys, keys), max(len(self._keys) - 1, 0))
         if len(self._keys) and (self._keys[at] == keys).all():
             return self._values[at]
-        for key in np.unique(keys):
+        for key in distinct(keys):
             key = int(key)
             if key not in self._known:
                 self._known[key] = self._lookup(key)

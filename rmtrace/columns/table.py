@@ -41,6 +41,7 @@ from rmtrace.decoders.roles import UvmRole, roles
 
 from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, OpPlan, Plan
+from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import BATCH_RECORDS, batches
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
 from rmtrace.columns.stash import RecordStash, rereads
@@ -462,7 +463,7 @@ class CallTableBuilder:
         pid, tid, time, row, k = pid[order], tid[order], time[order], row[order], k[order]
         starts = np.flatnonzero(np.concatenate(([True], pid[1:] != pid[:-1])))
         latest = np.maximum.reduceat(time, starts)
-        pairs = np.unique((pid.astype(np.uint64) << np.uint64(32)) | tid.astype(np.uint64))
+        pairs = distinct((pid.astype(np.uint64) << np.uint64(32)) | tid.astype(np.uint64))
         threads: dict[int, set[int]] = {}
         for pair in pairs.tolist():
             threads.setdefault(pair >> 32, set()).add(pair & 0xFFFFFFFF)
