@@ -273,8 +273,8 @@ class TableFold:
             self.objects.rows(_object_ops(folder, table, by_row, self.objects))
             slow = slow[need[slow] == Need.RECORDS]
             by_row = RowEffects(by_row.rows, by_row.effects[np.zeros(len(by_row.effects), dtype=bool)])
-        effects = _EffectRows(folder, table, by_row,
-                              None if self.objects_only else ParamsReader(self.reader))  # ROW rows: never stashed
+        # their params from the stash where the build kept them (``stash.params_exits``), else from the trace
+        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader, self.stash))
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")

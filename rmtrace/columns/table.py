@@ -307,10 +307,11 @@ class CallTableBuilder:
 
     def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS,
                  rows: MemoryColumns | FileColumns | None = None, client_ids: Mapping[int, str] | None = None,
-                 stash: bool = False) -> None:
+                 stash: bool = False, params: bool = False) -> None:
         """``client_ids``: pid -> client id of the clients a replay trace was made for
         (``rmtrace.session.model.client_ids``); any other client is numbered by its first row.  ``stash``:
-        keep the records the fold will read again (``CallTable.stash``), for a table a fold reads next."""
+        keep the records the fold will read again (``CallTable.stash``), for a table a fold reads next;
+        ``params``: that fold reads params too (``rmtrace.columns.stash.params_exits``)."""
         self.reader = reader
         self.decoders = decoders
         self.batch_records = batch_records
@@ -336,7 +337,7 @@ class CallTableBuilder:
         self.processes: dict[int, ProcessTouch] = {}
         self.gsp_session = 0
         self.stash = RecordStash() if stash else None
-        self._rereads = rereads(self.plan, roles(decoders.profile)) if stash else None
+        self._rereads = rereads(self.plan, roles(decoders.profile), params) if stash else None
         self.next_chunk = 0
         self.next_pos = 0
         self._room: bytearray | None = None  # the batch's decompressed chunks, reused from batch to batch
