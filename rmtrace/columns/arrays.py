@@ -15,3 +15,12 @@ def distinct(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def within(values: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``known`` (sorted, distinct: ``distinct``'s): ``np.isin``, which for
+    keys spread wider than its lookup table sorts with ``np.unique`` (and so imports ``numpy.ma`` too)."""
+    if not known.size:
+        return np.zeros(np.shape(values), dtype=bool)
+    at = np.minimum(np.searchsorted(known, values), known.size - 1)
+    return known[at] == values

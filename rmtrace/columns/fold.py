@@ -45,7 +45,7 @@ from rmtrace.decoders.roles import ControlRole, EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
-from rmtrace.columns.arrays import distinct
+from rmtrace.columns.arrays import distinct, within
 from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
@@ -419,8 +419,8 @@ def _channel_effects(table: CallTable, e: Effects, slow: np.ndarray, roles: Role
     keys = _channel_keys(table, e, slow)
     own = _object_key(e.h_client, e.handle)
     binds = [command for command, role in roles.controls.items() if role is ControlRole.BIND]
-    return ((np.isin(e.kind, ALLOCATIONS) & np.isin(own, keys))
-            | ((e.kind == EffectKind.FREED) & (np.isin(own, keys) | np.isin(_object_key(e.handle, e.handle), keys)))
+    return ((np.isin(e.kind, ALLOCATIONS) & within(own, keys))
+            | ((e.kind == EffectKind.FREED) & (within(own, keys) | within(_object_key(e.handle, e.handle), keys)))
             | ((e.kind == EffectKind.CONTROL) & np.isin(e.command, binds)))
 
 
@@ -441,7 +441,7 @@ def _channel_keys(table: CallTable, e: Effects, slow: np.ndarray) -> np.ndarray:
     rootless = (e.kind == EffectKind.FREED) & ((e.h_client == 0) | (e.h_client == e.handle))
     root = _object_key(e.handle, e.handle)
     while True:
-        found = np.isin(own, keys)
+        found = within(own, keys)
         grown = distinct(np.concatenate([keys, parent[found & up], src[found & dup], root[found & rootless]]))
         if len(grown) == len(keys):
             return keys
