@@ -118,6 +118,7 @@ def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0) -> np.ndar
         out[controls[wanted]] = Need.ROW
     single = (out == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))
     out[single] = Need.RECORDS  # a lone record of an odd phase: read it as it is
+    table.release(start, len(table), c)  # what the fold reads later it reads again (the kernel keeps the pages)
     return out
 
 
@@ -343,24 +344,33 @@ def _client(folder: Folder, c: ClientRow) -> None:
 
 
 def _client_ends(folder: Folder, table: CallTable) -> None:
-    """Each client's last record: the latest last record of its calls."""
+    """Each client's last record: the latest last record of its calls (``BLOCK`` * 16 rows at a time: the
+    columns of every row at once held 40 bytes per row, the fold's peak)."""
     c = table.columns
-    mine = np.flatnonzero(c["client"] >= 0)
-    if not mine.size:
-        return
-    ends = c["exit_seq"][mine] >= 0
-    seq = np.where(ends, c["exit_seq"][mine], c["enter_seq"][mine].astype(np.int64))
-    time = np.where(ends, c["t_exit"][mine], c["t_enter"][mine])
-    client = c["client"][mine].astype(np.int64)
-    for row, members in table.members.items():  # a call in several parts: its last part
-        at = np.searchsorted(mine, row)
-        if at < len(mine) and mine[at] == row:
-            seq[at], time[at] = members[-1]
     n = len(table.clients)
+    if not n:
+        return
     last_seq = np.full(n, -1, dtype=np.int64)
     last_ns = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last_seq, client, seq)
-    np.maximum.at(last_ns, client, time)
+    parted = np.sort(np.fromiter(table.members, dtype=np.int64, count=len(table.members)))
+    step = BLOCK * 16
+    for start in range(0, len(table), step):
+        end = min(start + step, len(table))
+        mine = np.flatnonzero(c["client"][start:end] >= 0)
+        mine = mine[~within(mine + start, parted)]  # a call in several parts: its last part, below
+        if not mine.size:
+            continue
+        exit_seq = c["exit_seq"][start:end][mine]
+        ends = exit_seq >= 0
+        client = c["client"][start:end][mine]
+        np.maximum.at(last_seq, client, np.where(ends, exit_seq, c["enter_seq"][start:end][mine].astype(np.int64)))
+        np.maximum.at(last_ns, client, np.where(ends, c["t_exit"][start:end][mine], c["t_enter"][start:end][mine]))
+        table.release(start, end, ("client", "exit_seq", "enter_seq", "t_exit", "t_enter"))
+    for row, members in table.members.items():
+        client = int(c["client"][row])
+        if client >= 0:
+            seq, time = members[-1]
+            last_seq[client], last_ns[client] = max(int(last_seq[client]), seq), max(int(last_ns[client]), time)
     for made, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
         found = folder.clients.get(made.id)  # a growing trace's fold may not have reached it yet
         if found is not None:
@@ -389,6 +399,7 @@ def _object_ops(folder: Folder, table: CallTable, found: RowEffects, objects: Ob
         "name": class_names[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int64),
         "seq": np.where(freed, last_seq, c["enter_seq"][rows].astype(np.int64)), "ns": last_ns,
         "status": statuses[c["status_name"][rows]], "src_client": e.src_client, "src_handle": e.src_handle}
+    table.release(0, len(table), ("exit_seq", "state", "enter_seq", "t_exit", "t_enter", "client", "status_name"))
     return RowOps(rows, columns, [m.id for m in table.clients] + [None])  # a row of no client (-1) reads the last
 
 
@@ -480,7 +491,10 @@ def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) ->
     kinds = effect_kinds(roles, source, op, command)
     kept = kinds != EffectKind.NONE
     rows, class_id, command, kinds = rows[kept], class_id[kept], command[kept], kinds[kept]
-    return RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, command, _handles(table, rows)))
+    found = RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, command, _handles(table, rows)))
+    # the rows are spread over the table, so their gathers touched every page of these columns
+    table.release(0, len(table), ("state", "source", "op", "key", "ok", "handles", *(f"h{k}" for k in range(MAX_HANDLES))))
+    return found
 
 
 def _class_and_command(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.ndarray
@@ -535,6 +549,7 @@ class _EffectRows:
             "parent": e.parent, "class_id": e.class_id, "category": e.category, "src_client": e.src_client,
             "src_handle": e.src_handle, "command": e.command, "with_params": e.params,
             "params_seq": _last_records(table, rows)}
+        table.release(0, len(table), ("exit_seq", "state", "enter_seq", "t_exit", "t_enter", "client", "status_name"))
         self._clients = [m.id for m in table.clients]
         self._start = self._end = 0
         self._class_names: dict[int | None, str] = {}
@@ -681,8 +696,10 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
     # the records of the rows read from them, read in the trace's order: a call's exit may be chunks after its
     # enter, and reading them row by row went back and forth past the reader's few cached chunks (each chunk
     # decompressed again, a third of the chunks at 1M records)
-    wanted = sorted(seq for row in rows[need != _ROW].tolist() for seq, _ in table.records_of(row))
-    read = {seq: reader.record_at(seq) for seq in wanted}
+    records_of = {row: table.records_of(row) for row in rows[need != _ROW].tolist()}
+    read = {seq: reader.record_at(seq) for seq in sorted(seq for found in records_of.values() for seq, _ in found)}
+    if len(rows):  # the rows are spread over the table: their gathers touched every page of these columns
+        table.release(int(rows[0]), int(rows[-1]) + 1, cols)
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
         if by_row:
@@ -696,7 +713,7 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(tuple(read[seq] for seq, _ in table.records_of(row)), state))
+            yield interpreter.interpret(Call(tuple(read[seq] for seq, _ in records_of[row]), state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:

@@ -225,9 +225,13 @@ class CallTable:
         """The CallInfo of each of ``rows``, and (with ``decoded``) the call-level ``Decoded`` the decoders
         would make of it as far as the columns say: name, detail, status and handles (no summary
         arguments, no buffers).  Both share one handles dict per row."""
-        c = {name: self.columns[name][rows].tolist() for name in _INFO_COLUMNS}
-        if len(rows):  # read into Python values: a mapped table's pages are let go (sparse rows touch them all)
-            self.release(int(rows.min()), int(rows.max()) + 1, _INFO_COLUMNS)
+        c = {}
+        span = (int(rows.min()), int(rows.max()) + 1) if len(rows) else (0, 0)
+        for name in _INFO_COLUMNS:
+            c[name] = self.columns[name][rows].tolist()
+            # read into Python values: a mapped table's pages are let go, column by column (sparse rows touch
+            # every page of each column: of all of them at once, 60 MB at 1M records)
+            self.release(*span, (name,))
         names, details, statuses = self.names.values, self.details.values, self.status_names.values
         locks, clients = self.lock_sets.values, [c.id for c in self.clients]
         in_flight = set(IN_FLIGHT_STATES)
