@@ -118,7 +118,7 @@ def test_a_stash_for_params_holds_every_exit_the_fold_reads_params_from(paths, n
     need = needs(table, Plan(decoders), roles)
     found = _by_effects(table, np.flatnonzero(need == Need.ROW), Plan(decoders), roles)
     rows = found.rows[found.effects.at[found.effects.params]]
-    wanted = _last_records(table, rows).tolist()
+    wanted = _last_records(table, rows, table.gather(rows, ("exit_seq", "enter_seq"))).tolist()
     if name != "nvidia-smi-q.trace":  # nvidia-smi makes no channel
         assert wanted, "a CUDA trace allocates channels"
     assert table.stash is not None

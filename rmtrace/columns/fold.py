@@ -106,19 +106,28 @@ RECORDS_SOURCES = frozenset({Source.GSP, Source.SEMA, Source.MARK})
 
 
 def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0) -> np.ndarray:
-    """The ``Need`` of each row from ``start`` on."""
-    c = {name: table.columns[name][start:] for name in ("source", "op", "key", "state")}
-    keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    by_op = np.array([op_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
-    out = by_op[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int8)
-    controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _controls(keys, roles))
-    if controls.size:
-        wanted = np.isin(c["key"][controls], np.array(sorted(roles.controls), dtype=np.int64))
-        out[controls[wanted]] = Need.ROW
-    single = (out == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))
-    out[single] = Need.RECORDS  # a lone record of an odd phase: read it as it is
-    table.release(start, len(table), c)  # what the fold reads later it reads again (the kernel keeps the pages)
+    """The ``Need`` of each row from ``start`` on (``BLOCK`` * 16 rows at a time: the keys of every row at
+    once, and their sort, held 40 bytes per row)."""
+    out = np.zeros(len(table) - start, dtype=np.int8)
+    by_op: dict[int, int] = {}
+    commands = np.array(sorted(roles.controls), dtype=np.int64)
+    names = ("source", "op", "key", "state")
+    step = BLOCK * 16
+    for at in range(start, len(table), step):
+        end = min(at + step, len(table))
+        c = {name: table.columns[name][at:end] for name in names}
+        keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        for k in uniq.tolist():
+            if k not in by_op:
+                by_op[k] = op_need(plan, roles, k >> 32, k & 0xFFFFFFFF)
+        block = np.array([by_op[k] for k in uniq.tolist()], dtype=np.int8)[inverse.ravel()]
+        controls = np.flatnonzero((c["source"] == Source.RM) & (block == Need.NONE) & _controls(keys, roles))
+        if controls.size:
+            block[controls[np.isin(c["key"][controls], commands)]] = Need.ROW
+        block[(block == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))] = Need.RECORDS  # a lone
+        out[at - start:end - start] = block  # record of an odd phase: read it as it is
+        table.release(at, end, names)  # what the fold reads later it reads again (the kernel keeps the pages)
     return out
 
 
@@ -380,13 +389,14 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
 def _object_ops(folder: Folder, table: CallTable, found: RowEffects, objects: ObjectsFold) -> RowOps:
     """The object operations (``rmtrace.session.objects.OP_FIELDS``) that ``found``'s effects are, as
     ``_EffectRows`` would apply them, as columns."""
-    e, c = found.effects, table.columns
+    e = found.effects
     e = e[np.isin(e.kind, [*ALLOCATIONS, EffectKind.FREED])]
     rows = found.rows[e.at]
-    exit_seq = c["exit_seq"][rows]
-    ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
-    last_seq = np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64))
-    last_ns = np.where(ends, c["t_exit"][rows], c["t_enter"][rows])
+    c = table.gather(rows, _LIFE_COLUMNS)
+    exit_seq = c["exit_seq"]
+    ends = (exit_seq >= 0) & (c["state"] != STATES.index(CallState.RESUMED))
+    last_seq = np.where(ends, exit_seq, c["enter_seq"].astype(np.int64))
+    last_ns = np.where(ends, c["t_exit"], c["t_enter"])
     freed = e.kind == EffectKind.FREED
     uniq, inverse = np.unique(e.class_id, return_inverse=True)
     class_names = np.array([objects.name(folder.interpreter.class_name(None if k == NO_CLASS else k))
@@ -394,12 +404,11 @@ def _object_ops(folder: Folder, table: CallTable, found: RowEffects, objects: Ob
     statuses = np.array([objects.name(n) for n in (*table.status_names.values, "NV_OK")], dtype=np.int64)
     columns = {
         "kind": np.where(freed, Op.FREE, np.where(e.kind == EffectKind.DUPLICATED, Op.DUP, Op.ALLOC)),
-        "client": c["client"][rows], "h_client": e.h_client, "handle": e.handle, "parent": e.parent,
+        "client": c["client"], "h_client": e.h_client, "handle": e.handle, "parent": e.parent,
         "has_parent": e.parent != 0, "cls": e.class_id, "category": e.category,
         "name": class_names[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int64),
-        "seq": np.where(freed, last_seq, c["enter_seq"][rows].astype(np.int64)), "ns": last_ns,
-        "status": statuses[c["status_name"][rows]], "src_client": e.src_client, "src_handle": e.src_handle}
-    table.release(0, len(table), ("exit_seq", "state", "enter_seq", "t_exit", "t_enter", "client", "status_name"))
+        "seq": np.where(freed, last_seq, c["enter_seq"].astype(np.int64)), "ns": last_ns,
+        "status": statuses[c["status_name"]], "src_client": e.src_client, "src_handle": e.src_handle}
     return RowOps(rows, columns, [m.id for m in table.clients] + [None])  # a row of no client (-1) reads the last
 
 
@@ -420,6 +429,8 @@ def _objects_rows(table: CallTable, start: int) -> np.ndarray:
             | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
 
 
+_LIFE_COLUMNS = ("exit_seq", "state", "enter_seq", "t_exit", "t_enter", "client", "status_name")
+"""The columns of a row's effect's life (when, whose, how it ended) that the rows' effects are folded with."""
 ALLOCATIONS = (EffectKind.ALLOCATED, EffectKind.ALLOCATED_MEMORY, EffectKind.DUPLICATED)
 """The effects that make an object."""
 
@@ -518,13 +529,13 @@ def _handles(table: CallTable, rows: np.ndarray) -> Callable[[str], np.ndarray]:
     """handle(member): each of ``rows``' handle of that name (``CallTable._handles``), 0 where it has none."""
     c = table.columns
     sets = c["handles"][rows]
-    values = np.stack([c[f"h{k}"][rows] for k in range(MAX_HANDLES)], axis=1).astype(np.int64)
+    values = np.stack([c[f"h{k}"][rows] for k in range(MAX_HANDLES)], axis=1)  # 32-bit, as the columns hold them
     picked = np.arange(len(rows))
 
     def handle(name: str) -> np.ndarray:
         where = np.array([names.index(name) if name in names else -1 for names in table.handle_sets.values] + [-1])
         at = where[sets]  # a row without handles (NONE) reads the last entry: -1
-        return np.where(at >= 0, values[picked, np.maximum(at, 0)], 0)
+        return np.where(at >= 0, values[picked, np.maximum(at, 0)].astype(np.int64), 0)
     return handle
 
 
@@ -537,19 +548,19 @@ class _EffectRows:
 
     def __init__(self, folder: Folder, table: CallTable, found: RowEffects, params: ParamsReader | None) -> None:
         self.folder, self.table, self.params = folder, table, params
-        e, c = found.effects, table.columns
+        e = found.effects
         rows = found.rows[e.at]
-        exit_seq = c["exit_seq"][rows]
-        ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
+        c = table.gather(rows, _LIFE_COLUMNS)
+        exit_seq = c["exit_seq"]
+        ends = (exit_seq >= 0) & (c["state"] != STATES.index(CallState.RESUMED))
+        first_seq = c["enter_seq"].astype(np.int64)
         self._columns = {
-            "rows": rows, "first_seq": c["enter_seq"][rows],
-            "last_seq": np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64)),
-            "last_ns": np.where(ends, c["t_exit"][rows], c["t_enter"][rows]), "client": c["client"][rows],
-            "status": c["status_name"][rows], "kind": e.kind, "h_client": e.h_client, "handle": e.handle,
+            "rows": rows, "first_seq": c["enter_seq"], "last_seq": np.where(ends, exit_seq, first_seq),
+            "last_ns": np.where(ends, c["t_exit"], c["t_enter"]), "client": c["client"],
+            "status": c["status_name"], "kind": e.kind, "h_client": e.h_client, "handle": e.handle,
             "parent": e.parent, "class_id": e.class_id, "category": e.category, "src_client": e.src_client,
             "src_handle": e.src_handle, "command": e.command, "with_params": e.params,
-            "params_seq": _last_records(table, rows)}
-        table.release(0, len(table), ("exit_seq", "state", "enter_seq", "t_exit", "t_enter", "client", "status_name"))
+            "params_seq": _last_records(table, rows, c)}
         self._clients = [m.id for m in table.clients]
         self._start = self._end = 0
         self._class_names: dict[int | None, str] = {}
@@ -660,11 +671,11 @@ table of an instance's own bound methods is a cycle, which the fold, with the co
 with all its arrays until the collector ran)."""
 
 
-def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
-    """The sequence number of each of ``rows``' last record (``CallTable.records_of``)."""
-    c = table.columns
-    exit_seq = c["exit_seq"][rows]
-    last = np.where(exit_seq >= 0, exit_seq, c["enter_seq"][rows].astype(np.int64))
+def _last_records(table: CallTable, rows: np.ndarray, c: dict[str, np.ndarray]) -> np.ndarray:
+    """The sequence number of each of ``rows``' last record (``CallTable.records_of``; ``c``: their
+    ``exit_seq`` and ``enter_seq``, gathered)."""
+    exit_seq = c["exit_seq"]
+    last = np.where(exit_seq >= 0, exit_seq, c["enter_seq"].astype(np.int64))
     if table.members:
         parted = np.flatnonzero(np.isin(rows, np.fromiter(table.members, dtype=np.int64)))
         last[parted] = [table.members[row][-1][0] for row in rows[parted].tolist()]
@@ -687,19 +698,20 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
               plan: Plan, reader: Rereader) -> Iterator[CallMeaning]:
     """What each of ``rows`` means, in order (``decoded``: each row's Decoded, as far as the columns say)."""
     interpreter = folder.interpreter
-    c = table.columns
-    cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
-                                                      "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
+    cols = {name: column.tolist() for name, column in table.gather(rows, (
+        "source", "op", "state", "pid", "tid", "call_id", "fd", "enter_seq", "exit_seq", "t_enter", "t_exit", "key")).items()}
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
     params = ParamsReader(reader.reader, reader.stash)
     states = [STATES[s] for s in cols["state"]]
-    # the records of the rows read from them, read in the trace's order: a call's exit may be chunks after its
-    # enter, and reading them row by row went back and forth past the reader's few cached chunks (each chunk
-    # decompressed again, a third of the chunks at 1M records)
+    # the records of the rows read from them that the stash lacks, read in the trace's order: a call's exit may
+    # be chunks after its enter, and reading them row by row went back and forth past the reader's few cached
+    # chunks (each chunk decompressed again, a third of the chunks at 1M records).  Those the stash has are
+    # decoded as their rows come (all of a block's at once were the objects' fold's peak, 13 MB at 1M records)
     records_of = {row: table.records_of(row) for row in rows[need != _ROW].tolist()}
-    read = {seq: reader.record_at(seq) for seq in sorted(seq for found in records_of.values() for seq, _ in found)}
-    if len(rows):  # the rows are spread over the table: their gathers touched every page of these columns
-        table.release(int(rows[0]), int(rows[-1]) + 1, cols)
+    if len(rows):  # records_of read these at rows spread over the table, touching every page
+        table.release(int(rows[0]), int(rows[-1]) + 1, ("enter_seq", "exit_seq", "t_enter", "t_exit"))
+    read = {seq: reader.record_at(seq)
+            for seq in sorted(seq for found in records_of.values() for seq, _ in found if not reader.kept(seq))}
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
         if by_row:
@@ -713,7 +725,8 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(tuple(read[seq] for seq, _ in records_of[row]), state))
+            yield interpreter.interpret(Call(tuple(read.pop(seq) if seq in read else reader.record_at(seq)
+                                                   for seq, _ in records_of.pop(row)), state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:

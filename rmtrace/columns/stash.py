@@ -71,6 +71,10 @@ class Rereader:
         self.reader = reader
         self.stash = stash
 
+    def kept(self, seq: int) -> bool:
+        """Whether record ``seq`` is read from the stash (``record_at`` reads the trace for any other)."""
+        return self.stash is not None and self.stash.find(seq) is not None
+
     def record_at(self, seq: int) -> Record:
         found = self.stash.find(seq) if self.stash is not None else None
         if found is None:

@@ -225,13 +225,7 @@ class CallTable:
         """The CallInfo of each of ``rows``, and (with ``decoded``) the call-level ``Decoded`` the decoders
         would make of it as far as the columns say: name, detail, status and handles (no summary
         arguments, no buffers).  Both share one handles dict per row."""
-        c = {}
-        span = (int(rows.min()), int(rows.max()) + 1) if len(rows) else (0, 0)
-        for name in _INFO_COLUMNS:
-            c[name] = self.columns[name][rows].tolist()
-            # read into Python values: a mapped table's pages are let go, column by column (sparse rows touch
-            # every page of each column: of all of them at once, 60 MB at 1M records)
-            self.release(*span, (name,))
+        c = {name: column.tolist() for name, column in self.gather(rows, _INFO_COLUMNS).items()}
         names, details, statuses = self.names.values, self.details.values, self.status_names.values
         locks, clients = self.lock_sets.values, [c.id for c in self.clients]
         in_flight = set(IN_FLIGHT_STATES)
@@ -255,6 +249,17 @@ class CallTable:
                 decodes.append(Decoded(c["source"][i], c["op"][i], name, detail_text, status=status,
                                        status_name=status_text, ok=okay, handles=handles, level=Level.CALL))
         return infos, decodes
+
+    def gather(self, rows: np.ndarray, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Columns ``names`` at ``rows``, read one column at a time, the pages of each mapped one let
+        go once read: rows spread over the table touch every page of a column, and of every column gathered
+        at once they were the folds' peaks (30-60 MB at 1M records)."""
+        span = (int(rows.min()), int(rows.max()) + 1) if len(rows) else (0, 0)
+        out = {}
+        for name in names:
+            out[name] = self.columns[name][rows]
+            self.release(*span, (name,))
+        return out
 
     def release(self, start: int, end: int, names: Iterable[str] | None = None) -> None:
         """Let go of the pages of rows [start, end) of columns mapped from the cache (``names``: of those
