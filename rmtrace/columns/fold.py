@@ -429,6 +429,11 @@ def _objects_rows(table: CallTable, start: int) -> np.ndarray:
             | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
 
 
+DECODE_BLOCK = 1024
+"""Rows whose CallInfo and Decoded ``_blocks`` makes at once: their objects, 3 KB a row, are alive together
+(of 4,096 rows, 12 MB: the objects' fold's peak at 1M records), and numpy's cost per call is paid per block."""
+_HANDLE_COLUMNS = ("handles", *(f"h{k}" for k in range(MAX_HANDLES)))
+"""A row's handles: which names (``CallTable.handle_sets``), and their values."""
 _LIFE_COLUMNS = ("exit_seq", "state", "enter_seq", "t_exit", "t_enter", "client", "status_name")
 """The columns of a row's effect's life (when, whose, how it ended) that the rows' effects are folded with."""
 ALLOCATIONS = (EffectKind.ALLOCATED, EffectKind.ALLOCATED_MEMORY, EffectKind.DUPLICATED)
@@ -493,19 +498,16 @@ def _object_key(h_client: np.ndarray, handle: np.ndarray) -> np.ndarray:
 def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
     """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
     (one in flight may still end, and its end be folded then) whose handles fit the columns."""
-    c = table.columns
-    rows = rows[~np.isin(c["state"][rows], IN_FLIGHT_STATES)]
+    rows = rows[~np.isin(table.gather(rows, ("state",))["state"], IN_FLIGHT_STATES)]
     if table.extra_handles:
         rows = rows[~np.isin(rows, np.fromiter(table.extra_handles, dtype=np.int64))]
-    source, op, key = c["source"][rows], c["op"][rows], c["key"][rows].astype(np.int64)
+    c = table.gather(rows, ("source", "op", "key", "ok"))
+    source, op, key = c["source"], c["op"], c["key"].astype(np.int64)
     class_id, command = _class_and_command(plan, source, op, key)
     kinds = effect_kinds(roles, source, op, command)
     kept = kinds != EffectKind.NONE
     rows, class_id, command, kinds = rows[kept], class_id[kept], command[kept], kinds[kept]
-    found = RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, command, _handles(table, rows)))
-    # the rows are spread over the table, so their gathers touched every page of these columns
-    table.release(0, len(table), ("state", "source", "op", "key", "ok", "handles", *(f"h{k}" for k in range(MAX_HANDLES))))
-    return found
+    return RowEffects(rows, row_effects(roles, kinds, c["ok"][kept] == 1, class_id, command, _handles(table, rows)))
 
 
 def _class_and_command(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.ndarray
@@ -527,9 +529,10 @@ def _class_and_command(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.n
 
 def _handles(table: CallTable, rows: np.ndarray) -> Callable[[str], np.ndarray]:
     """handle(member): each of ``rows``' handle of that name (``CallTable._handles``), 0 where it has none."""
-    c = table.columns
-    sets = c["handles"][rows]
-    values = np.stack([c[f"h{k}"][rows] for k in range(MAX_HANDLES)], axis=1)  # 32-bit, as the columns hold them
+    c = table.gather(rows, _HANDLE_COLUMNS)
+    sets = c.pop("handles")
+    values = np.stack(list(c.values()), axis=1)  # 32-bit, as the columns hold them
+    del c
     picked = np.arange(len(rows))
 
     def handle(name: str) -> np.ndarray:
@@ -684,9 +687,9 @@ def _last_records(table: CallTable, rows: np.ndarray, c: dict[str, np.ndarray]) 
 
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
             reader: Rereader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
-    """(row, its CallInfo, what it means) for each of ``rows``, in order."""
-    for at in range(0, len(rows), BLOCK):
-        block = rows[at:at + BLOCK]
+    """(row, its CallInfo, what it means) for each of ``rows``, in order, ``DECODE_BLOCK`` rows at a time."""
+    for at in range(0, len(rows), DECODE_BLOCK):
+        block = rows[at:at + DECODE_BLOCK]
         infos, decoded = table.infos_and_decoded(block)
         yield from zip(block.tolist(), infos, _meanings(table, block, need[block], decoded, folder, plan, reader))
         table.release(int(block[0]), int(block[-1]))
