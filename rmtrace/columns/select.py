@@ -107,6 +107,12 @@ def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
     for start in range(0, len(rows), ROWS_AT_ONCE):
         block = rows[start:start + ROWS_AT_ONCE]
         made: list[str | bool] = lines.lines(block, lines.kinds(block)) if lines is not None else [True] * len(block)
+        if runs and True not in made:  # all lines (the common case): the block's, in one Lines
+            texts = [t for t in made if isinstance(t, str)]
+            if texts:
+                first_made = next(i for i, t in enumerate(made) if t is not False)
+                yield Lines(int(plain.columns["enter_seq"][block[first_made]]), texts)
+            continue
         run: list[str] = []
         first = 0
         for row, text, seq in zip(block.tolist(), made, plain.columns["enter_seq"][block].tolist()):
