@@ -141,3 +141,15 @@ def test_a_compiled_line_is_its_template_formatted():
         _compiled("{0!r}", 1)
     with pytest.raises(ValueError):
         _compiled("{2}", 2)
+
+
+def test_row_blocks_cover_every_row_once_and_grow_to_their_cap():
+    from rmtrace.columns.select import FIRST_ROWS, ROWS_AT_ONCE, blocks
+
+    for n in (0, 1, FIRST_ROWS, FIRST_ROWS + 1, 10 * ROWS_AT_ONCE + 7):
+        spans = list(blocks(n))
+        assert [a for a, _ in spans] == ([0] if n else []) + [b for _, b in spans[:-1]]  # each where the last stops
+        assert (spans[-1][1] if spans else 0) == n
+        sizes = [b - a for a, b in spans]
+        assert sizes[:1] in ([], [min(n, FIRST_ROWS)]) and max(sizes, default=0) <= ROWS_AT_ONCE
+    assert [b - a for a, b in blocks(10 * ROWS_AT_ONCE)][:4] == [FIRST_ROWS, 2 * FIRST_ROWS, 4 * FIRST_ROWS, 8 * FIRST_ROWS]
