@@ -419,6 +419,12 @@ class PerfettoWriter:
         self._segments.clear()
 
 
+FAULT_AROUND_ROWS = 65_536
+"""Rows before a block whose pages are let go again after it: a read fault on a mapped file maps the pages
+around it that the page cache holds (the kernel's fault-around, 64 KiB aligned in the address space), which
+puts back pages of the block before (of a column of bytes, up to 65,536 rows), let go once already; without
+this, a third of the table's columns came back a block at a time and the process held them to the end."""
+
 _COLUMNS = ("source", "op", "state", "pid", "tid", "t_enter", "t_exit", "enter_seq", "exit_seq", "name", "detail",
             "status_name", "client")
 """The table's columns a block of rows reads."""
@@ -477,7 +483,7 @@ def written_rows(src: ExportInput, stream: TableStream, writer: PerfettoWriter) 
             stream.after(row.source, row.op, row.pid, row.t_enter, row.t_last)
             yield row
         src.progress.add(_records_in(table, start, stop))
-        table.release(start, stop)
+        table.release(max(start - FAULT_AROUND_ROWS, 0), stop)
 
 
 def write_perfetto(src: ExportInput, out: str, block_rows: int = BLOCK_ROWS) -> int:
