@@ -151,6 +151,9 @@ class PerfettoWriter:
         self._pending: dict[tuple[int, int], _Pending] = {}
         self._tracks: dict[str, int] = {}   # named tracks: channels, ranks, GSP channels, host tracks, counters
         self._segments: dict[str, _Segment] = {}
+        self._engines: dict[str, str | None] = {}
+        """A channel's engine as its allocation named it, until its track is named: what the fold knows of the
+        channel when its first state is written depends on how far ahead it runs (a later BIND may set it)."""
         self.host = self._track_descriptor("host service")
 
     # -- packets -------------------------------------------------------------------------------
@@ -270,7 +273,8 @@ class PerfettoWriter:
             if chan is not None:
                 pid = self.states.client_pid(chan.client_id)
                 parent = self.process_track(pid) if pid is not None else self.host
-                name = " ".join(x for x in (f"channel {chan.id}", f"{chan.handle:#x}", chan.class_name, chan.engine) if x)
+                engine = self._engines.pop(entity, chan.engine)
+                name = " ".join(x for x in (f"channel {chan.id}", f"{chan.handle:#x}", chan.class_name, engine) if x)
                 return self.named_track(entity, name, parent)
         return self.named_track(entity, entity.replace("/", " "), self.host)
 
@@ -370,6 +374,9 @@ class PerfettoWriter:
                 self.event(tr.t_ns, track, COUNTER, value=tr.value)
             return
         if not tr.entity.startswith(STATE_ENTITIES):
+            return
+        if tr.attr == "engine":  # the channel's engine at its allocation: what its track is named with
+            self._engines[tr.entity] = tr.value
             return
         current = self._segments.get(tr.entity)
         if tr.attr == "detail":
