@@ -24,8 +24,7 @@ its thread while it was inside the call.
 The calls are the rows of the trace's call table and the states the columnar
 fold's transitions, a block of rows at a time (``rmtrace.export.fold``);
 only the few calls whose track needs more than the table's columns (GSP
-exchanges, sema messages, marks, an exec's command line) have their records
-read.
+exchanges, sema messages, an exec's command line) have their records read.
 
 Timestamps are the trace's CLOCK_MONOTONIC nanoseconds, given as the trace
 clock; a clock snapshot maps them to wall-clock time.  Packets are made in a
@@ -66,9 +65,9 @@ SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.T
                                             pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER)
 RELEASES = frozenset({"SEMA_RELEASE", "SEMA_FAKED_COMPLETION"})
 """Host messages that complete a guest's work: the flow from the call they released ends on them."""
-READ_SOURCES = frozenset({Source.GSP, Source.SEMA, Source.MARK})
-"""Calls whose records are read: a GSP exchange's parts and channel, which way a sema message went (and the
-table decodes these one by one anyway)."""
+READ_SOURCES = frozenset({Source.GSP, Source.SEMA})
+"""Calls whose records are read: a GSP exchange's parts and channel, which way a sema message went (the
+table has neither in its columns)."""
 
 
 class CallRow(NamedTuple):
@@ -88,7 +87,7 @@ class CallRow(NamedTuple):
     status_name: str | None
     client_id: str | None
     call: Call | None
-    """Its records, for a GSP exchange, a sema message, a mark, an exec and an exit with no enter (RESUMED)."""
+    """Its records, for a GSP exchange, a sema message, an exec and an exit with no enter (RESUMED)."""
 
 
 class States(Protocol):
