@@ -286,7 +286,7 @@ class PerfettoWriter:
             self._message(row)
         elif row.state is CallState.RESUMED:
             assert row.call is not None
-            if row.call.first.phase in (Phase.EXIT, Phase.RECV):  # the close of a call yielded UNFINISHED
+            if row.call.first.phase in (Phase.EXIT, Phase.RECV):  # the close of a call yielded UNFINISHED, or an exit alone
                 self.event(row.t_enter, self.thread_track(row.pid, row.tid), SLICE_END)
         else:
             self._slice(row)
@@ -414,6 +414,7 @@ class PerfettoWriter:
             if seg is not None:
                 self._close(entity, seg, max(end, seg.t0 + 1))
             self._tracks.pop(entity, None)
+            self._engines.pop(entity, None)
         retired[:] = waiting
 
     def finish(self) -> None:
