@@ -5,7 +5,7 @@
 # measured first).  A pinned process still draws either of the CPU's two speeds, so record_overhead.py
 # splits the rounds by each round's own untraced cost, and pairs the two shims round by round.  Each
 # NAME=TREE after BEFORE adds one more shim, built from TREE/kmod_shim, to the same rounds (a variant of
-# the change, measured beside it).  With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 %
+# the change, measured beside it).  WHICH (default "fast slow") says which of the two CPUs to run on.  With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 %
 # condition), every way in alternating rounds.  Also the machine's facts that the figures depend on (its
 # CPU vulnerabilities' mitigations, bench/clock_cost.c's primitives) in OUTDIR/machine.txt.  No topology
 # (bench/h200_cpu_kinds.sh has it): the shims' figures only, in OUTDIR.
@@ -36,7 +36,7 @@ cpu_costs "$BIN" "$OUT"
 # The recorder as installed (PYTHONPATH), not this checkout's rmtrace/ (which has no kmod_shim inside): -P keeps
 # `python3 -m` from putting the working directory first on sys.path.
 RMTRACE="python3 -P -m rmtrace.cli.main"
-for which in fast slow; do
+for which in ${WHICH:-fast slow}; do
     cpu=$FAST
     [ "$which" = slow ] && cpu=$SLOW
     python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 \
