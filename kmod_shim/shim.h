@@ -124,7 +124,8 @@ struct shim_process {
 	uint32_t fast_end;                /* min(SHIM_FAST_ROOM, max_record): rec_fast */
 	uint32_t rights_size;
 	pid_t pid;
-	int tsc;                          /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
+	uint8_t tsc;                      /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
+	uint8_t prefetchw;                /* the CPU has PREFETCHW: ring_prefetch_exit */
 	int active;                       /* a session was found at start        */
 	int guard_on;                     /* atomic: the SIGSEGV/SIGBUS handler that makes shim_copy safe is in */
 	/* The rest: written (calls, once per CALL_ID_BLOCK calls of a thread) or read rarely. */
@@ -532,6 +533,23 @@ static inline void ring_publish(struct shim_thread *t, struct rmt_record h, int 
 	__atomic_store_n(&ctl->head, head, __ATOMIC_RELEASE);
 	t->last_ns = h.time_ns;
 	__atomic_store_n(&ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
+}
+
+/* Take for writing, before the system call, the ring's lines that the ioctl's exit record of size bytes will
+ * fill (at head, the enter's record published).  Their first is the enter's last, but the others are lines
+ * the recorder read one lap of the ring ago: taken after the call, each is a read-for-ownership from
+ * another core's cache or the LLC on the exit's path, paid again when the next system call waits for the
+ * exit's stores.  Taken here, their fetch overlaps the enter's own (which the system call waits for
+ * anyway), and the exit writes lines that are this core's.  PREFETCHW rather than a store: it costs no
+ * store-buffer entry and never faults.  On the H200, 40 rounds (bench/results/record_overhead-h200.md,
+ * 02:30): 0.89 / 0.88 / 0.83 times what the shim without it added (stack / heap / nested), inside the
+ * noise; bench/clock_cost.c's fresh ring, which no other core has read, shows no gain. */
+static inline void ring_prefetch_exit(const struct shim_thread *t, uint32_t size)
+{
+	const uint8_t *at = t->data + (t->head & t->mask), *end = at + size;
+
+	for (at = (const uint8_t *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64)
+		__asm__ volatile("prefetchw %0" : : "m"(*at));
 }
 
 /* Take the record's time (ring_stamp); rec_emit does it for a record whose time was not taken before. */
