@@ -5,9 +5,10 @@
 # measured first).  A pinned process still draws either of the CPU's two speeds, so record_overhead.py
 # splits the rounds by each round's own untraced cost, and pairs the two shims round by round.  Each
 # NAME=TREE after BEFORE adds one more shim, built from TREE/kmod_shim, to the same rounds (a variant of
-# the change, measured beside it).  WHICH (default "fast slow") says which of the two CPUs to run on.  With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 %
-# condition), every way in alternating rounds.  Also the machine's facts that the figures depend on (its
-# CPU vulnerabilities' mitigations, bench/clock_cost.c's primitives) in OUTDIR/machine.txt.  No topology
+# the change, measured beside it).  WHICH (default "fast slow") says which of the two CPUs to run on.
+# With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 % condition), every way in
+# alternating rounds.  Also the machine's facts that the figures depend on (its CPU vulnerabilities'
+# mitigations, bench/clock_cost.c's primitives) in OUTDIR/machine.txt.  No topology
 # (bench/h200_cpu_kinds.sh has it): the shims' figures only, in OUTDIR.
 set -u
 OUT=${1:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE [NAME=TREE ...]}
