@@ -28,7 +28,8 @@ from typing import Any
 from rmtrace.decoders import DecoderSet
 
 from rmtrace.columns.cache import build_into, cache_root, cacheable, call_table, entry_key, load
-from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_frame, save_frame
+from rmtrace.columns.fold import young_collections
+from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_columns, load_frame, save_frame
 from rmtrace.columns.table import CallTable
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition
 from rmtrace.session.fold import Folder
@@ -197,19 +198,21 @@ def load_model(entry: Path, reader: TraceReader, decoders: DecoderSet, table: Ca
                snapshot_every: int) -> SessionModel | None:
     """The model ``entry`` holds, on ``table``; None when there is none or it cannot be read."""
     where = entry / MODEL
+    # a load makes the model's objects and transitions (hundreds of thousands, none garbage): a full
+    # collection meanwhile walks them and the caller's whole heap (the TUI's) again, half the load's time
     try:
-        manifest = _manifest(where)
-        if manifest is None:
-            return None
-        timeline = Timeline(snapshot_every)
-        folder = Folder(decoders, timeline, client_ids(reader.meta))
-        _restore(folder, manifest, where)
-        transitions = load_frame(Transition, manifest["transitions"], where, "transitions")
+        with young_collections():
+            manifest = _manifest(where)
+            if manifest is None:
+                return None
+            timeline = Timeline(snapshot_every)
+            folder = Folder(decoders, timeline, client_ids(reader.meta))
+            _restore(folder, manifest, where)
+            transitions = load_columns(manifest["transitions"], where, "transitions")
+            timeline.load(transitions["t_ns"], transitions["seq"], transitions["entity"], transitions["attr"],
+                          transitions["value"], manifest["end_ns"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    for t in transitions:  # in time order already: freeze keeps that order
-        timeline.set(t.t_ns, t.seq, t.entity, t.attr, t.value)
-    timeline.freeze(manifest["end_ns"])
     return SessionModel(reader, decoders, folder, timeline, manifest["start_ns"], manifest["end_ns"], table)
 
 
