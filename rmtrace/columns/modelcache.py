@@ -69,15 +69,16 @@ def unkept_session(reader: TraceReader, decoders: DecoderSet, snapshot_every: in
     return folded, lambda: entry.is_dir() and store_model(entry, folded)
 
 
-def _entry(reader: TraceReader, decoders: DecoderSet, cache: bool) -> tuple[Path, CallTable] | None:
-    """The trace's cache entry and its call table (loaded, or built into it); None with the cache off or
-    for a trace the cache does not keep."""
+def _entry(reader: TraceReader, decoders: DecoderSet, cache: bool, params: bool = True
+           ) -> tuple[Path, CallTable] | None:
+    """The trace's cache entry and its call table (loaded, or built into it, for a fold that reads params
+    unless not ``params``); None with the cache off or for a trace the cache does not keep."""
     root = cache_root() if cache and cacheable(reader) else None
     if root is None:
         return None
     key = entry_key(reader, decoders)
     table = load(root / key)  # not `or`: an empty trace's table is falsy (no rows) and kept all the same
-    return root / key, table if table is not None else build_into(root, key, reader, decoders)
+    return root / key, table if table is not None else build_into(root, key, reader, decoders, params=params)
 
 
 def _kept() -> bool:
@@ -93,7 +94,7 @@ FoldChannels = Callable[[TraceReader, DecoderSet, CallTable], SessionModel]
 def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache: bool = True) -> Objects:
     """The trace's processes, clients and objects: from its entry (its model's or its objects'), else
     ``fold`` over its call table (loaded, or built into the entry), stored in ``entry/objects``."""
-    found = _entry(reader, decoders, cache)
+    found = _entry(reader, decoders, cache, params=False)  # the objects' fold reads no params
     if found is None:
         return fold(reader, decoders, call_table(reader, decoders, cache=False))
     entry, table = found
