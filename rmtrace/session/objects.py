@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rmtrace.columns.arrays import distinct
 from rmtrace.decoders.roles import Category
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
@@ -382,7 +383,7 @@ class ObjectsFold:
         """The objects' columns: each of ``made`` (the operations that made them) with its fields."""
         names = tuple(self._names)
         class_name = np.frombuffer(classes, dtype=np.int64).astype(np.int32)
-        if any("/" in names[i] or "#" in names[i] for i in np.unique(class_name).tolist()):
+        if any("/" in names[i] or "#" in names[i] for i in distinct(class_name).tolist()):
             raise Ambiguous("a class name with '/' or '#'")
         at = np.frombuffer(made, dtype=np.int64)
         cls = np.where(ops["kind"][at] == Op.DUP, -1, ops["cls"][at])  # a copy of nothing known has no class
