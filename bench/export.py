@@ -1,7 +1,7 @@
 """Export throughput and memory: every format beside a plain decode pass, in the same run.
 
     python bench/export.py [--records 200000] [--rounds 5] [--memory-records 1000000] [--trace FILE]
-                           [--formats jsonl ...] [--as-recorded]
+                           [--formats jsonl ...] [--as-recorded] [--cold]
 
 The trace is FILE (default: the shipped capture of three CUDA clients in a
 row) replicated to --records records with ``bench/session.py``'s
@@ -31,6 +31,14 @@ median is printed beside it.
 
 Memory.  Each pass runs once more at --memory-records records and at a tenth
 of that (goal: no growth with length); 0 leaves this out.
+
+The cache.  pcapng, perfetto and parquet read the trace's call table (and
+parquet its objects) from the cache (``RMTRACE_CACHE``), built by the first
+command that needs it.  By default the bench runs every format once on each
+trace before it times anything, so every timed pass finds the cache warm, as
+every command after the first on a trace does; with ``--cold`` each pass
+gets an empty cache of its own and builds what it reads, as the first
+command on a new trace does.  The decode passes read no cache.
 
 A replicated trace repeats its buffers' bytes copy after copy, which the
 decoders' parse cache (``rmtrace.decoders.parse.ParseCache``) turns into hits
@@ -101,9 +109,10 @@ def one_pass(what: str, trace: str, out: str) -> dict:
             "buffer_object_hits": BUFFER_OBJECTS.hit_rate if BUFFER_OBJECTS.hits + BUFFER_OBJECTS.misses else None}
 
 
-def run_child(what: str, trace: str, out: str) -> dict:
+def run_child(what: str, trace: str, out: str, cache: str) -> dict:
     cmd = [sys.executable, __file__, "--one", what, trace, out]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
+    env = {**os.environ, "RMTRACE_CACHE": cache}
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT, env=env)
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -128,6 +137,8 @@ def main() -> int:
                         help="only these formats (the decode passes always run): a quicker run for one format")
     parser.add_argument("--as-recorded", action="store_true",
                         help="the trace as recorded, not replicated: one length, so no memory comparison")
+    parser.add_argument("--cold", action="store_true",
+                        help="each pass with an empty cache of its own (it builds the call table it reads)")
     parser.add_argument("--one", nargs=3, metavar=("WHAT", "TRACE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -141,8 +152,22 @@ def main() -> int:
     every = [BASELINE, *dict.fromkeys(ALSO[w] for w in chosen if w in ALSO), *chosen]
     load_at_start = os.getloadavg()[0]
 
+    passes = 0
+
+    def cache() -> str:
+        """Where a pass's cache is: a new empty one with --cold, else the one the formats have run once on."""
+        nonlocal passes
+        passes += 1
+        return os.path.join(tmp, f"cache-{passes}" if args.cold else "cache")
+
+    def warm(path: str) -> None:
+        """With a warm cache: every format once on ``path`` before its timed passes (untimed)."""
+        if not args.cold:
+            for what in chosen:
+                run_child(what, path, os.path.join(tmp, "out-warm"), cache())
+
     def one(what: str, path: str, n: int, label: str) -> dict:
-        result = run_child(what, path, os.path.join(tmp, f"out-{what.split()[0]}"))
+        result = run_child(what, path, os.path.join(tmp, f"out-{what.split()[0]}"), cache())
         print(f"# {n:,} records, {label}: {what}: {result['cpu_seconds']:.2f} s CPU, {result['seconds']:.2f} s wall, "
               f"{result['maxrss_mb']:.0f} MB; load average {os.getloadavg()[0]:.2f}",
               file=sys.stderr, flush=True)  # what a cut-short run had
@@ -156,6 +181,7 @@ def main() -> int:
         else:
             path = os.path.join(tmp, f"big-{args.records}.trace")
             timed_n = replicate(args.trace, path, args.records)
+        warm(path)
         # runs[format] = [(its baseline's passes by name, its own pass)] per round
         runs: dict[str, list[dict[str, dict]]] = {what: [] for what in chosen}
         for r in range(args.rounds):
@@ -167,13 +193,15 @@ def main() -> int:
         for n in lengths:
             mem_path = os.path.join(tmp, f"mem-{n}.trace")
             count = replicate(args.trace, mem_path, n)
+            warm(mem_path)
             for what in every:
                 memory[(what, n)] = one(what, mem_path, count, "memory")
             os.unlink(mem_path)
     what_ran = (f"{timed_n:,}, {os.path.basename(args.trace)} as recorded" if args.as_recorded else
                 f"{timed_n:,}, replicated from {os.path.basename(args.trace)}")
     rows = [("records", f"{what_ran}; {args.rounds} rounds, each format beside its own baseline pass, in alternating "
-                        f"order; load average {load_at_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")]
+                        f"order; cache {'cold (each pass builds what it reads)' if args.cold else 'warm'}; "
+                        f"load average {load_at_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")]
 
     def median(what: str, measure: str) -> float:
         return statistics.median(rnd[what][measure] for pairs in runs.values() for rnd in pairs if what in rnd)

@@ -3,25 +3,49 @@
 # tree's in the same alternating rounds of bench/record_overhead.py, pinned to the CPU that ran a bare RM
 # control fastest and then to the slowest (which CPUs those are moves from machine to machine: each is
 # measured first).  A pinned process still draws either of the CPU's two speeds, so record_overhead.py
-# splits the rounds by each round's own untraced cost, and pairs the two shims round by round.  No end
-# to end and no topology (bench/h200_cpu_kinds.sh has those): the shims' figures only, in OUTDIR.
+# splits the rounds by each round's own untraced cost, and pairs the two shims round by round.  Each
+# NAME=TREE after BEFORE adds one more shim, built from TREE/kmod_shim, to the same rounds (a variant of
+# the change, measured beside it).  WHICH (default "fast slow") says which of the two CPUs to run on.
+# With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 % condition), every way in
+# alternating rounds.  Also the machine's facts that the figures depend on (its CPU vulnerabilities'
+# mitigations, bench/clock_cost.c's primitives) in OUTDIR/machine.txt.  No topology
+# (bench/h200_cpu_kinds.sh has it): the shims' figures only, in OUTDIR.
 set -u
-OUT=${1:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE}
-BEFORE=${2:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE}
+OUT=${1:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE [NAME=TREE ...]}
+BEFORE=${2:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE [NAME=TREE ...]}
+shift 2
 ROUNDS=${ROUNDS:-30}
+E2E_ROUNDS=${E2E_ROUNDS:-0}
 BIN=$(mktemp -d)
 . "$(dirname "$0")/h200_common.sh"
 build_tools "$BIN" "$BEFORE" || exit 1
+SHIMS=(--shim "before=$BIN/before.so")
+for spec in "$@"; do
+    name=${spec%%=*}
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
+shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "${spec#*=}/kmod_shim" "$BIN/$name.so" || exit 1
+    SHIMS+=(--shim "$name=$BIN/$name.so")
+done
+
+gcc -O2 -Wall -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
+{ grep -m1 'model name' /proc/cpuinfo; grep . /sys/devices/system/cpu/vulnerabilities/*
+  cat /sys/devices/system/clocksource/clocksource0/current_clocksource; "$BIN/clock_cost"; } > "$OUT/machine.txt" 2>&1
 
 # Which CPUs are which now.
 cpu_costs "$BIN" "$OUT"
 
 # The recorder as installed (PYTHONPATH), not this checkout's rmtrace/ (which has no kmod_shim inside): -P keeps
 # `python3 -m` from putting the working directory first on sys.path.
-for which in fast slow; do
+RMTRACE="python3 -P -m rmtrace.cli.main"
+for which in ${WHICH:-fast slow}; do
     cpu=$FAST
     [ "$which" = slow ] && cpu=$SLOW
-    python3 bench/record_overhead.py --rmtrace "python3 -P -m rmtrace.cli.main" --shim "before=$BIN/before.so" --real --rounds "$ROUNDS" --calls 20000 \
+    python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 \
         --cpus "$cpu" -o "$OUT/overhead-$which.md" > /dev/null
 done
-uptime | tee "$OUT/load.txt"
+if [ "$E2E_ROUNDS" -gt 0 ]; then
+    gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
+    python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --e2e-only --e2e-rounds "$E2E_ROUNDS" \
+        -o "$OUT/e2e.md" --e2e "$BIN/cuda_streams" > /dev/null
+fi
+uptime | tee -a "$OUT/machine.txt"

@@ -108,7 +108,8 @@ def micro(prog: list[str], env: dict[str, str], ways: dict[str, list[str]], call
 
 
 def e2e(command: list[str], env: dict[str, str], ways: dict[str, list[str]], rounds: int):
-    """Median wall seconds and median program-reported ms, per way."""
+    """Per way, the wall seconds and the program-reported ms of each round (a way whose program reports
+    no elapsed time has no ms)."""
     wall: dict[str, list[float]] = {w: [] for w in ways}
     own: dict[str, list[float]] = {w: [] for w in ways}
     for _ in range(rounds):
@@ -118,8 +119,37 @@ def e2e(command: list[str], env: dict[str, str], ways: dict[str, list[str]], rou
             match = ELAPSED.search(out)
             if match:
                 own[way].append(float(match.group(1)))
-    return ({w: statistics.median(v) for w, v in wall.items()},
-            {w: statistics.median(v) for w, v in own.items() if v})
+    return wall, {w: v for w, v in own.items() if len(v) == rounds}
+
+
+def e2e_lines(command: list[str], rounds: int, wall: dict[str, list[float]], own: dict[str, list[float]]) -> list[str]:
+    """The end-to-end table (medians) and each way against bare round by round (paired_ratio of the
+    program's own elapsed time, then of the whole run's wall): the goal (<= 1 % added) is met only where
+    the whole range of the rounds' ratios is inside it."""
+    med_wall = {w: statistics.median(v) for w, v in wall.items()}
+    med_own = {w: statistics.median(v) for w, v in own.items()}
+    lines = ["", f"## End to end: `{shlex.join(command)}`, medians of {rounds} alternating runs", "",
+             "| way | program's own elapsed | vs bare | whole run (wall, recorder start-up included) | vs bare |",
+             "| --- | --- | --- | --- | --- |"]
+    for way in wall:
+        mine = f"{med_own[way]:.1f} ms" if way in med_own else "-"
+        mine_vs = pct(med_own[way], med_own["bare"]) if way in med_own and "bare" in med_own else "-"
+        lines.append(f"| {way} | {mine} | {mine_vs} | {med_wall[way] * 1e3:.1f} ms | {pct(med_wall[way], med_wall['bare'])} |")
+    lines += ["", "Each way against bare, round by round: its / bare's, median [range] (rounds); goal <= 1.01 for the "
+              "program's own elapsed over the whole range", "",
+              "| way | program's own elapsed | whole run (wall) |", "| --- | --- | --- |"]
+    for way in (w for w in wall if w != "bare"):
+        cells = []
+        for series in (own, wall):
+            if way not in series or "bare" not in series:
+                cells.append("-")
+                continue
+            med, low, high = paired_ratio(series[way], series["bare"])
+            verdict = "met" if high <= 1.01 else "not met" if low > 1.01 else "inside the noise"
+            cells.append(f"{med:.4f} [{low:.4f}, {high:.4f}] ({rounds}): {verdict}" if series is own
+                         else f"{med:.4f} [{low:.4f}, {high:.4f}] ({rounds})")
+        lines.append(f"| {way} | {cells[0]} | {cells[1]} |")
+    return lines
 
 
 Samples = dict[str, dict[str, list[tuple[float, float]]]]  # case -> way -> per round (traced ns, untraced ns)
@@ -216,8 +246,11 @@ def main() -> int:
     parser.add_argument("--cpus", help="run every way on these CPUs (a list as taskset takes: 2,3 or 2-3)")
     parser.add_argument("--program-cpus", help="run only the measured programs on these CPUs (taskset), the "
                         "recorder where --cpus puts it")
+    parser.add_argument("--e2e-only", action="store_true", help="only the end-to-end runs (--e2e), no ioctl timings")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
+    if args.e2e_only and not args.e2e:
+        parser.error("--e2e-only wants --e2e CMD")
     if args.cpus:
         os.sched_setaffinity(0, cpu_list(args.cpus))  # the ways' processes inherit it
 
@@ -252,7 +285,7 @@ def main() -> int:
         if args.output:
             Path(args.output).write_text("\n".join(lines) + "\n")
 
-    for case, what in CASES.items():
+    for case, what in ({} if args.e2e_only else CASES).items():
         med, samples = micro([*pinned, str(progs["rmprog"])], env, ways, args.calls, args.rounds, [case])
         all_samples[case] = samples
         for way, (traced, untraced) in med.items():
@@ -263,29 +296,24 @@ def main() -> int:
             lines.append(f"| {case} | {what} | {way} | {traced:.0f} | {untraced:.0f} | {traced - untraced:+.0f} ns | "
                          f"{paired:+.0f} ns | {traced - med['bare'][0]:+.0f} ns |")
         flush()
-    cut = mode_cut(all_samples)
-    lines += modes(all_samples, cut) + builds(all_samples, cut)
-    lines += [""] + [f"samples, {case} (traced/untraced ns): " + "; ".join(
-        f"{w} " + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in v) for w, v in samples.items())
-        for case, samples in all_samples.items()]
-    lines += ["", "## Per pass-through ioctl (FIONREAD on a pipe: not an NVIDIA fd), across processes", "",
-        "| way | ns per ioctl | added vs bare |", "| --- | --- | --- |"]
-    med_none, _ = micro([*pinned, str(progs["rmprog"])], env, ways, args.calls, args.rounds, ["none"])
-    for way, (ns, _same) in med_none.items():
-        lines.append(f"| {way} | {ns:.0f} | {ns - med_none['bare'][0]:+.0f} ns |")
+    if not args.e2e_only:
+        cut = mode_cut(all_samples)
+        lines += modes(all_samples, cut) + builds(all_samples, cut)
+        lines += [""] + [f"samples, {case} (traced/untraced ns): " + "; ".join(
+            f"{w} " + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in v) for w, v in samples.items())
+            for case, samples in all_samples.items()]
+        lines += ["", "## Per pass-through ioctl (FIONREAD on a pipe: not an NVIDIA fd), across processes", "",
+            "| way | ns per ioctl | added vs bare |", "| --- | --- | --- |"]
+        med_none, _ = micro([*pinned, str(progs["rmprog"])], env, ways, args.calls, args.rounds, ["none"])
+        for way, (ns, _same) in med_none.items():
+            lines.append(f"| {way} | {ns:.0f} | {ns - med_none['bare'][0]:+.0f} ns |")
 
     # rmprog's threaded workload needs fakedrv (the real driver refuses its controls): with --real, only --e2e's.
     command = args.e2e or (None if args.real else [str(progs["rmprog"]), "threads", "4", "5000"])
     if command:
         flush()
         wall, own = e2e([*pinned, *command], env, ways, args.e2e_rounds)
-        lines += ["", f"## End to end: `{shlex.join(command)}`, medians of {args.e2e_rounds} alternating runs", "",
-                  "| way | program's own elapsed | vs bare | whole run (wall, recorder start-up included) | vs bare |",
-                  "| --- | --- | --- | --- | --- |"]
-        for way in ways:
-            mine = f"{own[way]:.1f} ms" if way in own else "-"
-            mine_vs = pct(own[way], own["bare"]) if way in own and "bare" in own else "-"
-            lines.append(f"| {way} | {mine} | {mine_vs} | {wall[way] * 1e3:.1f} ms | {pct(wall[way], wall['bare'])} |")
+        lines += e2e_lines(command, args.e2e_rounds, wall, own)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.output:

@@ -16,6 +16,10 @@ and warm (the call table loaded from the cache):
 * ``show --pid P``: one process of the copies, about 1/200 of the calls;
 * ``show --from --to``: a hundredth of the trace's time.
 
+Before the rounds, the bytecode of rmtrace's modules is written (as an installed
+rmtrace has it; ``--no-compile``: not, so that where PYTHONDONTWRITEBYTECODE is set
+each process compiles them, as this bench timed before).
+
 Show chooses its calls on the call table's columns and decodes only the ones
 it prints (rmtrace/columns/select.py), so a selective filter costs the table
 (built or loaded) and the calls printed; the lines of most calls are made
@@ -48,6 +52,20 @@ from report import paired_ratio, print_rows
 FILTERS = ("", "--failed", "--name UVM_*", "--pid", "--from --to")
 STEPS = ("zstd -dc", columns.BASELINE,
          *(f"show{' ' if f else ''}{f}{cache}" for f in FILTERS for cache in ("", ", cache warm")))
+
+
+def compile_bytecode() -> str:
+    """Write the bytecode of rmtrace's own modules before the rounds, as an installed rmtrace has it: where
+    PYTHONDONTWRITEBYTECODE is set (the project's machines set it) each ``rmtrace show`` process would
+    otherwise compile them again (~120 modules, ~0.3 s of CPU), which is no part of what show costs.
+    Returns what the table says of it."""
+    import compileall
+    import importlib.util
+    for name in ("rmtrace", "rmtrace.decoders", "rmtrace.replayer", "rmtrace.tui"):
+        spec = importlib.util.find_spec(name)
+        for where in (spec.submodule_search_locations or []) if spec is not None else []:
+            compileall.compile_dir(where, quiet=1)
+    return "rmtrace's modules compiled before the rounds (each process reads their bytecode)"
 
 
 def filter_arguments(path: str) -> dict[str, list[str]]:
@@ -127,9 +145,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), metavar="STEP",
                         help=f"which steps (default all: {', '.join(STEPS)}); the zstd baselines always run")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="do not write rmtrace's bytecode first (with PYTHONDONTWRITEBYTECODE set, each process "
+                             "compiles rmtrace's modules, as the results before 2026-12-02 02:30 UTC were timed)")
     args = parser.parse_args()
     if args.shipped:
         return shipped(args.shipped, args.rounds)
+    bytecode = ("as the environment has it (PYTHONDONTWRITEBYTECODE="
+                f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})" if args.no_compile else compile_bytecode())
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         path = columns.bench_trace(args.trace, args.records, tmp)
@@ -143,6 +166,7 @@ def main() -> int:
     load_after = os.getloadavg()
     dc, dc_cpu, _ = columns.medians(times["zstd -dc"])
     rows = [*columns.header_rows(n, size, args.trace is not None, args.rounds, load_before, load_after),
+            ("bytecode", bytecode),
             ("columns", "wall s | CPU s | x zstd -dc (wall; CPU) | peak RSS | x zstd -dc CPU per round: median [range]")]
     for step in steps:
         sec, cpu, peak = columns.medians(times[step])

@@ -13,9 +13,11 @@ run:
   after End in the events table, to the timeline at the trace's end after End
   there, to the session model attached (it folds the trace in a worker; the
   first screen does not wait for it): lanes and wedges (from the channels'
-  fold when the whole model must be folded: ``Services.load_channels``), the
-  whole model, and then to the Objects tab's trees, which the worker builds
-  after it.
+  fold when the whole model must be folded: ``Services.load_channels``; the
+  moment the screen takes the worker's message), the lanes drawn (the
+  timeline's first line drawn with them: the redraw that message starts is
+  done), the whole model, and then to the Objects tab's trees, which the
+  worker builds after it.
 
 The TUI runs twice a round: with the cache cold (emptied first: the session
 model is folded and stored) and warm (the model loaded from the cache).  The
@@ -74,6 +76,7 @@ def child(path: str, wait_model: bool, whole_first: bool = False) -> None:
 
     drawn: dict[int, float] = {}
     timeline_at_end: list[float] = []
+    lanes_drawn: list[bool] = []
     events_line, timeline_line = EventsTable.render_line, Timeline.render_line
 
     def render_events(self, y):
@@ -87,6 +90,9 @@ def child(path: str, wait_model: bool, whole_first: bool = False) -> None:
     def render_timeline(self, y):
         if self.cursor == self.workspace.end_rel and self.cursor and not timeline_at_end:
             timeline_at_end.append(time.monotonic())
+        if not lanes_drawn and self.workspace.run.loaded and len(self.rows) > 1:  # a heading, then lanes
+            lanes_drawn.append(True)
+            say("lanes_drawn")
         return timeline_line(self, y)
     EventsTable.render_line, Timeline.render_line = render_events, render_timeline
 
@@ -252,6 +258,10 @@ def main() -> int:
                                                          f"{mid:.2f} [{low:.2f}-{high:.2f}]{verdict}"))
                 rows.append((f"cache {step}: rounds", ", ".join(f"+{g:.2f} s (info {w:.2f} s)"
                                                                 for g, (w, _) in zip(gaps, infos))))
+            if all("lanes_drawn" in t for t in runs[step]):  # the lanes on screen: the model's redraw done
+                drawn = [t["lanes_drawn"] - t["first_paint"] for t in runs[step]]
+                rows.append((f"cache {step}: lanes drawn", f"+{statistics.median(drawn):.3f} s [{min(drawn):.3f}-"
+                                                           f"{max(drawn):.3f}] after first paint, per round"))
             whole = median(step, "whole_model")
             if whole is not None and whole != model:
                 rows.append((f"cache {step}: whole model", f"{whole:7.3f} s   {whole - paint:+.3f} s after first paint"))

@@ -124,7 +124,8 @@ struct shim_process {
 	uint32_t fast_end;                /* min(SHIM_FAST_ROOM, max_record): rec_fast */
 	uint32_t rights_size;
 	pid_t pid;
-	int tsc;                          /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
+	uint8_t tsc;                      /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
+	uint8_t prefetchw;                /* the CPU has PREFETCHW: ring_prefetch_exit */
 	int active;                       /* a session was found at start        */
 	int guard_on;                     /* atomic: the SIGSEGV/SIGBUS handler that makes shim_copy safe is in */
 	/* The rest: written (calls, once per CALL_ID_BLOCK calls of a thread) or read rarely. */
@@ -456,9 +457,6 @@ static inline uint64_t ring_stamp(struct shim_thread *t)
 	return now;
 }
 
-/* Publish the record whose header is h and whose buffers are in place after it at head (it ends
- * what ring_stamp announced): its header in one struct store, which the compiler merges with the
- * constant and adjacent fields into a few moves, then head. */
 #ifdef RMTRACE_TEST_HOOKS
 /* A thread descheduled between its timestamp and its publication, on demand (RMTRACE_TEST_STALL). */
 void test_stall(uint16_t source, uint32_t op);
@@ -478,17 +476,83 @@ static inline struct rmt_record rec_header(const struct shim_thread *t, uint16_t
 	};
 }
 
-static inline void ring_publish(struct shim_thread *t, struct rmt_record h)
+/* An 8-byte word of a record in the ring (records start 8-aligned): stored through this type, the header's
+ * words may alias the ring's bytes. */
+typedef uint64_t __attribute__((may_alias, aligned(8))) shim_word;
+_Static_assert(offsetof(struct rmt_record, version) == 4 && offsetof(struct rmt_record, header_size) == 6 &&
+		       offsetof(struct rmt_record, total_len) == 8 && offsetof(struct rmt_record, source) == 12 &&
+		       offsetof(struct rmt_record, phase) == 14 && offsetof(struct rmt_record, flags) == 15 &&
+		       offsetof(struct rmt_record, seq) == 16 && offsetof(struct rmt_record, time_ns) == 24 &&
+		       offsetof(struct rmt_record, pid) == 32 && offsetof(struct rmt_record, tid) == 36 &&
+		       offsetof(struct rmt_record, call_id) == 40 && offsetof(struct rmt_record, op) == 48 &&
+		       offsetof(struct rmt_record, fd) == 52 && offsetof(struct rmt_record, ret) == 56 &&
+		       offsetof(struct rmt_record, err) == 64 && offsetof(struct rmt_record, nbufs) == 68 &&
+		       offsetof(struct rmt_record, reserved) == 70 && sizeof(struct rmt_record) == 72,
+	       "rec_store_header's words follow struct rmt_record's fields");
+
+/* The header h at dst as nine 8-byte stores, each word put together in registers from the fields it holds
+ * (little-endian host).  A struct store is not that: gcc stores each field whose value it does not know at
+ * compile time on its own, 16 stores of 2 to 8 bytes, and each takes a store-buffer entry while the ring's
+ * line it goes to is still being fetched. */
+static inline void rec_store_header(uint8_t *dst, const struct rmt_record *h)
 {
-	*(struct rmt_record *)(t->data + (t->head & t->mask)) = h;
+	shim_word *w = (shim_word *)dst;
+
+	w[0] = h->magic | (uint64_t)h->version << 32 | (uint64_t)h->header_size << 48;
+	w[1] = h->total_len | (uint64_t)h->source << 32 | (uint64_t)h->phase << 48 | (uint64_t)h->flags << 56;
+	w[2] = h->seq;
+	w[3] = h->time_ns;
+	w[4] = h->pid | (uint64_t)h->tid << 32;
+	w[5] = h->call_id;
+	w[6] = h->op | (uint64_t)(uint32_t)h->fd << 32;
+	w[7] = (uint64_t)h->ret;
+	w[8] = (uint32_t)h->err | (uint64_t)h->nbufs << 32 | (uint64_t)h->reserved << 48;
+}
+
+/* Publish the record whose header is h and whose buffers are in place after it at head (it ends
+ * what ring_stamp announced): its header, then head.  The header as a struct store where the compiler
+ * merges its fields from the record being built (rec_emit: 12 stores), by words where it would not
+ * (words: capture_ioctl_exit_whole, whose fields come from registers and spill slots: 16 stores, 9 by
+ * rec_store_header). */
+static inline void ring_publish(struct shim_thread *t, struct rmt_record h, int words)
+{
+	/* Read before the header's stores, which may alias anything (shim_word), so that none is read again. */
+	struct rmt_ring_ctl *ctl = t->ctl;
+	uint8_t *at = t->data + (t->head & t->mask);
+	uint64_t head = t->head + h.total_len;
+
+	if (words)
+		rec_store_header(at, &h);
+	else
+		*(struct rmt_record *)at = h;
 #ifdef RMTRACE_TEST_HOOKS
 	if (unlikely(shim_proc.test_stall_ms))
 		test_stall(h.source, h.op);
 #endif
-	t->head += h.total_len;
-	__atomic_store_n(&t->ctl->head, t->head, __ATOMIC_RELEASE);
+	t->head = head;
+	__atomic_store_n(&ctl->head, head, __ATOMIC_RELEASE);
 	t->last_ns = h.time_ns;
-	__atomic_store_n(&t->ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
+	__atomic_store_n(&ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
+}
+
+/* Take for writing, before the system call, the ring's lines that the ioctl's exit record of size bytes will
+ * fill (at head, the enter's record published).  Their first is the enter's last, but the others are lines
+ * the recorder read one lap of the ring ago: taken after the call, each is a read-for-ownership from
+ * another core's cache or the LLC on the exit's path, paid again when the next system call waits for the
+ * exit's stores.  Taken here, their fetch overlaps the enter's own (which the system call waits for
+ * anyway), and the exit writes lines that are this core's.  PREFETCHW rather than a store: it costs no
+ * store-buffer entry and never faults.  What it gains is not shown: on the H200
+ * (bench/results/record_overhead-h200.md, 2026-12-02) with the exit's header by words, against main's
+ * shim with neither, main's / this was 0.98 / 1.02 / 1.10 (stack / heap / nested, 70 rounds on two
+ * machines), every range holding 1; the first call's 0.89 / 0.88 / 0.83 for the prefetch alone was
+ * inside the noise too.  On bench/clock_cost.c's fresh ring, which no other core has read, it costs
+ * 5-13 ns (H200 and locally).  Kept as the one lever left on the exit's misses, for a longer run to settle. */
+static inline void ring_prefetch_exit(const struct shim_thread *t, uint32_t size)
+{
+	const uint8_t *at = t->data + (t->head & t->mask), *end = at + size;
+
+	for (at = (const uint8_t *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64)
+		__asm__ volatile("prefetchw %0" : : "m"(*at));
 }
 
 /* Take the record's time (ring_stamp); rec_emit does it for a record whose time was not taken before. */
@@ -514,7 +578,7 @@ static inline __attribute__((always_inline)) int rec_emit(struct shim_rec *r)
 	if (!r->time_ns)
 		r->time_ns = ring_stamp(t);
 	ring_publish(t, rec_header(t, r->source, r->phase, r->flags, r->size, r->time_ns, r->call_id, r->op, r->fd,
-				   r->ret, r->err, r->nbufs));
+				   r->ret, r->err, r->nbufs), 0);
 	return 0;
 }
 
@@ -574,7 +638,7 @@ static inline __attribute__((always_inline)) int capture_ioctl_exit_whole(struct
 	}
 	/* The read counter shares head's line, written just below. */
 	ring_add(&t->ctl->read_copy, p->n);
-	ring_publish(t, rec_header(t, source, RMT_PH_EXIT, 0, size, now, call_id, op, fd, ret, err, (uint16_t)p->n));
+	ring_publish(t, rec_header(t, source, RMT_PH_EXIT, 0, size, now, call_id, op, fd, ret, err, (uint16_t)p->n), 1);
 	return 0;
 }
 /* The record's op: the raw request for UVM (not _IOC-encoded), the escape number (_IOC_NR) for RM. */

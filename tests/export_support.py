@@ -1,12 +1,18 @@
-"""What the export tests share: a legacy-model replay of a real capture, and tools that must be there in CI."""
+"""What the export tests share: a legacy-model replay of a real capture, tools that must be there in CI, and
+the session fold call by call (the exporters' reference)."""
 
 from __future__ import annotations
 
+import heapq
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+from rmtrace.export.fold import TransitionStream
+from rmtrace.record import Source, SysOp
+from rmtrace.session.fold import Folder
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +42,63 @@ def need_program(name: str, how: str) -> str:
 def shipped(name: str) -> Path:
     from rmtrace import captures
     return Path(captures.path(name))
+
+
+class StreamingFold:
+    """The session fold over calls given one at a time (the decoders' pairing, each call decoded and
+    interpreted): what the exporters ran before they read the call table, kept as the tests' call-by-call
+    reference (Perfetto's states, parquet's rows).  Per call, its CallInfo; each transition handed out
+    once final (``TransitionStream``), and an exited client forgotten once its transitions are out."""
+
+    def __init__(self, decoders, transitions: bool = True) -> None:
+        """``transitions``: False for a caller that reads only each call's CallInfo (parquet's rows)."""
+        self.transitions = TransitionStream() if transitions else _Unkept()
+        self.folder = Folder(decoders, self.transitions)
+        self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
+        self._released_before = 0
+        self.retired: list[str] = []
+
+    def fold(self, call):
+        folder = self.folder
+        while self._exited and self._exited[0][0] < self._released_before:  # their transitions are out
+            self._forget(heapq.heappop(self._exited)[1])
+        folder.fold(call)
+        info = folder.calls.pop()  # the fold appends exactly this call's CallInfo
+        folder.seq_client.clear()  # what only a whole-trace model needs
+        folder.gsp.clear()
+        folder.stray_frees.clear()
+        first = call.first
+        if first.source == Source.SYS and first.op == SysOp.EXIT:
+            heapq.heappush(self._exited, (call.last.time_ns, first.pid))
+        self._released_before = first.time_ns
+        return info
+
+    def _forget(self, pid: int) -> None:
+        retired = self.folder.forget_client(pid)
+        if isinstance(self.transitions, _Unkept):
+            return
+        self.retired.extend(retired)
+
+    # what ``rmtrace.export.perfetto.States`` asks
+    def argv(self, pid: int):
+        proc = self.folder.processes.get(pid)
+        return proc.argv if proc is not None else ()
+
+    def channel(self, entity: str):
+        return self.folder.channels.get(entity.removeprefix("chan/"))
+
+    def client_pid(self, client_id: str):
+        client = self.folder.clients.get(client_id)
+        return client.pid if client is not None else None
+
+
+class _Unkept:
+    """A timeline that keeps nothing: for a fold whose caller reads no transitions."""
+
+    pending: dict = {}
+
+    def set(self, *change) -> None:
+        pass
+
+    def final(self, before_ns=None):
+        return iter(())

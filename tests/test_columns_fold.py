@@ -93,3 +93,43 @@ def test_the_stash_holds_the_records_the_fold_reads_again(paths, name):
             == [jsonschema.wedge(w, plain.start_ns) for w in find_wedges(plain)])
     assert fold_objects(reader, decoders, built(True)).object_counts() == \
         fold_objects(reader, decoders, built(False)).object_counts()
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_stash_for_params_holds_every_exit_the_fold_reads_params_from(paths, name):
+    """A table built for a fold that reads params keeps the last record of every call whose params say more
+    than its row (``Effects.params``), byte for byte, and the model folded over it is the one folded reading
+    the trace again."""
+    from rmtrace import jsonschema
+    from rmtrace.analysis.wedges import find_wedges
+    from rmtrace.columns.fold import _by_effects, _last_records
+    from rmtrace.columns.table import CallTableBuilder
+    from rmtrace.session.model import SNAPSHOT_EVERY, fold_channels, fold_session
+
+    reader = TraceReader(paths[name])
+    decoders = decoders_for(reader)
+
+    def built(params: bool):
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta), stash=True, params=params)
+        builder.update()
+        return builder.table()
+    table = built(True)
+    roles = Folder(decoders, Timeline()).interpreter.roles
+    need = needs(table, Plan(decoders), roles)
+    found = _by_effects(table, np.flatnonzero(need == Need.ROW), Plan(decoders), roles)
+    rows = found.rows[found.effects.at[found.effects.params]]
+    wanted = _last_records(table, rows, table.gather(rows, ("exit_seq", "enter_seq"))).tolist()
+    if name != "nvidia-smi-q.trace":  # nvidia-smi makes no channel
+        assert wanted, "a CUDA trace allocates channels"
+    assert table.stash is not None
+    for seq in wanted:
+        kept = table.stash.find(seq)
+        assert kept is not None, f"record {seq} was not kept"
+        assert Rereader(reader, table.stash).record_at(seq) == reader.record_at(seq)
+    plain = built(False)
+    assert not wanted or any(plain.stash.find(seq) is None for seq in wanted)  # the rule is what kept them
+    for fold in (fold_channels, lambda r, d, t: fold_session(r, d, t, SNAPSHOT_EVERY)):
+        stashed, again = fold(reader, decoders, built(True)), fold(reader, decoders, built(False))
+        assert ([jsonschema.wedge(w, stashed.start_ns) for w in find_wedges(stashed)]
+                == [jsonschema.wedge(w, again.start_ns) for w in find_wedges(again)])
+        assert stashed.channels == again.channels and stashed.ranks == again.ranks

@@ -15,13 +15,12 @@ import pytest
 
 from rmtrace import captures
 from rmtrace.calls import CallState
-from rmtrace.export.fold import StreamingFold
 from rmtrace.export.parquet import SCHEMA, export_dataset, export_trace
 from rmtrace.export.progress import Progress
 from rmtrace.export.source import EPOCH, ExportInput
 from rmtrace.record import Source
 from rmtrace.session import load_session
-from tests.export_support import legacy_replay  # noqa: F401 -- a fixture
+from tests.export_support import StreamingFold, legacy_replay  # noqa: F401 -- legacy_replay is a fixture
 
 
 def folded_rows(path: str) -> list[dict]:

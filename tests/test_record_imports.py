@@ -80,3 +80,18 @@ def test_public_names_unchanged(module, public, star, lazy):
     assert got["star"] == sorted(star)
     assert got["missing"] == []
     assert got["same"] == dict.fromkeys(lazy, True)  # the very objects of the module that defines them
+
+
+NO_PATHLIB = """
+import json, sys
+sys.modules.pop("pathlib", None)  # an editable install's import hook loads it at start-up; an installed rmtrace has none
+import rmtrace.capture.recorder
+from rmtrace.kmod_shim import interposer_path
+interposer_path()
+print(json.dumps("pathlib" in sys.modules))
+"""
+
+
+def test_recording_does_not_import_pathlib():
+    # a few ms of every installed recorder's start, which needed it only for the shim's path (rmtrace.kmod_shim)
+    assert json.loads(fresh(NO_PATHLIB)) is False

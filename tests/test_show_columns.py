@@ -115,15 +115,41 @@ def test_a_filtered_show_prints_from_the_columns_as_the_decoders_do(monkeypatch,
 def test_the_summary_memo_is_bounded_and_keeps_nothing_larger_than_all_it_may_hold():
     from rmtrace.decoders.base import Decoded
 
-    from rmtrace.columns.lines import SummaryMemo
+    from rmtrace.columns.lines import Kept, SummaryMemo
     from rmtrace.record import Source
 
     memo = SummaryMemo(kept=2, kept_bytes=10)
     one = Decoded(Source.RM, 0x2A, "RM_FREE")
-    memo.keep(b"aaaa", one, "a")
-    memo.keep(b"bbbb", one, "b")
-    assert memo.get(b"aaaa") == (one, "a")  # a hit: aaaa is now the most recent
-    memo.keep(b"cccc", one, "c")  # a third entry: the least recently used (bbbb) goes
+    memo.keep(b"aaaa", Kept(one, "a", None, True))
+    memo.keep(b"bbbb", Kept(one, "b", None, True))
+    assert memo.get(b"aaaa") == (one, "a", None, True)  # a hit: aaaa is now the most recent
+    memo.keep(b"cccc", Kept(one, "c", None, True))  # a third entry: the least recently used (bbbb) goes
     assert memo.get(b"bbbb") is None and memo.get(b"aaaa") is not None and memo.bytes == 8
-    memo.keep(b"x" * 11, one, "x")  # larger than the whole budget: not kept, and nothing pushed out
+    memo.keep(b"x" * 11, Kept(one, "x", None, True))  # larger than the whole budget: not kept, and nothing pushed out
     assert memo.get(b"x" * 11) is None and memo.get(b"aaaa") is not None and memo.get(b"cccc") is not None
+
+
+def test_a_compiled_line_is_its_template_formatted():
+    from rmtrace.columns.lines import _compiled
+
+    for template in ("[{0}/{1}] {2} X(a={5}, b={6}) = NV_OK <{4}>", "{{{0}}}'\"\\n\0\n…{{}}{3}", "", "no fields",
+                     "{1}{0}{1}"):
+        arity = 7
+        args = [f"<{k}'\\{{}}>" for k in range(arity)]
+        assert _compiled(template, arity)(*args) == template.format(*args)
+    with pytest.raises(ValueError):
+        _compiled("{0!r}", 1)
+    with pytest.raises(ValueError):
+        _compiled("{2}", 2)
+
+
+def test_row_blocks_cover_every_row_once_and_grow_to_their_cap():
+    from rmtrace.columns.select import FIRST_ROWS, ROWS_AT_ONCE, blocks
+
+    for n in (0, 1, FIRST_ROWS, FIRST_ROWS + 1, 10 * ROWS_AT_ONCE + 7):
+        spans = list(blocks(n))
+        assert [a for a, _ in spans] == ([0] if n else []) + [b for _, b in spans[:-1]]  # each where the last stops
+        assert (spans[-1][1] if spans else 0) == n
+        sizes = [b - a for a, b in spans]
+        assert sizes[:1] in ([], [min(n, FIRST_ROWS)]) and max(sizes, default=0) <= ROWS_AT_ONCE
+    assert [b - a for a, b in blocks(10 * ROWS_AT_ONCE)][:4] == [FIRST_ROWS, 2 * FIRST_ROWS, 4 * FIRST_ROWS, 8 * FIRST_ROWS]

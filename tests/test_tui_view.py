@@ -141,3 +141,27 @@ def test_the_state_table_lists_the_selected_client_first_past_its_cap(monkeypatc
     assert panel.shown_lanes(lanes[:3], None) == lanes[:3]
     shown = panel.shown_lanes(lanes, "client/c5")
     assert [lane.entity for lane in shown] == ["client/c5", "rank/2", "client/c0", "client/c1"]
+
+
+def test_a_model_loaded_from_the_cache_names_row_handles_as_the_folded_one(tmp_path):
+    """A row's objects are named from a loaded model's object columns (its RmObjects are not made for
+    it): the same text as from the folded model's objects, row by row, on a real capture."""
+    from rmtrace import captures
+    from rmtrace.session.objects import ObjectList
+
+    path = tmp_path / "capture.trace"
+    path.write_bytes(captures.path("cuda-streams-3x-sequential").read_bytes())
+    services = library_services()
+    folded = RunView(TraceReader(str(path)), services)
+    folded.attach(folded.build_model(folded.build_decoders()))
+    services.keep_model(folded.model)
+    loaded = RunView(TraceReader(str(path)), services)
+    first = loaded.build_first(loaded.build_decoders())
+    assert first is not None and first[1]  # the whole model, from the cache
+    loaded.attach(first[0])
+    assert isinstance(loaded.model.object_list, ObjectList) and not isinstance(folded.model.object_list, ObjectList)
+    named = [folded.row(seq).obj for seq in range(folded.record_count)]
+    assert [loaded.row(seq).obj for seq in range(loaded.record_count)] == named
+    assert sum("NV01_ROOT_CLIENT" in text for text in named) > 3  # handles named by their class
+    folded.close()
+    loaded.close()

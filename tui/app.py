@@ -10,6 +10,7 @@ background when it has grown.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -57,6 +58,10 @@ FOLLOW_POLL_S = 0.5
 """A recorder flushes a chunk at least this often."""
 REFOLD_EVERY_S = 2.0
 """A followed trace's model is rebuilt at most this often."""
+DRAWN_WAIT_S = 1.0
+"""How long a worker waits for the screen to draw what it posted (lanes, wedges) before it goes on to what
+the screen does not show yet (the whole fold, the object trees), at most: meanwhile the redraw has the
+interpreter to itself."""
 WORKER_SWITCH_S = 0.0005
 """The interpreter's thread switch interval while workers fold traces: the default 5 ms lets a fold
 starve the screen (every keypress waits for the lock); this keeps keys and redraws prompt."""
@@ -91,6 +96,8 @@ class RmtraceApp(App):
         self._refold_pending: set[int] = set()
         self._folded_upto = [0] * len(workspace.runs)
         self._switch_interval = sys.getswitchinterval()
+        self._drawn = [threading.Event() for _ in workspace.runs]
+        """Per run: set once the screen has drawn the model its worker last posted."""
 
     @classmethod
     def open(cls, paths: Sequence[str], services: Services, *, follow: bool = False) -> RmtraceApp:
@@ -148,7 +155,7 @@ class RmtraceApp(App):
                     self.post_message(DecodersReady(index, decoders))
             first = run.build_first(decoders) if not run.loaded else None  # a refold has lanes on screen
             if first is not None and not first[1]:
-                self.post_message(ModelLoaded(index, first[0], whole=False))
+                self._post_drawn(ModelLoaded(index, first[0], whole=False))
             folded = first[0] if first is not None and first[1] else run.build_model(decoders)
         except RmtraceError as exc:
             self.post_message(ModelFailed(index, str(exc)))
@@ -157,10 +164,18 @@ class RmtraceApp(App):
             self.post_message(ModelFailed(index, f"could not fold this trace ({type(exc).__name__}: {exc}); "
                                                  "the events table still shows every record"))
             return
-        self.post_message(ModelLoaded(index, folded))
+        self._post_drawn(ModelLoaded(index, folded))
         folded.trees()
         self.post_message(TreesReady(index, folded))
         run.services.keep_model(folded.model)  # after what the screen shows: the next open loads it
+
+    def _post_drawn(self, message: ModelLoaded) -> None:
+        """Post ``message`` (from a worker) and wait until the screen has drawn it (``DRAWN_WAIT_S`` at most):
+        the lanes and wedges appear before the worker takes the interpreter back for the rest."""
+        drawn = self._drawn[message.run]
+        drawn.clear()
+        self.post_message(message)
+        drawn.wait(DRAWN_WAIT_S)
 
     def _folded(self, index: int) -> None:
         """A fold ended: with none left, the interpreter switches threads at its usual pace again."""
@@ -171,6 +186,8 @@ class RmtraceApp(App):
     @on(ModelLoaded)
     def _model_loaded(self, message: ModelLoaded) -> None:
         run = self.workspace.runs[message.run]
+        # the worker waits for the screen to have drawn this before it goes on
+        self.call_after_refresh(self._drawn[message.run].set)
         if not message.whole:  # the lanes and wedges, while the whole model folds: drawn, nothing else
             if not run.loaded:
                 run.attach(message.folded)
@@ -211,6 +228,11 @@ class RmtraceApp(App):
 
     def redraw(self) -> None:
         """Everything drawn from the models again."""
+        from rmtrace.columns.fold import young_collections  # imported by the fold or the load before this
+        with young_collections():  # thousands of rows of lanes and states, none garbage: no full collection
+            self._redraw()
+
+    def _redraw(self) -> None:
         screen = self.main
         screen.query_one(Timeline).rebuild()
         screen.query_one(EventsTable).reset()

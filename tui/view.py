@@ -224,6 +224,7 @@ class RunView:
         """Bumped whenever what the rows show may change (model attached, trace grew)."""
         self._folded: Folded | None = None
         self._children: dict[tuple[str, int], list[int]] | None = None
+        self._classes: dict[tuple[str, int], str] | None = None
 
     # -- what the index alone answers
 
@@ -282,14 +283,17 @@ class RunView:
 
     def fold(self, model: SessionModel) -> Folded:
         """What the screen draws from ``model``: lanes, wedges, the call index (object trees: ``Folded.trees``)."""
-        return Folded(model, CallIndex.of_model(model), lane_rows(model, self.start_ns),
-                      list(self.services.find_wedges(model)), self.start_ns)
+        from rmtrace.columns.fold import young_collections  # imported by the fold or the load before this
+        with young_collections():  # thousands of lanes and their labels, none garbage: no full collection
+            return Folded(model, CallIndex.of_model(model), lane_rows(model, self.start_ns),
+                          list(self.services.find_wedges(model)), self.start_ns)
 
     def attach(self, folded: Folded) -> None:
         """Use this folded model from now on (on the UI thread)."""
         self._folded = folded
         self.model = folded.model
         self._children = None
+        self._classes = None
         self.generation += 1
 
     @property
@@ -368,11 +372,31 @@ class RunView:
     def _object_text(self, client: str, handles: frozenset[int]) -> str:
         if not handles:
             return ""
+        classes = self._class_names()
         names = []
         for h in sorted(handles):
-            obj = self.model.objects.get((client, h)) if self.model is not None else None
-            names.append(f"{obj.class_name} {h:#x}" if obj is not None else f"{h:#x}")
+            name = classes.get((client, h))
+            names.append(f"{name} {h:#x}" if name is not None else f"{h:#x}")
         return ", ".join(names)
+
+    def _class_names(self) -> Mapping[tuple[str, int], str]:
+        """(client id, handle) -> the class name of the newest object of that handle (the model's ``objects``).
+        A model loaded from the cache keeps its objects as columns, made into ``RmObject``\\ s when first read:
+        naming a row's handles through them made every one (~0.6 s at 1M records, on the first screen), so the
+        names are read from the columns."""
+        if self._classes is None:
+            model = self.model
+            if model is None:
+                return {}
+            from rmtrace.session.objects import ObjectList  # the model's module: imported with it
+            if isinstance(model.object_list, ObjectList):
+                c = model.object_list.columns
+                keys = zip(map(c.client_ids.__getitem__, c.client.tolist()), c.handle.tolist())
+                # in allocation order: the newest object of a handle is its last, as in ``objects``
+                self._classes = dict(zip(keys, map(c.names.__getitem__, c.class_name.tolist())))
+            else:
+                self._classes = {key: obj.class_name for key, obj in model.objects.items()}
+        return self._classes
 
     # -- time
 

@@ -302,7 +302,7 @@ class Recorder:
 
     def run(self) -> RecordResult:
         check_machine()
-        shim = str(interposer_path())
+        shim = interposer_path()
         host = host_metadata()
         if self._profile is not None:
             version, warning = self._profile.version, self._profile_warning

@@ -112,19 +112,22 @@ def load(entry: Path) -> CallTable | None:
     return table
 
 
-def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet, stash: bool = True) -> CallTable:
+def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet, stash: bool = True,
+               params: bool = False) -> CallTable:
     """Build the trace's call table into the entry ``root/key`` (in memory when the cache cannot be written);
-    with ``stash``, for a fold to read next: the table keeps the records it will read again (``CallTable.stash``)."""
+    with ``stash``, for a fold to read next: the table keeps the records it will read again (``CallTable.stash``;
+    ``params``: a fold that reads params, ``rmtrace.columns.stash.params_exits``)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=root))
     except OSError:  # a cache we cannot write is no cache
-        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta), stash=stash)
+        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta), stash=stash, params=params)
         builder.update()
         return builder.table()
     rows = FileColumns(work, CALL_DTYPES)
     try:
-        builder = CallTableBuilder(reader, decoders, rows=rows, client_ids=client_ids(reader.meta), stash=stash)
+        builder = CallTableBuilder(reader, decoders, rows=rows, client_ids=client_ids(reader.meta), stash=stash,
+                                   params=params)
         builder.update()
         table = builder.table()
         table.columns = rows.finish()

@@ -30,7 +30,6 @@ call means the same from its row as from its records.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import enum
 import gc
@@ -46,6 +45,7 @@ from rmtrace.decoders.roles import ControlRole, EscapeRole, Roles, UvmRole
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
+from rmtrace.columns.arrays import distinct, within
 from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
@@ -106,18 +106,29 @@ RECORDS_SOURCES = frozenset({Source.GSP, Source.SEMA, Source.MARK})
 
 
 def needs(table: CallTable, plan: Plan, roles: Roles, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """The ``Need`` of each row from ``start`` on (to ``stop``)."""
-    c = {name: table.columns[name][start:stop] for name in ("source", "op", "key", "state")}
-    keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    by_op = np.array([op_need(plan, roles, k >> 32, k & 0xFFFFFFFF) for k in uniq.tolist()], dtype=np.int8)
-    out = by_op[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int8)
-    controls = np.flatnonzero((c["source"] == Source.RM) & (out == Need.NONE) & _controls(keys, roles))
-    if controls.size:
-        wanted = np.isin(c["key"][controls], np.array(sorted(roles.controls), dtype=np.int64))
-        out[controls[wanted]] = Need.ROW
-    single = (out == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))
-    out[single] = Need.RECORDS  # a lone record of an odd phase: read it as it is
+    """The ``Need`` of each row from ``start`` on (to ``stop``; ``BLOCK`` * 16 rows at a time: the keys of
+    every row at once, and their sort, held 40 bytes per row)."""
+    last = len(table) if stop is None else stop
+    out = np.zeros(last - start, dtype=np.int8)
+    by_op: dict[int, int] = {}
+    commands = np.array(sorted(roles.controls), dtype=np.int64)
+    names = ("source", "op", "key", "state")
+    step = BLOCK * 16
+    for at in range(start, last, step):
+        end = min(at + step, last)
+        c = {name: table.columns[name][at:end] for name in names}
+        keys = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        for k in uniq.tolist():
+            if k not in by_op:
+                by_op[k] = op_need(plan, roles, k >> 32, k & 0xFFFFFFFF)
+        block = np.array([by_op[k] for k in uniq.tolist()], dtype=np.int8)[inverse.ravel()]
+        controls = np.flatnonzero((c["source"] == Source.RM) & (block == Need.NONE) & _controls(keys, roles))
+        if controls.size:
+            block[controls[np.isin(c["key"][controls], commands)]] = Need.ROW
+        block[(block == Need.ROW) & (c["state"] == STATES.index(CallState.SINGLE))] = Need.RECORDS  # a lone
+        out[at - start:end - start] = block  # record of an odd phase: read it as it is
+        table.release(at, end, names)  # what the fold reads later it reads again (the kernel keeps the pages)
     return out
 
 
@@ -288,8 +299,8 @@ class TableFold:
             self.objects.rows(_object_ops(folder, table, by_row, self.objects))
             slow = slow[need[slow] == Need.RECORDS]
             by_row = RowEffects(by_row.rows, by_row.effects[np.zeros(len(by_row.effects), dtype=bool)])
-        effects = _EffectRows(folder, table, by_row,
-                              None if self.objects_only else ParamsReader(self.reader))  # ROW rows: never stashed
+        # their params from the stash where the build kept them (``stash.params_exits``), else from the trace
+        effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader, self.stash))
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")
@@ -359,29 +370,33 @@ def _client(folder: Folder, c: ClientRow) -> None:
 
 
 def _client_ends(folder: Folder, table: CallTable) -> None:
-    """Each client's last record: the latest last record of its calls, read ``OBJECTS_BLOCK`` rows at a
-    time (the pages of a table mapped from the cache let go after each: at 1,000,000 records the columns
-    read at once held 30 MB)."""
+    """Each client's last record: the latest last record of its calls (``BLOCK`` * 16 rows at a time: the
+    columns of every row at once held 40 bytes per row, the fold's peak)."""
     c = table.columns
     n = len(table.clients)
+    if not n:
+        return
     last_seq = np.full(n, -1, dtype=np.int64)
     last_ns = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    parts = sorted(table.members)  # the rows of calls in several parts
-    for lo in range(0, len(table), OBJECTS_BLOCK):
-        hi = min(lo + OBJECTS_BLOCK, len(table))
-        mine = lo + np.flatnonzero(c["client"][lo:hi] >= 0)
-        if mine.size:
-            ends = c["exit_seq"][mine] >= 0
-            seq = np.where(ends, c["exit_seq"][mine], c["enter_seq"][mine].astype(np.int64))
-            time = np.where(ends, c["t_exit"][mine], c["t_enter"][mine])
-            for row in parts[bisect.bisect_left(parts, lo):bisect.bisect_left(parts, hi)]:  # its last part
-                at = np.searchsorted(mine, row)
-                if at < len(mine) and mine[at] == row:
-                    seq[at], time[at] = table.members[row][-1]
-            client = c["client"][mine].astype(np.int64)
-            np.maximum.at(last_seq, client, seq)
-            np.maximum.at(last_ns, client, time)
-        table.release(lo, hi, ("client", "exit_seq", "enter_seq", "t_exit", "t_enter"))
+    parted = np.sort(np.fromiter(table.members, dtype=np.int64, count=len(table.members)))
+    step = BLOCK * 16
+    for start in range(0, len(table), step):
+        end = min(start + step, len(table))
+        mine = np.flatnonzero(c["client"][start:end] >= 0)
+        mine = mine[~within(mine + start, parted)]  # a call in several parts: its last part, below
+        if not mine.size:
+            continue
+        exit_seq = c["exit_seq"][start:end][mine]
+        ends = exit_seq >= 0
+        client = c["client"][start:end][mine]
+        np.maximum.at(last_seq, client, np.where(ends, exit_seq, c["enter_seq"][start:end][mine].astype(np.int64)))
+        np.maximum.at(last_ns, client, np.where(ends, c["t_exit"][start:end][mine], c["t_enter"][start:end][mine]))
+        table.release(start, end, ("client", "exit_seq", "enter_seq", "t_exit", "t_enter"))
+    for row, members in table.members.items():
+        client = int(c["client"][row])
+        if client >= 0:
+            seq, time = members[-1]
+            last_seq[client], last_ns[client] = max(int(last_seq[client]), seq), max(int(last_ns[client]), time)
     for made, s, t in zip(table.clients, last_seq.tolist(), last_ns.tolist()):
         found = folder.clients.get(made.id)  # a growing trace's fold may not have reached it yet
         if found is not None:
@@ -391,13 +406,14 @@ def _client_ends(folder: Folder, table: CallTable) -> None:
 def _object_ops(folder: Folder, table: CallTable, found: RowEffects, objects: ObjectsFold) -> RowOps:
     """The object operations (``rmtrace.session.objects.OP_FIELDS``) that ``found``'s effects are, as
     ``_EffectRows`` would apply them, as columns."""
-    e, c = found.effects, table.columns
+    e = found.effects
     e = e[np.isin(e.kind, [*ALLOCATIONS, EffectKind.FREED])]
     rows = found.rows[e.at]
-    exit_seq = c["exit_seq"][rows]
-    ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
-    last_seq = np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64))
-    last_ns = np.where(ends, c["t_exit"][rows], c["t_enter"][rows])
+    c = table.gather(rows, _LIFE_COLUMNS)
+    exit_seq = c["exit_seq"]
+    ends = (exit_seq >= 0) & (c["state"] != STATES.index(CallState.RESUMED))
+    last_seq = np.where(ends, exit_seq, c["enter_seq"].astype(np.int64))
+    last_ns = np.where(ends, c["t_exit"], c["t_enter"])
     freed = e.kind == EffectKind.FREED
     uniq, inverse = np.unique(e.class_id, return_inverse=True)
     class_names = np.array([objects.name(folder.interpreter.class_name(None if k == NO_CLASS else k))
@@ -405,11 +421,11 @@ def _object_ops(folder: Folder, table: CallTable, found: RowEffects, objects: Ob
     statuses = np.array([objects.name(n) for n in (*table.status_names.values, "NV_OK")], dtype=np.int64)
     columns = {
         "kind": np.where(freed, Op.FREE, np.where(e.kind == EffectKind.DUPLICATED, Op.DUP, Op.ALLOC)),
-        "client": c["client"][rows], "h_client": e.h_client, "handle": e.handle, "parent": e.parent,
+        "client": c["client"], "h_client": e.h_client, "handle": e.handle, "parent": e.parent,
         "has_parent": e.parent != 0, "cls": e.class_id, "category": e.category,
         "name": class_names[inverse.ravel()] if len(uniq) else np.zeros(0, dtype=np.int64),
-        "seq": np.where(freed, last_seq, c["enter_seq"][rows].astype(np.int64)), "ns": last_ns,
-        "status": statuses[c["status_name"][rows]], "src_client": e.src_client, "src_handle": e.src_handle}
+        "seq": np.where(freed, last_seq, c["enter_seq"].astype(np.int64)), "ns": last_ns,
+        "status": statuses[c["status_name"]], "src_client": e.src_client, "src_handle": e.src_handle}
     return RowOps(rows, columns, [m.id for m in table.clients] + [None])  # a row of no client (-1) reads the last
 
 
@@ -430,6 +446,13 @@ def _objects_rows(table: CallTable, start: int, stop: int) -> np.ndarray:
             | ((source == Source.SYS) & np.isin(op, [int(o) for o in RECORDS_SYS])))
 
 
+DECODE_BLOCK = 1024
+"""Rows whose CallInfo and Decoded ``_blocks`` makes at once: their objects, 3 KB a row, are alive together
+(of 4,096 rows, 12 MB: the objects' fold's peak at 1M records), and numpy's cost per call is paid per block."""
+_HANDLE_COLUMNS = ("handles", *(f"h{k}" for k in range(MAX_HANDLES)))
+"""A row's handles: which names (``CallTable.handle_sets``), and their values."""
+_LIFE_COLUMNS = ("exit_seq", "state", "enter_seq", "t_exit", "t_enter", "client", "status_name")
+"""The columns of a row's effect's life (when, whose, how it ended) that the rows' effects are folded with."""
 ALLOCATIONS = (EffectKind.ALLOCATED, EffectKind.ALLOCATED_MEMORY, EffectKind.DUPLICATED)
 """The effects that make an object."""
 
@@ -440,8 +463,8 @@ def _channel_effects(table: CallTable, e: Effects, slow: np.ndarray, roles: Role
     keys = _channel_keys(table, e, slow)
     own = _object_key(e.h_client, e.handle)
     binds = [command for command, role in roles.controls.items() if role is ControlRole.BIND]
-    return ((np.isin(e.kind, ALLOCATIONS) & np.isin(own, keys))
-            | ((e.kind == EffectKind.FREED) & (np.isin(own, keys) | np.isin(_object_key(e.handle, e.handle), keys)))
+    return ((np.isin(e.kind, ALLOCATIONS) & within(own, keys))
+            | ((e.kind == EffectKind.FREED) & (within(own, keys) | within(_object_key(e.handle, e.handle), keys)))
             | ((e.kind == EffectKind.CONTROL) & np.isin(e.command, binds)))
 
 
@@ -454,7 +477,7 @@ def _channel_keys(table: CallTable, e: Effects, slow: np.ndarray) -> np.ndarray:
     own, parent, src = (_object_key(e.h_client, e.handle), _object_key(e.h_client, e.parent),
                         _object_key(e.src_client, e.src_handle))
     channels = made & np.isin(e.category, [CATEGORIES.index(c) for c in PARAMS_CATEGORIES])
-    keys = np.unique(np.concatenate([own[channels], _named_keys(table, slow)]))
+    keys = distinct(np.concatenate([own[channels], _named_keys(table, slow)]))
     up = made & (e.parent != 0)
     dup = (e.kind == EffectKind.DUPLICATED) & (e.src_handle != 0)
     # a free that names no client (or the root itself) frees the root client of that handle where there is
@@ -462,8 +485,8 @@ def _channel_keys(table: CallTable, e: Effects, slow: np.ndarray) -> np.ndarray:
     rootless = (e.kind == EffectKind.FREED) & ((e.h_client == 0) | (e.h_client == e.handle))
     root = _object_key(e.handle, e.handle)
     while True:
-        found = np.isin(own, keys)
-        grown = np.unique(np.concatenate([keys, parent[found & up], src[found & dup], root[found & rootless]]))
+        found = within(own, keys)
+        grown = distinct(np.concatenate([keys, parent[found & up], src[found & dup], root[found & rootless]]))
         if len(grown) == len(keys):
             return keys
         keys = grown
@@ -492,16 +515,16 @@ def _object_key(h_client: np.ndarray, handle: np.ndarray) -> np.ndarray:
 def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
     """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
     (one in flight may still end, and its end be folded then) whose handles fit the columns."""
-    c = table.columns
-    rows = rows[~np.isin(c["state"][rows], IN_FLIGHT_STATES)]
+    rows = rows[~np.isin(table.gather(rows, ("state",))["state"], IN_FLIGHT_STATES)]
     if table.extra_handles:
         rows = rows[~np.isin(rows, np.fromiter(table.extra_handles, dtype=np.int64))]
-    source, op, key = c["source"][rows], c["op"][rows], c["key"][rows].astype(np.int64)
+    c = table.gather(rows, ("source", "op", "key", "ok"))
+    source, op, key = c["source"], c["op"], c["key"].astype(np.int64)
     class_id, command = _class_and_command(plan, source, op, key)
     kinds = effect_kinds(roles, source, op, command)
     kept = kinds != EffectKind.NONE
     rows, class_id, command, kinds = rows[kept], class_id[kept], command[kept], kinds[kept]
-    return RowEffects(rows, row_effects(roles, kinds, c["ok"][rows] == 1, class_id, command, _handles(table, rows)))
+    return RowEffects(rows, row_effects(roles, kinds, c["ok"][kept] == 1, class_id, command, _handles(table, rows)))
 
 
 def _class_and_command(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.ndarray
@@ -523,15 +546,16 @@ def _class_and_command(plan: Plan, source: np.ndarray, op: np.ndarray, key: np.n
 
 def _handles(table: CallTable, rows: np.ndarray) -> Callable[[str], np.ndarray]:
     """handle(member): each of ``rows``' handle of that name (``CallTable._handles``), 0 where it has none."""
-    c = table.columns
-    sets = c["handles"][rows]
-    values = np.stack([c[f"h{k}"][rows] for k in range(MAX_HANDLES)], axis=1).astype(np.int64)
+    c = table.gather(rows, _HANDLE_COLUMNS)
+    sets = c.pop("handles")
+    values = np.stack(list(c.values()), axis=1)  # 32-bit, as the columns hold them
+    del c
     picked = np.arange(len(rows))
 
     def handle(name: str) -> np.ndarray:
         where = np.array([names.index(name) if name in names else -1 for names in table.handle_sets.values] + [-1])
         at = where[sets]  # a row without handles (NONE) reads the last entry: -1
-        return np.where(at >= 0, values[picked, np.maximum(at, 0)], 0)
+        return np.where(at >= 0, values[picked, np.maximum(at, 0)].astype(np.int64), 0)
     return handle
 
 
@@ -544,18 +568,19 @@ class _EffectRows:
 
     def __init__(self, folder: Folder, table: CallTable, found: RowEffects, params: ParamsReader | None) -> None:
         self.folder, self.table, self.params = folder, table, params
-        e, c = found.effects, table.columns
+        e = found.effects
         rows = found.rows[e.at]
-        exit_seq = c["exit_seq"][rows]
-        ends = (exit_seq >= 0) & (c["state"][rows] != STATES.index(CallState.RESUMED))
+        c = table.gather(rows, _LIFE_COLUMNS)
+        exit_seq = c["exit_seq"]
+        ends = (exit_seq >= 0) & (c["state"] != STATES.index(CallState.RESUMED))
+        first_seq = c["enter_seq"].astype(np.int64)
         self._columns = {
-            "rows": rows, "first_seq": c["enter_seq"][rows],
-            "last_seq": np.where(ends, exit_seq, c["enter_seq"][rows].astype(np.int64)),
-            "last_ns": np.where(ends, c["t_exit"][rows], c["t_enter"][rows]), "client": c["client"][rows],
-            "status": c["status_name"][rows], "kind": e.kind, "h_client": e.h_client, "handle": e.handle,
+            "rows": rows, "first_seq": c["enter_seq"], "last_seq": np.where(ends, exit_seq, first_seq),
+            "last_ns": np.where(ends, c["t_exit"], c["t_enter"]), "client": c["client"],
+            "status": c["status_name"], "kind": e.kind, "h_client": e.h_client, "handle": e.handle,
             "parent": e.parent, "class_id": e.class_id, "category": e.category, "src_client": e.src_client,
             "src_handle": e.src_handle, "command": e.command, "with_params": e.params,
-            "params_seq": _last_records(table, rows)}
+            "params_seq": _last_records(table, rows, c)}
         self._clients = [m.id for m in table.clients]
         self._start = self._end = 0
         self._class_names: dict[int | None, str] = {}
@@ -666,11 +691,11 @@ table of an instance's own bound methods is a cycle, which the fold, with the co
 with all its arrays until the collector ran)."""
 
 
-def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
-    """The sequence number of each of ``rows``' last record (``CallTable.records_of``)."""
-    c = table.columns
-    exit_seq = c["exit_seq"][rows]
-    last = np.where(exit_seq >= 0, exit_seq, c["enter_seq"][rows].astype(np.int64))
+def _last_records(table: CallTable, rows: np.ndarray, c: dict[str, np.ndarray]) -> np.ndarray:
+    """The sequence number of each of ``rows``' last record (``CallTable.records_of``; ``c``: their
+    ``exit_seq`` and ``enter_seq``, gathered)."""
+    exit_seq = c["exit_seq"]
+    last = np.where(exit_seq >= 0, exit_seq, c["enter_seq"].astype(np.int64))
     if table.members:
         parted = np.flatnonzero(np.isin(rows, np.fromiter(table.members, dtype=np.int64)))
         last[parted] = [table.members[row][-1][0] for row in rows[parted].tolist()]
@@ -679,9 +704,9 @@ def _last_records(table: CallTable, rows: np.ndarray) -> np.ndarray:
 
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
             reader: Rereader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
-    """(row, its CallInfo, what it means) for each of ``rows``, in order."""
-    for at in range(0, len(rows), BLOCK):
-        block = rows[at:at + BLOCK]
+    """(row, its CallInfo, what it means) for each of ``rows``, in order, ``DECODE_BLOCK`` rows at a time."""
+    for at in range(0, len(rows), DECODE_BLOCK):
+        block = rows[at:at + DECODE_BLOCK]
         infos, decoded = table.infos_and_decoded(block)
         yield from zip(block.tolist(), infos, _meanings(table, block, need[block], decoded, folder, plan, reader))
         table.release(int(block[0]), int(block[-1]))
@@ -693,17 +718,20 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
               plan: Plan, reader: Rereader) -> Iterator[CallMeaning]:
     """What each of ``rows`` means, in order (``decoded``: each row's Decoded, as far as the columns say)."""
     interpreter = folder.interpreter
-    c = table.columns
-    cols = {name: c[name][rows].tolist() for name in ("source", "op", "state", "pid", "tid", "call_id", "fd",
-                                                      "enter_seq", "exit_seq", "t_enter", "t_exit", "key")}
+    cols = {name: column.tolist() for name, column in table.gather(rows, (
+        "source", "op", "state", "pid", "tid", "call_id", "fd", "enter_seq", "exit_seq", "t_enter", "t_exit", "key")).items()}
     defs, profile = context(folder.decoders.profile).defs, folder.decoders.profile
     params = ParamsReader(reader.reader, reader.stash)
     states = [STATES[s] for s in cols["state"]]
-    # the records of the rows read from them, read in the trace's order: a call's exit may be chunks after its
-    # enter, and reading them row by row went back and forth past the reader's few cached chunks (each chunk
-    # decompressed again, a third of the chunks at 1M records)
-    wanted = sorted(seq for row in rows[need != _ROW].tolist() for seq, _ in table.records_of(row))
-    read = {seq: reader.record_at(seq) for seq in wanted}
+    # the records of the rows read from them that the stash lacks, read in the trace's order: a call's exit may
+    # be chunks after its enter, and reading them row by row went back and forth past the reader's few cached
+    # chunks (each chunk decompressed again, a third of the chunks at 1M records).  Those the stash has are
+    # decoded as their rows come (all of a block's at once were the objects' fold's peak, 13 MB at 1M records)
+    records_of = {row: table.records_of(row) for row in rows[need != _ROW].tolist()}
+    if len(rows):  # records_of read these at rows spread over the table, touching every page
+        table.release(int(rows[0]), int(rows[-1]) + 1, ("enter_seq", "exit_seq", "t_enter", "t_exit"))
+    read = {seq: reader.record_at(seq)
+            for seq in sorted(seq for found in records_of.values() for seq, _ in found if not reader.kept(seq))}
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
         if by_row:
@@ -717,7 +745,8 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(tuple(read[seq] for seq, _ in table.records_of(row)), state))
+            yield interpreter.interpret(Call(tuple(read.pop(seq) if seq in read else reader.record_at(seq)
+                                                   for seq, _ in records_of.pop(row)), state))
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:

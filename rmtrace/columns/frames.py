@@ -106,6 +106,15 @@ def save_frame(items: Sequence[Any], cls: type, directory: Path, prefix: str) ->
 
 def load_frame(cls: type, frame: dict[str, Any], directory: Path, prefix: str) -> list[Any]:
     """The instances ``save_frame`` wrote."""
+    fields = load_columns(frame, directory, prefix)
+    # positionally, in the dataclass's order: save_frame wrote every field (one missing is a KeyError: the
+    # model is folded again), and a call by keyword costs a dict per row
+    return [cls(*row) for row in zip(*(fields[f.name] for f in dataclasses.fields(cls)))]
+
+
+def load_columns(frame: dict[str, Any], directory: Path, prefix: str) -> dict[str, list[Any]]:
+    """The values ``save_frame`` wrote, a list per field: for a reader that keeps them as rows of its own
+    (a timeline's transitions), not as instances."""
     fields: dict[str, list[Any]] = {}
     for name, kind in frame["columns"].items():
         path = directory / f"{prefix}.{name}"
@@ -118,9 +127,7 @@ def load_frame(cls: type, frame: dict[str, Any], directory: Path, prefix: str) -
             fields[name] = _load_strings(path)
         else:
             fields[name] = _load_strings(path, lambda text: decode(json.loads(text)))
-    # positionally, in the dataclass's order: save_frame wrote every field (one missing is a KeyError: the
-    # model is folded again), and a call by keyword costs a dict per row
-    return [cls(*row) for row in zip(*(fields[f.name] for f in dataclasses.fields(cls)))]
+    return fields
 
 
 def _save_strings(values: list[str | None], path: Path) -> None:

@@ -28,9 +28,10 @@ checks that both make the same line for every call of every shipped capture.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from itertools import compress, repeat
+from string import Formatter
+from typing import Any, NamedTuple
 
 import numpy as np
 from rmtrace.decoders import Decoded, DecoderSet, Label, Level
@@ -48,6 +49,7 @@ from rmtrace.columns.argspec import ArgLayout, Kind, Plan, members
 from rmtrace.columns.scan import KeyCache
 from rmtrace.columns.summary import SIDES, Block, BlockReader
 from rmtrace.columns.table import STATES, CallTable
+from rmtrace.columns.timetexts import DurationTexts, offset_texts
 from rmtrace.columns.view import is_scalar
 from rmtrace.layout import Field
 from rmtrace.lru import BoundedLRU
@@ -58,7 +60,6 @@ from rmtrace.trace import TraceReader
 PRINTED_STATES = (CallState.COMPLETE, CallState.IN_FLIGHT, CallState.RESUMED)
 """The states of calls printed from the columns: an enter and its exit, an enter alone, an exit alone
 (whose first record is then the exit).  A record that stands alone (``SINGLE``) is no ioctl call."""
-_STATE_BYTES = [bytes((i,)) for i in range(len(STATES))]
 _PRINTED = np.array([STATES.index(s) for s in PRINTED_STATES], dtype=np.uint8)
 _COMPLETE, _RESUMED = STATES.index(CallState.COMPLETE), STATES.index(CallState.RESUMED)
 _UNREADABLE = int(BufferFlag.UNREADABLE)
@@ -96,24 +97,31 @@ def memoizable(decoder: Op) -> bool:
     return isinstance(decoder, MEMO_OPS) and type(decoder).__module__ in _BUILT_IN
 
 
-def memo_key(state: int, parts: Iterable[bytes | memoryview]) -> bytes:
-    """A call's key in a memo of what its records' bytes decode to: its state, and its records' bytes but
-    their ``VOLATILE`` fields (``summary.stable_parts``), one record after the other (each says its
-    length, so the bytes one after the other are one key)."""
-    return b"".join((_STATE_BYTES[state], *parts))
+class Kept(NamedTuple):
+    """What the memo keeps of a call decoded once: all its line is made of but who, when and how long."""
+
+    decoded: Decoded
+    """Its call-level decode."""
+    body: str
+    """Its summary (``render.summary``)."""
+    head: Callable[..., str] | None
+    """Its line of (pid, tid, offset text, summary, duration text) (``_LineTemplate``), None when it has none
+    (``line_text`` makes it)."""
+    wanted: bool
+    """Whether the call filter wants it."""
 
 
-class SummaryMemo(BoundedLRU[bytes, tuple[Decoded, str]]):
-    """Call-level decodes of calls (and their summaries) by their state and their records' bytes
-    (``Block.stable_parts``: each record says its length, so the records' bytes one after the other are
-    one key), bounded in entries and in the bytes of the keys (``rmtrace.lru``)."""
+class SummaryMemo(BoundedLRU[bytes, Kept]):
+    """Call-level decodes of calls (and their summaries and lines) by their state and their records' bytes
+    (``Block.stable_keys``: each record says its length, so the records' bytes one after the other are one
+    key), bounded in entries and in the bytes of the keys (``rmtrace.lru``)."""
 
     def __init__(self, kept: int = MEMO_KEPT, kept_bytes: int = MEMO_KEPT_BYTES) -> None:
         super().__init__(kept, kept_bytes)
 
-    def keep(self, key: bytes, decoded: Decoded, body: str) -> None:
-        """Keep ``decoded`` and its summary ``body`` for ``key``, standing for the key's bytes."""
-        self.put(key, (decoded, body), len(key))
+    def keep(self, key: bytes, kept: Kept) -> None:
+        """Keep ``kept`` for ``key``, standing for the key's bytes."""
+        self.put(key, kept, len(key))
 
 
 class ColumnLines:
@@ -137,8 +145,9 @@ class ColumnLines:
         self._sides = KeyCache(self._side_summary)
         self._templates: dict[tuple[int, int, int, int, int], _Template | None] = {}
         self._filtered = bool(wanted.names or wanted.statuses or wanted.failed or wanted.handles)
-        # line templates (_LineTemplate) of memo rows by (name, status, notes, state, phase)
-        self._memo_heads: dict[tuple[str, str | None, tuple[str, ...], int, int], str | None] = {}
+        # the lines (_LineTemplate, _compiled) of memo rows by (name, status, notes, state, phase)
+        self._memo_heads: dict[tuple[str, str | None, tuple[str, ...], int, int], Callable[..., str] | None] = {}
+        self._durations = DurationTexts()
         c = table.columns
         self._cols = {name: np.asarray(c[name]) for name in _LINE_COLUMNS}
 
@@ -186,16 +195,18 @@ class ColumnLines:
         extra = self.table.extra_handles
         sids, argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT, calls)
         op_key = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
-        keys = np.stack([k.astype(np.int64) for k in (op_key, c["name"], c["detail"], c["handles"], sids,
-                                                     c["status_name"], c["state"])], axis=1)
-        groups, which = np.unique(keys, axis=0, return_inverse=True)
-        order = np.argsort(which.reshape(-1), kind="stable")
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(which.reshape(-1), minlength=len(groups)))))
-        offsets, durations = (np.array(t, dtype=object) for t in self._times(block))
+        group_of = (op_key, c["name"], c["detail"], c["handles"], sids, c["status_name"], c["state"])
+        order, bounds = _groups(group_of)
+        # the rows in group order, so that a group's values are a slice of each list
+        pids, tids = c["pid"][order].tolist(), c["tid"][order].tolist()
+        offsets, durations = self._times(block[order])
+        places = made[order].tolist()
         handle_cols = [c[name] for name in _HANDLE_COLUMNS]
         is_extra = np.isin(block, list(extra)) if extra else np.zeros(len(block), dtype=bool)
         templates, filtered = self._templates, self._filtered
-        for g, (op, name_id, detail_id, hset, sid, status_id, state) in enumerate(groups.tolist()):
+        firsts = order[bounds[:-1]]
+        for g, (op, name_id, detail_id, hset, sid, status_id, state) in enumerate(
+                zip(*(np.asarray(k)[firsts].tolist() for k in group_of))):
             if sid == -2:
                 continue  # no copy of its argument decodes: the decoders say what it is
             key = (op, name_id, detail_id, hset, sid)
@@ -204,9 +215,12 @@ class ColumnLines:
                 template = templates[key] = self._template(key)
             if template is None:
                 continue  # the decoders decide
-            at = order[bounds[g]:bounds[g + 1]]
+            lo, hi = int(bounds[g]), int(bounds[g + 1])
+            at = order[lo:hi]
             slots = [handle_cols[p][at] if p >= 0 else argument[sid][k][at] for k, p in enumerate(template.handle_at)]
+            mine = slice(lo, hi)
             aside = np.flatnonzero(is_extra[at]) if not filtered else np.arange(len(at))
+            group: list[list[Any]] = [places[mine], pids[mine], tids[mine], offsets[mine], durations[mine]]
             if aside.size:  # more handles than the handle columns hold (summary_text), or a filter to ask
                 keep = np.ones(len(at), dtype=bool)
                 for j in aside.tolist():
@@ -221,17 +235,18 @@ class ColumnLines:
                 at, slots = at[keep], [s[keep] for s in slots]
                 if not at.size:
                     continue
+                kept = keep.tolist()
+                group = [list(compress(values, kept)) for values in group]
             line_key = status_id << 8 | state
             if line_key not in template.lines:
                 template.lines[line_key] = self._line_template(template, status_id, state)
             fill = template.lines[line_key]
-            places = made[at].tolist()
             if fill is None:
-                self._texts_of(template, c, at, slots, status_id, state, places, out)
+                self._texts_of(template, c, at, slots, status_id, state, group[0], out)
                 continue
             texts = [template.slot_texts(k, s) for k, s in enumerate(slots)]
-            for place, text in zip(places, map(fill, c["pid"][at].tolist(), c["tid"][at].tolist(), offsets[at].tolist(),
-                                               repeat(""), durations[at].tolist(), *texts)):
+            where, pid, tid, offset, duration = group
+            for place, text in zip(where, map(fill, pid, tid, offset, repeat(""), duration, *texts)):
                 out[place] = text
 
     def _texts_of(self, template: _Template, c: dict[str, np.ndarray], at: np.ndarray, slots: list[np.ndarray],
@@ -257,16 +272,12 @@ class ColumnLines:
 
     def _times(self, rows: np.ndarray) -> tuple[list[str], list[str]]:
         """Per row of ``rows``: its offset from the trace's start and (a row of a complete call) its duration,
-        as ``render.line_text`` prints them (``format_offset``, ``format_duration``), each distinct duration
-        of the block formatted once (a program's calls take much the same time again and again)."""
+        as ``render.line_text`` prints them (``format_offset``, ``format_duration``: ``rmtrace.columns.timetexts``
+        makes the same texts a block at a time)."""
         c = self._cols
         first = c["t_enter"][rows]
-        start = self.start_ns
-        offsets = [format_offset(t - start) for t in first.tolist()]
-        taken = np.where(c["state"][rows] == _COMPLETE, c["t_exit"][rows] - first, -1)
-        distinct, which = np.unique(taken, return_inverse=True)
-        texts = [format_duration(d) if d >= 0 else "" for d in distinct.tolist()]
-        return offsets, [texts[w] for w in which.tolist()]
+        complete = c["state"][rows] == _COMPLETE
+        return offset_texts(first - self.start_ns), self._durations(c["t_exit"][rows] - first, complete)
 
     def _template(self, key: tuple[int, int, int, int, int]) -> _Template | None:
         """The summary template of rows of ``key`` (see ``_column_lines``); None when a member the summary
@@ -418,38 +429,40 @@ class ColumnLines:
         col = self._cols
         assert calls is not None  # the caller reads the records of every memo row
         block, second = calls
-        parts = block.stable_parts()
+        states = col["state"][rows]
+        keys = block.stable_keys(np.arange(len(rows)), second, states)
         phases = block.header("phase")[:len(rows)].tolist()
-        c = {name: col[name][rows].tolist() for name in ("pid", "tid", "t_enter", "t_exit", "state", "enter_seq", "exit_seq")}
-        start, end, memo, wanted = self.start_ns, self.end_ns, self.memo, self.wanted
+        pids, tids = col["pid"][rows].tolist(), col["tid"][rows].tolist()
         offsets, durations = self._times(rows)
-        heads = self._memo_heads
-        for i, (k, j, state, first_ns) in enumerate(zip(at.tolist(), second.tolist(), c["state"], c["t_enter"])):
-            key = memo_key(state, parts[i] if j < 0 else (*parts[i], *parts[j]))
-            kept = memo.get(key)
+        get = self.memo.get
+        for i, (k, key) in enumerate(zip(at.tolist(), keys)):
+            kept = get(key)
             if kept is None:
-                call = self._call(c["enter_seq"][i], c["exit_seq"][i] if j >= 0 else -1, STATES[state])
-                d = self.decoders.decode(call, Level.CALL)
-                memo.keep(key, d, summary(d))
-                if wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d):
-                    out[k] = line(d, call, start, end)
-                else:
-                    out[k] = False
-                continue
-            d, body = kept
-            if self._filtered and not (wanted.wants_label(Label(d.name, d.detail)) and wanted.wants(d)):
+                out[k] = self._first_line(key, int(rows[i]), int(second[i]) >= 0, phases[i])
+            elif not kept.wanted:
                 out[k] = False
-                continue
-            head_key = (d.name, d.status_name, tuple(d.notes), state, phases[i])
-            head = heads.get(head_key)
-            if head is None:
-                head = heads[head_key] = _LineTemplate.of(d.name, d.status_name, d.notes, STATES[state], phases[i])
-            if head is None:
-                duration = c["t_exit"][i] - first_ns if state == _COMPLETE else None
-                out[k] = line_text(d.name, body, d.status_name, d.notes, c["pid"][i], c["tid"][i], first_ns, phases[i],
-                                   STATES[state], duration, start, end)
+            elif kept.head is not None:
+                out[k] = kept.head(pids[i], tids[i], offsets[i], kept.body, durations[i])
             else:
-                out[k] = head.format(c["pid"][i], c["tid"][i], offsets[i], body, durations[i])
+                row, d, state = int(rows[i]), kept.decoded, int(states[i])
+                first_ns = int(col["t_enter"][row])
+                duration = int(col["t_exit"][row]) - first_ns if state == _COMPLETE else None
+                out[k] = line_text(d.name, kept.body, d.status_name, d.notes, pids[i], tids[i], first_ns, phases[i],
+                                   STATES[state], duration, self.start_ns, self.end_ns)
+
+    def _first_line(self, key: bytes, row: int, has_exit: bool, phase: int) -> str | bool:
+        """The line of memo row ``row`` whose call (of ``key``) the memo does not hold: decoded, then kept."""
+        col = self._cols
+        state = STATES[int(col["state"][row])]
+        call = self._call(int(col["enter_seq"][row]), int(col["exit_seq"][row]) if has_exit else -1, state)
+        d = self.decoders.decode(call, Level.CALL)
+        wanted = self.wanted.wants_label(Label(d.name, d.detail)) and self.wanted.wants(d)
+        head_key = (d.name, d.status_name, tuple(d.notes), int(col["state"][row]), phase)
+        if head_key not in self._memo_heads:
+            head = _LineTemplate.of(d.name, d.status_name, d.notes, state, phase)
+            self._memo_heads[head_key] = None if head is None else _compiled(head, 5)
+        self.memo.keep(key, Kept(d, summary(d), self._memo_heads[head_key], wanted))
+        return line(d, call, self.start_ns, self.end_ns) if wanted else False
 
     def _call(self, first: int, exit_seq: int, state: CallState) -> Call:
         record = self.reader.record_at
@@ -575,7 +588,7 @@ class _Template:
         made = head.format(pieces[0], pieces[1], pieces[2], self.text.format(*probes), pieces[3])
         if text.format(pieces[0], pieces[1], pieces[2], "", pieces[3], *probes) != made:
             return None
-        return text.format
+        return _compiled(text, 5 + len(self._names))
 
 
 _LINE_COLUMNS = ("enter_seq", "exit_seq", "t_enter", "t_exit", "state", "pid", "tid", "source", "op", "name",
@@ -599,6 +612,49 @@ def _part(calls: tuple[Block, np.ndarray] | None, start: int, end: int) -> tuple
     exits = np.full(n, -1, dtype=np.int64)
     exits[has_exit] = np.arange(n, n + int(has_exit.sum()))
     return records.take(np.concatenate([np.arange(start, end), mine[has_exit]])), exits
+
+
+def _compiled(template: str, arity: int) -> Callable[..., str]:
+    """``template.format`` of ``arity`` arguments (its fields are positional, without conversions or specs) as
+    a function whose body is one f-string of the template's constant parts and its arguments: str.format
+    parses its template on every call, which costs as much as the rest of a line (namedtuple and dataclasses
+    make their methods the same way)."""
+    source = []
+    for literal, field, spec, conversion in Formatter().parse(template):
+        if literal:  # a str literal's repr is valid source; braces doubled, it is an f-string's constant part
+            source.append("f" + repr(literal).replace("{", "{{").replace("}", "}}"))
+        if field is not None:
+            if spec or conversion or not field.isdigit() or int(field) >= arity:
+                raise ValueError(f"not a template of {arity} positional fields: {template!r}")
+            source.append(f"f'{{a{field}}}'")
+    arguments = ", ".join(f"a{k}" for k in range(arity))
+    namespace: dict[str, Callable[..., str]] = {}
+    exec(f"def line({arguments}):\n    return {' '.join(source) or repr('')}\n", namespace)
+    return namespace["line"]
+
+
+def _groups(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows grouped by their values in ``columns`` (int arrays of one length): the rows in group order
+    (stable), and where each group starts in that order, then the end.  The columns are packed into one
+    number per row (each by its span in these rows, or its distinct values where the spans would not fit),
+    so that one sort of numbers groups them (``np.unique`` of rows sorts whole rows, ~10x the cost)."""
+    n = len(columns[0])
+    packed = np.zeros(n, dtype=np.int64)
+    room = 1
+    for column in columns:
+        values = np.asarray(column, dtype=np.int64)
+        low = int(values.min()) if n else 0
+        span = int(values.max()) - low + 1 if n else 1
+        if room * span >= 1 << 62:  # the groups so far, and this column, by their distinct values (<= n each)
+            kinds, packed = np.unique(packed, return_inverse=True)
+            distinct, values = np.unique(values, return_inverse=True)
+            room, low, span = len(kinds), 0, len(distinct)
+        packed = packed * span + (values - low)
+        room *= span
+    order = np.argsort(packed, kind="stable")
+    ordered = packed[order]
+    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    return order, np.concatenate(([0], starts, [n])).astype(np.int64)
 
 
 def _row(c: dict[str, np.ndarray], i: int) -> dict[str, int]:

@@ -28,7 +28,8 @@ from typing import Any
 from rmtrace.decoders import DecoderSet
 
 from rmtrace.columns.cache import build_into, cache_root, cacheable, call_table, entry_key, load
-from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_frame, save_frame
+from rmtrace.columns.fold import young_collections
+from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_columns, load_frame, save_frame
 from rmtrace.columns.table import CallTable
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition
 from rmtrace.session.fold import Folder
@@ -68,15 +69,16 @@ def unkept_session(reader: TraceReader, decoders: DecoderSet, snapshot_every: in
     return folded, lambda: entry.is_dir() and store_model(entry, folded)
 
 
-def _entry(reader: TraceReader, decoders: DecoderSet, cache: bool) -> tuple[Path, CallTable] | None:
-    """The trace's cache entry and its call table (loaded, or built into it); None with the cache off or
-    for a trace the cache does not keep."""
+def _entry(reader: TraceReader, decoders: DecoderSet, cache: bool, params: bool = True
+           ) -> tuple[Path, CallTable] | None:
+    """The trace's cache entry and its call table (loaded, or built into it, for a fold that reads params
+    unless not ``params``); None with the cache off or for a trace the cache does not keep."""
     root = cache_root() if cache and cacheable(reader) else None
     if root is None:
         return None
     key = entry_key(reader, decoders)
     table = load(root / key)  # not `or`: an empty trace's table is falsy (no rows) and kept all the same
-    return root / key, table if table is not None else build_into(root, key, reader, decoders)
+    return root / key, table if table is not None else build_into(root, key, reader, decoders, params=params)
 
 
 def _kept() -> bool:
@@ -92,7 +94,7 @@ FoldChannels = Callable[[TraceReader, DecoderSet, CallTable], SessionModel]
 def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache: bool = True) -> Objects:
     """The trace's processes, clients and objects: from its entry (its model's or its objects'), else
     ``fold`` over its call table (loaded, or built into the entry), stored in ``entry/objects``."""
-    found = _entry(reader, decoders, cache)
+    found = _entry(reader, decoders, cache, params=False)  # the objects' fold reads no params
     if found is None:
         return fold(reader, decoders, call_table(reader, decoders, cache=False))
     entry, table = found
@@ -196,19 +198,21 @@ def load_model(entry: Path, reader: TraceReader, decoders: DecoderSet, table: Ca
                snapshot_every: int) -> SessionModel | None:
     """The model ``entry`` holds, on ``table``; None when there is none or it cannot be read."""
     where = entry / MODEL
+    # a load makes the model's objects and transitions (hundreds of thousands, none garbage): a full
+    # collection meanwhile walks them and the caller's whole heap (the TUI's) again, half the load's time
     try:
-        manifest = _manifest(where)
-        if manifest is None:
-            return None
-        timeline = Timeline(snapshot_every)
-        folder = Folder(decoders, timeline, client_ids(reader.meta))
-        _restore(folder, manifest, where)
-        transitions = load_frame(Transition, manifest["transitions"], where, "transitions")
+        with young_collections():
+            manifest = _manifest(where)
+            if manifest is None:
+                return None
+            timeline = Timeline(snapshot_every)
+            folder = Folder(decoders, timeline, client_ids(reader.meta))
+            _restore(folder, manifest, where)
+            transitions = load_columns(manifest["transitions"], where, "transitions")
+            timeline.load(transitions["t_ns"], transitions["seq"], transitions["entity"], transitions["attr"],
+                          transitions["value"], manifest["end_ns"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    for t in transitions:  # in time order already: freeze keeps that order
-        timeline.set(t.t_ns, t.seq, t.entity, t.attr, t.value)
-    timeline.freeze(manifest["end_ns"])
     return SessionModel(reader, decoders, folder, timeline, manifest["start_ns"], manifest["end_ns"], table)
 
 

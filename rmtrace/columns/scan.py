@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rmtrace.columns.argspec import MAX_HANDLES, ArgLayout, Kind, Plan
+from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import ByteViews, Where, read_headers
 from rmtrace.columns.dtypes import BUFFER_DTYPE
 from rmtrace.record import ALIGN, BufferFlag, Role, Source, When
@@ -57,7 +58,7 @@ class KeyCache:
         at = np.minimum(np.searchsorted(self._keys, keys), max(len(self._keys) - 1, 0))
         if len(self._keys) and (self._keys[at] == keys).all():
             return self._values[at]
-        for key in np.unique(keys):
+        for key in distinct(keys):
             key = int(key)
             if key not in self._known:
                 self._known[key] = self._lookup(key)
@@ -150,33 +151,37 @@ def _walk_buffers(data: ByteViews, where: Where, pos: np.ndarray, limit: np.ndar
                   out: Records) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every record's buffers in step: the bytes they hold (``out["bytes"]``), and where the first ARG
     buffer before the call ("b") and after it ("a"), and the first PATH buffer ("path") are: the
-    data's start (-1: none), its length and its flags."""
+    data's start (-1: none), its length and its flags.  The records still walking are kept as their own
+    short columns (where each is, its end, its buffers left), shrunk at each step, not gathered again
+    from the full-length ones."""
     n = len(pos)
     hsize = BUFFER_DTYPE.itemsize
     total = np.zeros(n, dtype=np.int64)
     found = {side: (np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64))
              for side in (*SIDES, "path")}
     live = np.flatnonzero(nbufs > 0)
-    step = 0
+    p, end, left = pos[live], limit[live], nbufs[live]
     while live.size:
-        p = pos[live]
-        where.check(p + hsize > limit[live], "a buffer header runs past the record's end", live)
+        where.check(p + hsize > end, "a buffer header runs past the record's end", live)
         buf = data.rows(p, BUFFER_DTYPE)
         length = buf["len"].astype(np.int64)
         start = p + hsize
-        where.check(start + length > limit[live], "a buffer runs past the record's end", live)
+        where.check(start + length > end, "a buffer runs past the record's end", live)
         total[live] += length
-        is_arg = buf["role"] == Role.ARG
+        role = buf["role"]
+        is_arg = role == Role.ARG
         for side, first in (("b", is_arg & (buf["when"] == When.BEFORE)), ("a", is_arg & (buf["when"] == When.AFTER)),
-                            ("path", buf["role"] == Role.PATH)):
+                            ("path", role == Role.PATH)):
             at, size, flags = found[side]
             if first.any():
-                first &= at[live] < 0
                 rows = live[first]
+                fresh = at[rows] < 0
+                rows, first = rows[fresh], np.flatnonzero(first)[fresh]
                 at[rows], size[rows], flags[rows] = start[first], length[first], buf["flags"][first]
-        pos[live] = start + ((length + ALIGN - 1) & ~(ALIGN - 1))
-        step += 1
-        live = live[nbufs[live] > step]
+        left = left - 1
+        more = left > 0
+        p = (start + ((length + ALIGN - 1) & ~(ALIGN - 1)))[more]
+        live, end, left = live[more], end[more], left[more]
     out["bytes"] = total
     return found
 

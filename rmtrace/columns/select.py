@@ -104,9 +104,15 @@ def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
     plain = dataclasses.replace(table, columns={name: np.asarray(table.columns[name]) for name in _RECORD_COLUMNS})
     state = plain.columns["state"].tolist()
     record: Callable[[int], Record] = reader.record_at
-    for start in range(0, len(rows), ROWS_AT_ONCE):
-        block = rows[start:start + ROWS_AT_ONCE]
+    for start, stop in blocks(len(rows)):
+        block = rows[start:stop]
         made: list[str | bool] = lines.lines(block, lines.kinds(block)) if lines is not None else [True] * len(block)
+        if runs and True not in made:  # all lines (the common case): the block's, in one Lines
+            texts = [t for t in made if isinstance(t, str)]
+            if texts:
+                first_made = next(i for i, t in enumerate(made) if t is not False)
+                yield Lines(int(plain.columns["enter_seq"][block[first_made]]), texts)
+            continue
         run: list[str] = []
         first = 0
         for row, text, seq in zip(block.tolist(), made, plain.columns["enter_seq"][block].tolist()):
@@ -126,8 +132,20 @@ def _row_calls(reader: TraceReader, table: CallTable, rows: np.ndarray,
             yield Lines(first, run)
 
 
-ROWS_AT_ONCE = 4096
-"""Rows taken together (numpy's cost per call paid per block; a block's lines made at once)."""
+FIRST_ROWS, ROWS_AT_ONCE = 2048, 16_384
+"""Rows taken together: numpy's cost per call, and a group's of alike lines (``ColumnLines``), paid per
+block, a block's lines made at once.  Blocks grow from ``FIRST_ROWS`` to ``ROWS_AT_ONCE``, so that the
+first lines come soon (``show | head``, ``--limit``) and the rest in blocks where that cost is small
+(4x the rows of a block: a fifth less CPU for show of 1M records; ~20 MB more of chunks at once)."""
+
+
+def blocks(n: int) -> Iterator[tuple[int, int]]:
+    """[start, stop) of each block of ``n`` rows: ``FIRST_ROWS``, then twice the last, up to ``ROWS_AT_ONCE``."""
+    start, size = 0, FIRST_ROWS
+    while start < n:
+        yield start, min(start + size, n)
+        start += size
+        size = min(2 * size, ROWS_AT_ONCE)
 
 
 _RECORD_COLUMNS = ("enter_seq", "t_enter", "exit_seq", "t_exit", "state")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rmtrace.calls import CallState
+from rmtrace.columns.arrays import distinct
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.record import Source, enum_name
@@ -155,7 +156,7 @@ def operations(table: CallTable) -> Operations:
     latency, timed = _latencies(c, group, groups)
     del group
     table.release(0, n, ("exit_seq", "enter_seq", "t_exit", "t_enter"))
-    sources = {int(v): enum_name(Source, int(v)) for v in np.unique(source)}
+    sources = {int(v): enum_name(Source, int(v)) for v in distinct(source)}
     # the order op_stats sorts in: pid, client id, source name, most calls first, operation name
     rank = _ranks(clients), _ranks([sources.get(v, "") for v in range(max(sources) + 1)]), _ranks(full_table.values)
     final = np.lexsort((rank[2][op], -counts, rank[1][source], rank[0][client], pid))

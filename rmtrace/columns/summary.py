@@ -50,14 +50,15 @@ header fields and its buffers) is what a decoder reads."""
 def _volatile_span() -> tuple[int, int]:
     spans = sorted((HEADER_DTYPE.fields[n][1], HEADER_DTYPE.fields[n][1] + HEADER_DTYPE.fields[n][0].itemsize)  # type: ignore[index]
                    for n in VOLATILE)
-    if any(a[1] != b[0] for a, b in zip(spans, spans[1:])):
-        raise AssertionError(f"the record header's {VOLATILE} are not side by side")  # the mirror changed
+    if any(a[1] != b[0] for a, b in zip(spans, spans[1:])) or spans[0][0] % ALIGN or spans[-1][1] % ALIGN:
+        raise AssertionError(f"the record header's {VOLATILE} are not whole words side by side")  # the mirror changed
     return spans[0][0], spans[-1][1]
 
 
 VOLATILE_SPAN = _volatile_span()
-"""Where ``VOLATILE`` lies in a record: bytes [start, end)."""
+"""Where ``VOLATILE`` lies in a record: bytes [start, end) (whole words: ``Block.stable_keys`` clears them so)."""
 _VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
+_VOLATILE_WORDS = (_VOLATILE_END - _VOLATILE_START) // ALIGN
 
 
 @dataclass
@@ -119,18 +120,29 @@ class Block(ByteViews):
             live = live[nbufs[live] > step]
         return ArgSides(start, length, flags)
 
-    def stable_parts(self) -> list[tuple[memoryview, memoryview]]:
-        """Each record's ``stable_parts``, where they lie."""
-        view = self.u1.data
-        at = self.at.tolist()
-        ends = (self.at + self.header("total_len")).tolist()
-        return [stable_parts(view[a:e]) for a, e in zip(at, ends)]
-
-
-def stable_parts(record: memoryview) -> tuple[memoryview, memoryview]:
-    """A record without the header fields that say which call it is (``VOLATILE``): the bytes before them
-    and the bytes after."""
-    return record[:_VOLATILE_START], record[_VOLATILE_END:]
+    def stable_keys(self, first: np.ndarray, second: np.ndarray, marks: np.ndarray) -> list[bytes]:
+        """Per call, whose records are ``first`` and ``second`` of this block (-1: none): its records' bytes
+        one after the other, with the header fields that say which call a record is (``VOLATILE``) cleared,
+        and the first of those of its first record holding the call's ``mark`` (a number < 2**64: its
+        state).  Two calls have equal keys when their marks are equal and so is everything else their
+        records say.  The fields are cleared in the block's own bytes while the keys are copied out, then
+        put back (a copy of the block would cost more than the keys)."""
+        has_second = second >= 0
+        records = np.concatenate([first, second[has_second]])
+        words = self.typed[ALIGN]
+        volatile = ((self.at[records] + _VOLATILE_START) // ALIGN)[:, None] + np.arange(_VOLATILE_WORDS)
+        kept = words[volatile]
+        words[volatile] = 0
+        words[volatile[:len(first), 0]] = marks
+        try:
+            view = self.u1.data
+            start = self.at.tolist()
+            end = (self.at + self.header("total_len")).tolist()
+            join = b"".join
+            return [view[start[a]:end[a]].tobytes() if b < 0 else join((view[start[a]:end[a]], view[start[b]:end[b]]))
+                    for a, b in zip(first.tolist(), second.tolist())]
+        finally:
+            words[volatile] = kept
 
 
 class BlockReader:

@@ -41,6 +41,7 @@ from rmtrace.decoders.roles import UvmRole, roles
 
 from rmtrace.calls import Call, CallState, Pairing
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, OpPlan, Plan
+from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import BATCH_RECORDS, batches
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
 from rmtrace.columns.stash import RecordStash, rereads
@@ -224,9 +225,7 @@ class CallTable:
         """The CallInfo of each of ``rows``, and (with ``decoded``) the call-level ``Decoded`` the decoders
         would make of it as far as the columns say: name, detail, status and handles (no summary
         arguments, no buffers).  Both share one handles dict per row."""
-        c = {name: self.columns[name][rows].tolist() for name in _INFO_COLUMNS}
-        if len(rows):  # read into Python values: a mapped table's pages are let go (sparse rows touch them all)
-            self.release(int(rows.min()), int(rows.max()) + 1, _INFO_COLUMNS)
+        c = {name: column.tolist() for name, column in self.gather(rows, _INFO_COLUMNS).items()}
         names, details, statuses = self.names.values, self.details.values, self.status_names.values
         locks, clients = self.lock_sets.values, [c.id for c in self.clients]
         in_flight = set(IN_FLIGHT_STATES)
@@ -250,6 +249,17 @@ class CallTable:
                 decodes.append(Decoded(c["source"][i], c["op"][i], name, detail_text, status=status,
                                        status_name=status_text, ok=okay, handles=handles, level=Level.CALL))
         return infos, decodes
+
+    def gather(self, rows: np.ndarray, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Columns ``names`` at ``rows``, read one column at a time, the pages of each mapped one let
+        go once read: rows spread over the table touch every page of a column, and of every column gathered
+        at once they were the folds' peaks (30-60 MB at 1M records)."""
+        span = (int(rows.min()), int(rows.max()) + 1) if len(rows) else (0, 0)
+        out = {}
+        for name in names:
+            out[name] = self.columns[name][rows]
+            self.release(*span, (name,))
+        return out
 
     def release(self, start: int, end: int, names: Iterable[str] | None = None) -> None:
         """Let go of the pages of rows [start, end) of columns mapped from the cache (``names``: of those
@@ -306,10 +316,11 @@ class CallTableBuilder:
 
     def __init__(self, reader: TraceReader, decoders: DecoderSet, batch_records: int = BATCH_RECORDS,
                  rows: MemoryColumns | FileColumns | None = None, client_ids: Mapping[int, str] | None = None,
-                 stash: bool = False) -> None:
+                 stash: bool = False, params: bool = False) -> None:
         """``client_ids``: pid -> client id of the clients a replay trace was made for
         (``rmtrace.session.model.client_ids``); any other client is numbered by its first row.  ``stash``:
-        keep the records the fold will read again (``CallTable.stash``), for a table a fold reads next."""
+        keep the records the fold will read again (``CallTable.stash``), for a table a fold reads next;
+        ``params``: that fold reads params too (``rmtrace.columns.stash.params_exits``)."""
         self.reader = reader
         self.decoders = decoders
         self.batch_records = batch_records
@@ -335,7 +346,7 @@ class CallTableBuilder:
         self.processes: dict[int, ProcessTouch] = {}
         self.gsp_session = 0
         self.stash = RecordStash() if stash else None
-        self._rereads = rereads(self.plan, roles(decoders.profile)) if stash else None
+        self._rereads = rereads(self.plan, roles(decoders.profile), params) if stash else None
         self.next_chunk = 0
         self.next_pos = 0
         self._room: bytearray | None = None  # the batch's decompressed chunks, reused from batch to batch
@@ -462,7 +473,7 @@ class CallTableBuilder:
         pid, tid, time, row, k = pid[order], tid[order], time[order], row[order], k[order]
         starts = np.flatnonzero(np.concatenate(([True], pid[1:] != pid[:-1])))
         latest = np.maximum.reduceat(time, starts)
-        pairs = np.unique((pid.astype(np.uint64) << np.uint64(32)) | tid.astype(np.uint64))
+        pairs = distinct((pid.astype(np.uint64) << np.uint64(32)) | tid.astype(np.uint64))
         threads: dict[int, set[int]] = {}
         for pair in pairs.tolist():
             threads.setdefault(pair >> 32, set()).add(pair & 0xFFFFFFFF)

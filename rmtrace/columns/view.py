@@ -40,10 +40,7 @@ class StructView(Mapping[str, Any]):
         self._data = data
         self._base = base
         self._parent, self._name = parent, name  # a nested struct: member ``name`` of ``parent``
-
-    @property
-    def _members(self) -> dict[str, Field]:
-        return _members(self._layout)
+        self._members, self._scalars = _members(layout), _scalars(layout)
 
     @cached_property
     def _parsed(self) -> Any:
@@ -53,6 +50,9 @@ class StructView(Mapping[str, Any]):
         return self._defs.parse(self._layout.name, bytes(self._data))[0]
 
     def __getitem__(self, name: str) -> Any:
+        scalar = self._scalars.get(name)
+        if scalar is not None:  # the members the fold reads are numbers: one lookup, one unpack
+            return scalar[1].unpack_from(self._data, self._base + scalar[0])[0]
         f = self._members.get(name)
         value = self._read(f) if f is not None else None
         return value if value is not None else self._parsed[name]
@@ -103,6 +103,21 @@ def _code(size: int, signed: bool) -> str:
 
 _SCALARS = {(size, signed): struct.Struct("<" + _code(size, signed)) for size in _CODES for signed in (False, True)}
 """The little-endian integer of each size, unsigned and signed (compiled once: show reads millions)."""
+
+
+_SCALAR_MEMBERS: dict[int, tuple[Layout, dict[str, tuple[int, struct.Struct]]]] = {}
+"""``_scalars`` of each layout by its identity (as ``_MEMBERS``)."""
+
+
+def _scalars(layout: Layout) -> dict[str, tuple[int, struct.Struct]]:
+    """(offset, codec) of each of ``_members(layout)`` that is one number (``is_scalar``), as ``scalar_at``
+    reads it."""
+    found = _SCALAR_MEMBERS.get(id(layout))
+    if found is None:
+        scalars = {name: (f.offset, _SCALARS[f.size, f.kind in SIGNED_KINDS])
+                   for name, f in _members(layout).items() if is_scalar(f)}
+        found = _SCALAR_MEMBERS[id(layout)] = (layout, scalars)
+    return found[1]
 
 
 _MEMBERS: dict[int, tuple[Layout, dict[str, Field]]] = {}

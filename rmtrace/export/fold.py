@@ -1,51 +1,74 @@
-"""The session model's fold, streaming: what an export needs of it, without keeping the trace in memory.
+"""The session model's fold over the call table, as a stream: what Perfetto's state tracks need, in call order.
 
-``load_session`` keeps every call and every transition, so that any question
-can be asked later.  An export asks each question once, in order: which
-client made this call, what a channel or
-a rank became, what the host counters read.  ``StreamingFold`` runs the same
-``Folder`` (one call at a time, the same handlers) and hands each call's
-``CallInfo`` and each transition out as soon as it is final, then forgets it,
-and forgets a client's objects and channels when its process exits
-(``Folder.forget_client``), naming the channels' entities in ``retired`` for a
-writer that keeps state per entity.
+``load_session`` keeps every object, channel and transition, so that any
+question can be asked later.  An export asks each question once, in order:
+what a channel or a rank became, what the host counters read, what a
+process and a channel are called.  ``TableStream`` reads the trace's call
+table (``rmtrace.columns.cache.call_table``: built, or loaded from the
+cache) a block of rows at a time, folds the block with the columnar fold
+(``rmtrace.columns.fold``: Python only for the calls that change the model,
+their records read again only where their rows do not say enough), and
+hands each transition out once it is final, then forgets it; a client's
+objects and channels are forgotten once its process has exited
+(``Folder.forget_client``), its channels' entities named in ``retired`` for
+a writer that keeps state per entity.  What is held is what is live, not
+what the trace has been.
 
-A call's effects carry the time of its exit, but calls are folded in order of
+A call's effects carry the time of its exit, but calls come in order of
 their enter; every later call enters at or after the current one, so a
 transition earlier than the current call's first record is final
-(``TransitionStream.final``).
+(``TransitionStream.final``).  A transition is handed out once the call that
+made it has come (``TableStream.before``), as a fold one call at a time
+would hand it out: the fold of a block runs ahead of the calls, its
+transitions held until their calls come.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from rmtrace.calls import Call
+from rmtrace.columns.cache import call_table
+from rmtrace.columns.fold import TableFold, needs, young_collections
+from rmtrace.columns.table import CallTable
 from rmtrace.decoders import DecoderSet
 from rmtrace.record import Source, SysOp
-from rmtrace.session import CallInfo, Transition
+from rmtrace.semantics import events as ev
+from rmtrace.session import Transition
+from rmtrace.session.entities import Channel
 from rmtrace.session.fold import Folder
-from rmtrace.session.timeline import Timeline
+from rmtrace.session.model import client_ids
+from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
+from rmtrace.trace import TraceReader
+
+BLOCK_ROWS = 16_384
+"""Rows folded and written together: the fold's arrays and the block's transitions are what one block holds."""
+STATE_ENTITIES = ("chan/", "rank/")
+"""Entities of the fold whose ``state`` is a track (clients are their threads' calls)."""
+
+
+def tracked(entity: str) -> bool:
+    """Whether a writer of state tracks reads ``entity``'s transitions: a channel's, a rank's, the host counters."""
+    return entity == COUNTERS_ENTITY or entity.startswith(STATE_ENTITIES)
 
 
 class TransitionStream(Timeline):
-    """A Timeline that keeps a transition only until it is final, then hands it out in time order
-    (with ``keep`` False, not at all: for a caller that reads none)."""
+    """A Timeline that keeps a transition only until it is final, then hands it out in time order."""
 
-    def __init__(self, keep: bool = True) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.keep = keep
         self._heap: list[tuple[int, int, int, str, str, Any]] = []
         self._n = 0
         self.pending: Counter[str] = Counter()
         """Transitions not yet handed out, per entity (a writer holds a forgotten entity's state until none)."""
 
     def set(self, t_ns: int, seq: int, entity: str, attr: str, value: Any) -> None:
-        if not self.keep:
-            return
         heapq.heappush(self._heap, (t_ns, seq, self._n, entity, attr, value))  # _n keeps equal times in fold order
         self._n += 1
         self.pending[entity] += 1
@@ -63,43 +86,134 @@ class TransitionStream(Timeline):
             yield Transition(t, seq, entity, attr, value)
 
 
-class StreamingFold:
-    """The session fold over calls given one at a time; per call, its CallInfo."""
+class _Staged(Timeline):
+    """The fold's timeline while it folds a block: the tracked transitions in fold order, kept until
+    their calls come (``TableStream.before``)."""
 
-    def __init__(self, decoders: DecoderSet, transitions: bool = True) -> None:
-        """``transitions``: False for a caller that reads only each call's CallInfo (the tests' call-by-call
-        reference for parquet, whose rows now come from the call table), so that the fold's transitions,
-        which nobody would take out, are not kept."""
-        self.transitions = TransitionStream(keep=transitions)
-        self.folder = Folder(decoders, self.transitions)
-        self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
-        self._released_before = 0
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list[tuple[int, int, str, str, Any]] = []
+
+    def set(self, t_ns: int, seq: int, entity: str, attr: str, value: Any) -> None:
+        if tracked(entity):
+            self.made.append((t_ns, seq, entity, attr, value))
+
+
+class _BlockFold(TableFold):
+    """``TableFold`` over a whole table a block of rows at a time.  ``advance`` is for a table that grows:
+    each call looks at every row again (where a client's calls end), which over a whole trace block by
+    block would hold arrays as long as the trace; here every row is final, so a block folds its own rows only."""
+
+    def fold_through(self, table: CallTable, stop: int) -> None:
+        """Fold rows up to ``stop`` not yet folded (with the processes and clients the table made before it)."""
+        start = self.next_row
+        view = dataclasses.replace(table, columns={name: column[:stop] for name, column in table.columns.items()})
+        need = np.zeros(stop, dtype=np.int8)
+        need[start:] = needs(view, self.plan, self.folder.interpreter.roles, start)
+        rows = start + np.flatnonzero(need[start:])
+        self._fold_rows(view, rows, need, stop, final=False)
+        self.next_row = stop
+
+
+class TableStream:
+    """The call table's rows a block at a time, the fold's transitions handed out as they become final."""
+
+    def __init__(self, reader: TraceReader, decoders: DecoderSet, block_rows: int = BLOCK_ROWS) -> None:
+        self.reader = reader
+        self.table = call_table(reader, decoders)
+        self._staged = _Staged()
+        self.folder = Folder(decoders, self._staged, client_ids(reader.meta))
+        self._fold = _BlockFold(self.folder, reader)
+        self.block_rows = block_rows
+        self.transitions = TransitionStream()
         self.retired: list[str] = []
         """Entities of forgotten clients (their channels): no transition is made for one any more, though
         some may still be pending (``transitions.pending``); a writer that keeps state per entity drops it
         then, and removes the entity from this list."""
+        self._argv: dict[int, tuple[str, ...]] = {}
+        self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
+        self._released_before = 0
+        self._held: list[tuple[int, tuple[int, int, str, str, Any]]] = []  # (row, transition) of the block, by row
+        self._next_held = 0
 
-    def fold(self, call: Call) -> CallInfo:
-        """Fold one call (in the decoders' order) and return what the model knows of it."""
-        folder = self.folder
-        # exits whose transitions the caller has had (all before the previous call's first record)
+    def blocks(self) -> Iterator[tuple[int, int]]:
+        """Each block of rows (start, stop), once folded; between blocks the caller takes each row in
+        turn (``before``, then ``after``)."""
+        table = self.table
+        for start in range(0, len(table), self.block_rows):
+            stop = min(start + self.block_rows, len(table))
+            with young_collections():
+                self._fold.fold_through(table, stop)
+            folder = self.folder
+            folder.gsp.clear()  # what only a whole-trace model needs: the GSP exchange list, the stray frees
+            folder.stray_frees.clear()
+            self._hold(start, stop)
+            yield start, stop
+
+    def _hold(self, start: int, stop: int) -> None:
+        """The block's transitions, each with the row whose call made it (its record's), in fold order."""
+        made, self._staged.made = self._staged.made, []
+        c = self.table.columns
+        seqs = np.array(sorted({seq for _t, seq, *_rest in made}), dtype=np.int64)
+        row_of: dict[int, int] = {}
+        for column in ("exit_seq", "enter_seq"):  # a call's first record wins over an exit of no call of its own
+            values = np.asarray(c[column][start:stop]).astype(np.int64)
+            hit = np.flatnonzero(np.isin(values, seqs))
+            row_of.update(zip(values[hit].tolist(), (start + hit).tolist()))
+        for row, parts in self.table.members.items():
+            if start <= row < stop:
+                row_of.update((seq, row) for seq, _t in parts)
+        held = [(row_of.get(tr[1], start), tr) for tr in made]
+        held.sort(key=lambda item: item[0])  # stable: a call's transitions stay in fold order
+        self._held, self._next_held = held, 0
+
+    def before(self, row: int, first_ns: int) -> Iterator[Transition]:
+        """Row ``row`` (its first record at ``first_ns``) comes next: the transitions final before it."""
         while self._exited and self._exited[0][0] < self._released_before:
             self._forget(heapq.heappop(self._exited)[1])
-        folder.fold(call)
-        info = folder.calls.pop()  # the fold appends exactly this call's CallInfo
-        # what only a whole-trace model needs: record -> client, the GSP exchange list, the stray frees
-        folder.seq_client.clear()
-        folder.gsp.clear()
-        folder.stray_frees.clear()
-        first = call.first
-        if first.source == Source.SYS and first.op == SysOp.EXIT:
-            heapq.heappush(self._exited, (call.last.time_ns, first.pid))
-        self._released_before = first.time_ns
-        return info
+        held, at = self._held, self._next_held
+        while at < len(held) and held[at][0] <= row:
+            self.transitions.set(*held[at][1])
+            at += 1
+        self._next_held = at
+        return self.transitions.final(first_ns)
+
+    def after(self, source: int, op: int, pid: int, first_ns: int, last_ns: int) -> None:
+        """A row has been written: a process's exit has its client forgotten once the exit's transitions are out."""
+        if source == Source.SYS and op == SysOp.EXIT:
+            heapq.heappush(self._exited, (last_ns, pid))
+        self._released_before = first_ns
+
+    def executed(self, pid: int, call: Call) -> None:
+        """An exec of ``pid``: what the process is called from now on (its argv)."""
+        executed = self.folder.interpreter.interpret(call).first(ev.ProcessExecuted)
+        if executed is not None:
+            self._argv[pid] = executed.argv
 
     def _forget(self, pid: int) -> None:
-        """A process exited: its client makes no more calls, so the fold drops what it kept of it
-        (the fold has freed its objects, and the caller has had their transitions), keeping memory to what is live."""
-        retired = self.folder.forget_client(pid)
-        if self.transitions.keep:
-            self.retired.extend(retired)
+        """A process exited: its client makes no more calls, so the fold drops what it kept of it (the fold
+        has freed its objects, and the caller has had their transitions), keeping memory to what is live."""
+        self._argv.pop(pid, None)
+        self.retired.extend(self.folder.forget_client(pid))
+
+    def finish(self) -> Iterator[Transition]:
+        """Every transition not yet handed out."""
+        for _row, tr in self._held[self._next_held:]:
+            self.transitions.set(*tr)
+        self._held = []
+        return self.transitions.final()
+
+    # -- what a writer names its tracks with
+
+    def argv(self, pid: int) -> Sequence[str]:
+        """The command line of process ``pid`` as its last exec so far gave it (none before, or once forgotten)."""
+        return self._argv.get(pid, ())
+
+    def channel(self, entity: str) -> Channel | None:
+        """The channel of entity ``chan/ID`` while the fold has it."""
+        return self.folder.channels.get(entity.removeprefix("chan/"))
+
+    def client_pid(self, client_id: str) -> int | None:
+        client = self.folder.clients.get(client_id)
+        return client.pid if client is not None else None
+

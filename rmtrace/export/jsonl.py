@@ -6,7 +6,7 @@ as recorded), is spliced in already encoded, kept in a bounded cache by what mak
 
 A call whose decode is a function of its records' bytes (``rmtrace.columns.lines.memoizable``: ioctls and
 system calls, as ``rmtrace show``'s memo keeps them) is kept as its line with holes where it says which
-call it is (``VOLATILE``: sequence numbers, times, pid, tid, call ids, the duration), by show's memo key
+call it is (``VOLATILE``: sequence numbers, times, pid, tid, call ids, the duration), keyed as show's memo is
 (``memo_key``: its state, its records' bytes but those fields): a call made again with the same bytes is
 written by filling the holes, neither decoded nor encoded again (``LineMemo``).
 """
@@ -21,8 +21,8 @@ import orjson
 
 from rmtrace import jsonschema
 from rmtrace.calls import Call
-from rmtrace.columns.lines import memo_key, memoizable
-from rmtrace.columns.summary import stable_parts
+from rmtrace.columns.lines import memoizable
+from rmtrace.columns.summary import VOLATILE_SPAN
 from rmtrace.columns.table import STATES
 from rmtrace.decoders import DecoderSet, Level
 from rmtrace.decoders.base import Decoded
@@ -85,6 +85,22 @@ def _lines(src: ExportInput, memo: LineMemo | None = None) -> Iterator[bytes]:
             yield memo.line(call, memo_key(STATES.index(call.state), parts), start)
         else:
             yield encoded_line(decoders.decode(call, Level.FULL), call, start)
+
+
+_VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
+_STATE_BYTES = [bytes((i,)) for i in range(len(STATES))]
+
+
+def stable_parts(record: memoryview) -> tuple[memoryview, memoryview]:
+    """A record but the header fields that say which call it is (``summary.VOLATILE``, which show's memo
+    keys leave out too): the bytes before them and the bytes after."""
+    return record[:_VOLATILE_START], record[_VOLATILE_END:]
+
+
+def memo_key(state: int, parts: list[bytes]) -> bytes:
+    """A call's key in ``LineMemo``: its state, then its records' ``stable_parts`` one after the other
+    (each record says its length, so the bytes one after the other are one key)."""
+    return b"".join((_STATE_BYTES[state], *parts))
 
 
 class LineMemo:

@@ -21,6 +21,11 @@ Flows: from a GSP request to its response, and from a call to the sema
 completion (``SEMA_RELEASE``, ``SEMA_FAKED_COMPLETION``) that the host sent
 its thread while it was inside the call.
 
+The calls are the rows of the trace's call table and the states the columnar
+fold's transitions, a block of rows at a time (``rmtrace.export.fold``);
+only the few calls whose track needs more than the table's columns (GSP
+exchanges, sema messages, an exec's command line) have their records read.
+
 Timestamps are the trace's CLOCK_MONOTONIC nanoseconds, given as the trace
 clock; a clock snapshot maps them to wall-clock time.  Packets are made in a
 ``Trace`` message of at most ``BATCH`` packets and written when it is full:
@@ -28,7 +33,7 @@ a ``Trace`` is its packets one after another, so the file is the bytes a
 packet at a time would give (``StreamingTraceProtoBuilder``), at one
 serialization per batch.  What else waits is one call per thread (its flows
 are known once the thread's next call starts), the transitions not yet
-final (``rmtrace.export.fold``) and the current state of each channel and
+final and the current state of each channel and
 rank: a channel's last state runs to the end of the trace, and it is written
 once the fold has forgotten its client and none of its transitions is pending,
 so what is held is what is live.
@@ -39,15 +44,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple, Protocol
 
+import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from rmtrace.calls import Call, CallState
-from rmtrace.export.fold import StreamingFold
+from rmtrace.columns.table import STATES, CallTable
+from rmtrace.export.fold import BLOCK_ROWS, STATE_ENTITIES, TableStream, TransitionStream
 from rmtrace.export.source import ExportInput
 from rmtrace.record import Phase, Source, SysOp, enum_name
-from rmtrace.session import CallInfo, Transition
+from rmtrace.session import Transition
+from rmtrace.session.entities import Channel
+from rmtrace.session.timeline import COUNTERS_ENTITY
 
 SEQUENCE_ID = 1
 BATCH = 4096
@@ -56,9 +65,42 @@ SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.T
                                             pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER)
 RELEASES = frozenset({"SEMA_RELEASE", "SEMA_FAKED_COMPLETION"})
 """Host messages that complete a guest's work: the flow from the call they released ends on them."""
-STATE_ENTITIES = ("chan/", "rank/")
-"""Entities of the fold whose ``state`` is a track (clients are their threads' calls)."""
-HOST_COUNTERS = "host"
+READ_SOURCES = frozenset({Source.GSP, Source.SEMA})
+"""Calls whose records are read: a GSP exchange's parts and channel, which way a sema message went (the
+table has neither in its columns)."""
+
+
+class CallRow(NamedTuple):
+    """What the writer needs of a call: the table's columns, and for a few calls their records (``call``)."""
+
+    source: int
+    op: int
+    state: CallState
+    pid: int
+    tid: int
+    t_enter: int
+    t_last: int
+    """The time of its last record."""
+    enter_seq: int
+    name: str
+    full_name: str
+    status_name: str | None
+    client_id: str | None
+    call: Call | None
+    """Its records, for a GSP exchange, a sema message, an exec and an exit with no enter (RESUMED)."""
+
+
+class States(Protocol):
+    """Where the writer's state tracks and names come from (``rmtrace.export.fold.TableStream``)."""
+
+    retired: list[str]
+    transitions: TransitionStream
+
+    def argv(self, pid: int) -> Sequence[str]: ...
+
+    def channel(self, entity: str) -> Channel | None: ...
+
+    def client_pid(self, client_id: str) -> int | None: ...
 
 
 _CATEGORIES: dict[int, str] = {}
@@ -76,7 +118,7 @@ def _category(source: int) -> str:
 class _Pending:
     """A thread's last call, held until its flows are known (the thread's next call, or the end)."""
 
-    info: CallInfo
+    row: CallRow
     t_end: int
     category: str
     flows: list[int] = field(default_factory=list)
@@ -94,11 +136,11 @@ class _Segment:
 class PerfettoWriter:
     """Turns calls and transitions into packets, tracks made as they are first needed."""
 
-    def __init__(self, out: BinaryIO, src: ExportInput, fold: StreamingFold) -> None:
+    def __init__(self, out: BinaryIO, src: ExportInput, states: States) -> None:
         self.out = out
         self._batch = pb.Trace()
         self.src = src
-        self.fold = fold
+        self.states = states
         self.packets = 0
         self._uuid = 0
         self._in_batch = 0
@@ -108,6 +150,9 @@ class PerfettoWriter:
         self._pending: dict[tuple[int, int], _Pending] = {}
         self._tracks: dict[str, int] = {}   # named tracks: channels, ranks, GSP channels, host tracks, counters
         self._segments: dict[str, _Segment] = {}
+        self._engines: dict[str, str | None] = {}
+        """A channel's engine as its allocation named it, until its track is named: what the fold knows of the
+        channel when its first state is written depends on how far ahead it runs (a later BIND may set it)."""
         self.host = self._track_descriptor("host service")
 
     # -- packets -------------------------------------------------------------------------------
@@ -196,10 +241,10 @@ class PerfettoWriter:
         desc = packet.track_descriptor
         desc.uuid = uuid
         desc.process.pid = pid
-        proc = self.fold.folder.processes.get(pid)
-        if proc is not None and proc.argv:
-            desc.process.process_name = os.path.basename(proc.argv[0])
-            desc.process.cmdline.extend(proc.argv)
+        argv = self.states.argv(pid)
+        if argv:
+            desc.process.process_name = os.path.basename(argv[0])
+            desc.process.cmdline.extend(argv)
 
     def thread_track(self, pid: int, tid: int) -> int:
         key = (pid, tid)
@@ -222,62 +267,62 @@ class PerfettoWriter:
         return uuid
 
     def entity_track(self, entity: str) -> int:
-        if entity.startswith("chan/"):
-            chan = self.fold.folder.channels.get(entity.removeprefix("chan/"))
+        if entity.startswith("chan/") and entity not in self._tracks:
+            chan = self.states.channel(entity)
             if chan is not None:
-                client = self.fold.folder.clients.get(chan.client_id)
-                parent = self.process_track(client.pid) if client is not None else self.host
-                name = " ".join(x for x in (f"channel {chan.id}", f"{chan.handle:#x}", chan.class_name, chan.engine) if x)
+                pid = self.states.client_pid(chan.client_id)
+                parent = self.process_track(pid) if pid is not None else self.host
+                engine = self._engines.pop(entity, chan.engine)
+                name = " ".join(x for x in (f"channel {chan.id}", f"{chan.handle:#x}", chan.class_name, engine) if x)
                 return self.named_track(entity, name, parent)
         return self.named_track(entity, entity.replace("/", " "), self.host)
 
     # -- calls -----------------------------------------------------------------------------------
 
-    def call(self, call: Call, info: CallInfo) -> None:
-        first = call.first
-        if first.source == Source.GSP:
-            self._gsp(call, info)
-        elif call.state is CallState.SINGLE:
-            self._message(call, info)
-        elif call.state is CallState.RESUMED:
-            if first.phase in (Phase.EXIT, Phase.RECV):  # the close of a call yielded UNFINISHED
-                self.event(first.time_ns, self.thread_track(first.pid, first.tid), SLICE_END)
+    def call(self, row: CallRow) -> None:
+        if row.source == Source.GSP:
+            self._gsp(row)
+        elif row.state is CallState.SINGLE:
+            self._message(row)
+        elif row.state is CallState.RESUMED:
+            assert row.call is not None
+            if row.call.first.phase in (Phase.EXIT, Phase.RECV):  # the close of a call yielded UNFINISHED, or an exit alone
+                self.event(row.t_enter, self.thread_track(row.pid, row.tid), SLICE_END)
         else:
-            self._slice(call, info)
-        if first.source == Source.SYS and first.op == SysOp.EXEC:
-            self._describe_process(first.pid, self.process_track(first.pid))
-        elif first.source == Source.SYS and first.op == SysOp.EXIT:
-            self._forget(first.pid)
+            self._slice(row)
+        if row.source == Source.SYS and row.op == SysOp.EXEC:
+            self._describe_process(row.pid, self.process_track(row.pid))
+        elif row.source == Source.SYS and row.op == SysOp.EXIT:
+            self._forget(row.pid)
 
-    def _slice(self, call: Call, info: CallInfo) -> None:
-        first = call.first
-        key = (first.pid, first.tid)
+    def _slice(self, row: CallRow) -> None:
+        key = (row.pid, row.tid)
         self._flush_thread(key)
-        if call.state is CallState.UNFINISHED:
-            self._begin(key, info, "unfinished", [])  # its RESUMED close ends it
+        if row.state is CallState.UNFINISHED:
+            self._begin(key, row, "unfinished", [])  # its RESUMED close ends it
             return
-        in_flight = call.state is CallState.IN_FLIGHT
-        t_end = self.src.end_ns if in_flight else call.last.time_ns
-        self._pending[key] = _Pending(info, max(t_end, first.time_ns), "in_flight" if in_flight else
-                                      _category(first.source))
+        in_flight = row.state is CallState.IN_FLIGHT
+        t_end = self.src.end_ns if in_flight else row.t_last
+        self._pending[key] = _Pending(row, max(t_end, row.t_enter), "in_flight" if in_flight else
+                                      _category(row.source))
 
-    def _begin(self, key: tuple[int, int], info: CallInfo, category: str, flows: list[int],
+    def _begin(self, key: tuple[int, int], row: CallRow, category: str, flows: list[int],
                track: int | None = None) -> None:
-        args: list[tuple[str, Any]] = [("seq", info.enter_seq)]
-        if info.status_name is not None:
-            args.append(("status", info.status_name))
-        if info.client_id is not None:
-            args.append(("client", info.client_id))
+        args: list[tuple[str, Any]] = [("seq", row.enter_seq)]
+        if row.status_name is not None:
+            args.append(("status", row.status_name))
+        if row.client_id is not None:
+            args.append(("client", row.client_id))
         if category == "in_flight":
             args.append(("in_flight", "still in flight at the end of the trace"))
-        self.event(info.t_enter, track if track is not None else self.thread_track(*key), SLICE_BEGIN,
-                   info.full_name, category, args, flows)
+        self.event(row.t_enter, track if track is not None else self.thread_track(*key), SLICE_BEGIN,
+                   row.full_name, category, args, flows)
 
     def _flush_thread(self, key: tuple[int, int]) -> None:
         pending = self._pending.pop(key, None)
         if pending is not None:
             track = self.thread_track(*key)
-            self._begin(key, pending.info, pending.category, pending.flows, track)
+            self._begin(key, pending.row, pending.category, pending.flows, track)
             self.event(pending.t_end, track, SLICE_END)
 
     def _forget(self, pid: int) -> None:
@@ -287,45 +332,50 @@ class PerfettoWriter:
             del self._threads[key]
         self._processes.pop(pid, None)
 
-    def _message(self, call: Call, info: CallInfo) -> None:
-        rec = call.first
-        if (rec.source == Source.SEMA and rec.phase != Phase.SEND) or not rec.pid:  # what the host sent
-            track = self.named_track(f"source/{rec.source}", f"{enum_name(Source, rec.source).lower()} service"
-                                     if rec.source == Source.SEMA else enum_name(Source, rec.source).lower(), self.host)
+    def _message(self, row: CallRow) -> None:
+        outbound = row.source != Source.SEMA or (row.call is not None and row.call.first.phase == Phase.SEND)
+        if not outbound or not row.pid:  # what the host sent
+            track = self.named_track(f"source/{row.source}", f"{enum_name(Source, row.source).lower()} service"
+                                     if row.source == Source.SEMA else enum_name(Source, row.source).lower(), self.host)
         else:
-            track = self.thread_track(rec.pid, rec.tid)
+            track = self.thread_track(row.pid, row.tid)
         ends: list[int] = []
-        if info.name in RELEASES and rec.pid:
-            pending = self._pending.get((rec.pid, rec.tid))
-            if pending is not None and pending.info.t_enter <= rec.time_ns <= pending.t_end:
+        if row.name in RELEASES and row.pid:
+            pending = self._pending.get((row.pid, row.tid))
+            if pending is not None and pending.row.t_enter <= row.t_enter <= pending.t_end:
                 self._flow += 1
                 pending.flows.append(self._flow)
                 ends.append(self._flow)
-        args = [("status", info.status_name)] if info.status_name is not None else []
-        self.event(rec.time_ns, track, INSTANT, info.full_name, _category(rec.source), args, ends=ends)
+        args = [("status", row.status_name)] if row.status_name is not None else []
+        self.event(row.t_enter, track, INSTANT, row.full_name, _category(row.source), args, ends=ends)
 
-    def _gsp(self, call: Call, info: CallInfo) -> None:
+    def _gsp(self, row: CallRow) -> None:
+        assert row.call is not None
+        call = row.call
         request = call.first
         gsp_track = self.named_track(f"gsp/{request.fd}", f"GSP channel {max(request.fd, 0)}", self.host)
         sender = self.thread_track(request.pid, request.tid) if request.pid else gsp_track
         if len(call.records) == 1:  # an event, or a request never answered
-            self.event(request.time_ns, gsp_track if request.phase == Phase.RECV else sender, INSTANT, info.full_name,
+            self.event(request.time_ns, gsp_track if request.phase == Phase.RECV else sender, INSTANT, row.full_name,
                        "gsp", [("state", call.state.value)])
             return
         self._flow += 1
-        self.event(request.time_ns, sender, INSTANT, info.full_name, "gsp", [("seq", request.seq)], flows=[self._flow])
-        args = [("status", info.status_name)] if info.status_name is not None else []
-        self.event(call.last.time_ns, gsp_track, INSTANT, f"{info.full_name} response", "gsp", args, ends=[self._flow])
+        self.event(request.time_ns, sender, INSTANT, row.full_name, "gsp", [("seq", request.seq)], flows=[self._flow])
+        args = [("status", row.status_name)] if row.status_name is not None else []
+        self.event(call.last.time_ns, gsp_track, INSTANT, f"{row.full_name} response", "gsp", args, ends=[self._flow])
 
     # -- state tracks and counters ---------------------------------------------------------------
 
     def transition(self, tr: Transition) -> None:
-        if tr.entity == HOST_COUNTERS:
+        if tr.entity == COUNTERS_ENTITY:
             if isinstance(tr.value, int):
                 track = self.named_track(f"counter/{tr.attr}", tr.attr, self.host, counter=True)
                 self.event(tr.t_ns, track, COUNTER, value=tr.value)
             return
         if not tr.entity.startswith(STATE_ENTITIES):
+            return
+        if tr.attr == "engine":  # the channel's engine at its allocation: what its track is named with
+            self._engines[tr.entity] = tr.value
             return
         current = self._segments.get(tr.entity)
         if tr.attr == "detail":
@@ -350,10 +400,10 @@ class PerfettoWriter:
     def retire(self) -> None:
         """Write out the last state of the channels the fold has forgotten, once no transition of theirs is
         pending: a state nothing changes any more runs to the end of the trace, as at ``finish``."""
-        retired = self.fold.retired
+        retired = self.states.retired
         if not retired:
             return
-        pending = self.fold.transitions.pending
+        pending = self.states.transitions.pending
         end = self.src.end_ns
         waiting = []
         for entity in retired:
@@ -364,6 +414,7 @@ class PerfettoWriter:
             if seg is not None:
                 self._close(entity, seg, max(end, seg.t0 + 1))
             self._tracks.pop(entity, None)
+            self._engines.pop(entity, None)
         retired[:] = waiting
 
     def finish(self) -> None:
@@ -375,27 +426,83 @@ class PerfettoWriter:
         self._segments.clear()
 
 
-def written_calls(src: ExportInput, fold: StreamingFold, writer: PerfettoWriter) -> Iterator[CallInfo]:
-    """Fold and write each call of ``src`` in turn, yielding its CallInfo once it is written (a caller
-    may look at the fold and the writer between calls, as a test of their bounded state does)."""
-    for call in src.calls():
-        info = fold.fold(call)
-        for tr in fold.transitions.final(call.first.time_ns):
-            writer.transition(tr)
-        writer.retire()
-        writer.call(call, info)
-        yield info
+FAULT_AROUND_ROWS = 65_536
+"""Rows before a block whose pages are let go again after it: a read fault on a mapped file maps the pages
+around it that the page cache holds (the kernel's fault-around, 64 KiB aligned in the address space), which
+puts back pages of the block before (of a column of bytes, up to 65,536 rows), let go once already; without
+this, a third of the table's columns came back a block at a time and the process held them to the end."""
+
+_COLUMNS = ("source", "op", "state", "pid", "tid", "t_enter", "t_exit", "enter_seq", "exit_seq", "name", "detail",
+            "status_name", "client")
+"""The table's columns a block of rows reads."""
 
 
-def write_perfetto(src: ExportInput, out: str) -> int:
-    """Write the trace as a Perfetto trace to ``out`` (a path); returns the packets written."""
-    fold = StreamingFold(src.decoders)
+def call_rows(src: ExportInput, table: CallTable, start: int, stop: int) -> list[CallRow]:
+    """Rows [start, stop) of the table as the writer takes them (the records read of the few that need them)."""
+    c = {name: table.columns[name][start:stop].tolist() for name in _COLUMNS}
+    names, details, statuses = table.names.values, table.details.values, table.status_names.values
+    clients = [m.id for m in table.clients]
+    members = {row: parts for row, parts in table.members.items() if start <= row < stop}
+    states = [STATES[s] for s in c["state"]]
+    read = [i for i, (source, op, state) in enumerate(zip(c["source"], c["op"], states))
+            if source in READ_SOURCES or state is CallState.RESUMED or (source == Source.SYS and op == SysOp.EXEC)]
+    wanted = sorted(seq for i in read for seq, _t in table.records_of(start + i))  # in the trace's order
+    records = {seq: src.reader.record_at(seq) for seq in wanted}
+    calls = {i: Call(tuple(records[seq] for seq, _t in table.records_of(start + i)), states[i]) for i in read}
+    out = []
+    for i, (source, op, pid, tid, t_enter, t_exit, enter_seq, exit_seq, name, detail, status, client) in enumerate(zip(
+            c["source"], c["op"], c["pid"], c["tid"], c["t_enter"], c["t_exit"], c["enter_seq"], c["exit_seq"],
+            c["name"], c["detail"], c["status_name"], c["client"])):
+        parts = members.get(start + i)
+        t_last = parts[-1][1] if parts is not None else t_exit if exit_seq >= 0 else t_enter
+        text, detail_text = names[name], details[detail] if detail >= 0 else None
+        out.append(CallRow(source, op, states[i], pid, tid, t_enter, t_last, enter_seq, text,
+                           f"{text}({detail_text})" if detail_text else text,
+                           statuses[status] if status >= 0 else None, clients[client] if client >= 0 else None,
+                           calls.get(i)))
+    return out
+
+
+def _records_in(table: CallTable, start: int, stop: int) -> int:
+    """How many records rows [start, stop) are made of."""
+    enter = np.asarray(table.columns["enter_seq"][start:stop]).astype(np.int64)
+    exit_ = np.asarray(table.columns["exit_seq"][start:stop])
+    n = len(enter) + int(np.count_nonzero((exit_ >= 0) & (exit_ != enter)))
+    for row, parts in table.members.items():  # a call in several parts: its parts, not its first and last
+        if start <= row < stop:
+            k = row - start
+            n += len(parts) - 1 - int(exit_[k] >= 0 and exit_[k] != enter[k])
+    return n
+
+
+def written_rows(src: ExportInput, stream: TableStream, writer: PerfettoWriter) -> Iterator[CallRow]:
+    """Write each call of ``src`` in turn with the transitions final before it, yielding its row once it is
+    written (a caller may look at the fold and the writer between calls, as a test of their bounded state does)."""
+    table = stream.table
+    for start, stop in stream.blocks():
+        for i, row in enumerate(call_rows(src, table, start, stop), start):
+            for tr in stream.before(i, row.t_enter):
+                writer.transition(tr)
+            writer.retire()
+            if row.call is not None and row.source == Source.SYS and row.op == SysOp.EXEC:
+                stream.executed(row.pid, row.call)
+            writer.call(row)
+            stream.after(row.source, row.op, row.pid, row.t_enter, row.t_last)
+            yield row
+        src.progress.add(_records_in(table, start, stop))
+        table.release(max(start - FAULT_AROUND_ROWS, 0), stop)
+
+
+def write_perfetto(src: ExportInput, out: str, block_rows: int = BLOCK_ROWS) -> int:
+    """Write the trace as a Perfetto trace to ``out`` (a path); returns the packets written.  ``block_rows``:
+    the rows folded ahead of the writer (the file does not depend on it)."""
+    stream = TableStream(src.reader, src.decoders, block_rows)
     with open(out, "wb") as f:
-        writer = PerfettoWriter(f, src, fold)
+        writer = PerfettoWriter(f, src, stream)
         writer.clock_snapshot()
-        for _ in written_calls(src, fold, writer):
+        for _ in written_rows(src, stream, writer):
             pass
-        for tr in fold.transitions.final():
+        for tr in stream.finish():
             writer.transition(tr)
         writer.finish()
         writer.flush()

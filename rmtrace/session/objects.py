@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rmtrace.columns.arrays import distinct
 from rmtrace.decoders.roles import Category
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
@@ -432,7 +433,7 @@ class _Objects:
                                                 np.int32, np.int32)
         arrays: dict[str, np.ndarray] = {name: np.frombuffer(values, dtype=dtype)
                                          for (name, values), dtype in zip(self.fields.items(), dtypes)}
-        if any("/" in names[i] or "#" in names[i] for i in np.unique(arrays["class_name"]).tolist()):
+        if any("/" in names[i] or "#" in names[i] for i in distinct(arrays["class_name"]).tolist()):
             raise Ambiguous("a class name with '/' or '#'")
         return ObjectColumns(**arrays, client_ids=client_ids, names=names)
 

@@ -45,6 +45,15 @@ class Timeline:
         """Record that ``entity.attr`` became ``value`` at ``t_ns`` (record ``seq``)."""
         self._pending.append((t_ns, seq, entity, attr, value))
 
+    def load(self, times: list[int], seqs: Sequence[int], entities: Sequence[str], attrs: Sequence[str],
+             values: Sequence[Any], end_ns: int) -> None:
+        """Take a frozen timeline's transitions, a column per field, in the order ``freeze`` left them (a
+        stored model's): kept as they are, in place of ``set`` per transition and ``freeze``'s sort."""
+        self.end_ns = end_ns
+        self._changes = list(zip(times, seqs, entities, attrs, values))
+        self._times = times
+        self._pending = []
+
     def freeze(self, end_ns: int) -> None:
         """Sort what the fold recorded (by time, then record; a stable sort keeps the fold's order within
         one record); call once, after the fold."""

@@ -60,20 +60,17 @@ def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
     for run in workspace.runs:
         for group, label in run.group_labels().items():
             headings.setdefault(group, label)
-    groups: list[str] = []
-    entities: dict[str, list[tuple[str, str]]] = {}
+    # each group's lanes by (kind, entity) in order of first appearance (a dict: a fleet's trace has
+    # thousands of lanes, a list's membership test made this quadratic per group)
+    entities: dict[str, dict[tuple[str, str], None]] = {}
     for lanes in per_run:
         for lane in lanes:
-            if lane.group not in entities:
-                groups.append(lane.group)
-                entities[lane.group] = []
-            key = (lane.kind, lane.entity)
-            if key not in entities[lane.group]:
-                entities[lane.group].append(key)
-    groups.sort(key=lambda g: g == "host")
+            entities.setdefault(lane.group, {})[lane.kind, lane.entity] = None
+    groups = sorted(entities, key=lambda g: g == "host")
     by_key: list[Mapping[tuple[str, str], LaneRow]] = [
         {(lane.kind, lane.entity): lane for lane in lanes} for lanes in per_run]
     rows: list[TimelineRow] = []
+    tags = [workspace.tag(run_index) for run_index in range(len(by_key))]
     for group in groups:
         mark = "▸" if group in collapsed else "▾"
         rows.append(TimelineRow(group, f"{mark} {headings.get(group, group)}"))
@@ -84,7 +81,7 @@ def build_rows(workspace: Workspace, collapsed: frozenset[str] = frozenset(),
                 shown = run_lanes.get(key)
                 if shown is None:
                     continue
-                tag = workspace.tag(run_index)
+                tag = tags[run_index]
                 rows.append(TimelineRow(group, f"  {tag + ' ' if tag else ''}{lane_label(shown)}", run_index, shown,
                                         cache))
     return rows
