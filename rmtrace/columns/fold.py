@@ -186,9 +186,12 @@ OBJECTS_BLOCK = 65_536
 
 @contextlib.contextmanager
 def young_collections() -> Iterator[None]:
-    """Only the collector's young generations run meanwhile (``_blocks`` collects them after each block).
-    The fold makes millions of objects that live as long as the model; each full collection walks them
-    all again, a fifth of the fold's time, while the cycles a decode leaves are young when they die."""
+    """No automatic collection runs meanwhile, in any thread (the switch is the process's); a user that
+    leaves cycles behind collects the young generations itself (``_blocks``, after each block), and one
+    that makes none (a model's load, the TUI's redraw) collects nothing.  The fold makes millions of
+    objects that live as long as the model; each full collection walks them all again, a fifth of the
+    fold's time, while the cycles a decode leaves are young when they die.  Nested or overlapping uses
+    leave the collector on at the end: the first to switch it off is the one that switches it on."""
     was = gc.isenabled()
     gc.disable()
     try:

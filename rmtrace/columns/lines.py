@@ -472,9 +472,9 @@ class ColumnLines:
 
 class _LineTemplate:
     """``render.line_text``'s line of calls alike but for who made them, when, their summary and their
-    duration: made once by ``line_text`` itself around probe values, then filled with ``str.format`` (one
-    call per line in place of line_text's and its pieces').  A state whose line holds a time other than
-    the offset and the duration (a call in flight) has none."""
+    duration: made once by ``line_text`` itself around probe values, a ``str.format`` string that
+    ``_compiled`` turns into one function (one call per line in place of line_text's and its pieces').
+    A state whose line holds a time other than the offset and the duration (a call in flight) has none."""
 
     PROBES = ((900000001, 900000002, 777_777_777_777, "\0", 555_555_555_555),
               (800000003, 800000004, 666_666_666_666, "\1", 444_444_444_444))
@@ -654,7 +654,7 @@ def _groups(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(packed, kind="stable")
     ordered = packed[order]
     starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    return order, np.concatenate(([0], starts, [n])).astype(np.int64)
+    return order, np.concatenate(([0], starts, [n]) if n else ([0],)).astype(np.int64)  # no rows: no group
 
 
 def _row(c: dict[str, np.ndarray], i: int) -> dict[str, int]:
@@ -663,7 +663,7 @@ def _row(c: dict[str, np.ndarray], i: int) -> dict[str, int]:
 
 
 def _dtype(f: Field) -> np.dtype:
-    """The numpy type of member ``f`` (``view.is_scalar``), as ``view.scalar_at`` reads it."""
+    """The numpy type of member ``f`` (``view.is_scalar``), as ``view.scalar_codec`` reads it."""
     return np.dtype(f"<{'i' if f.kind in SIGNED_KINDS else 'u'}{f.size}")
 
 

@@ -132,9 +132,9 @@ class Block(ByteViews):
         words = self.typed[ALIGN]
         volatile = ((self.at[records] + _VOLATILE_START) // ALIGN)[:, None] + np.arange(_VOLATILE_WORDS)
         kept = words[volatile]
-        words[volatile] = 0
-        words[volatile[:len(first), 0]] = marks
-        try:
+        try:  # the block's bytes put back whatever happens
+            words[volatile] = 0
+            words[volatile[:len(first), 0]] = marks
             view = self.u1.data
             start = self.at.tolist()
             end = (self.at + self.header("total_len")).tolist()

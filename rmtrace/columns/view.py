@@ -69,9 +69,7 @@ class StructView(Mapping[str, Any]):
         return sum(1 for _ in self)
 
     def _read(self, f: Field) -> Any:
-        at = self._base + f.offset
-        if is_scalar(f):
-            return scalar_at(f, self._data, at)
+        at = self._base + f.offset  # not a number: __getitem__ reads those (``_scalars``)
         if f.kind == "array" and len(f.dims) <= 1 and f.count and f.elem_kind in SCALAR_KINDS:
             size = f.size // f.count
             if size == 1:
@@ -87,13 +85,13 @@ class StructView(Mapping[str, Any]):
 
 
 def is_scalar(f: Field) -> bool:
-    """Whether member ``f`` is one number, which ``scalar_at`` reads."""
+    """Whether member ``f`` is one number, which ``scalar_codec`` reads."""
     return f.kind in SCALAR_KINDS and f.size in _CODES and f.bit_size is None
 
 
-def scalar_at(f: Field, data: bytes, at: int) -> int:
-    """Member ``f`` (``is_scalar``) at byte ``at`` of ``data``, as ``Definitions.parse`` gives it."""
-    return _SCALARS[f.size, f.kind in SIGNED_KINDS].unpack_from(data, at)[0]
+def scalar_codec(f: Field) -> struct.Struct:
+    """How member ``f`` (``is_scalar``) is read, as ``Definitions.parse`` gives it."""
+    return _SCALARS[f.size, f.kind in SIGNED_KINDS]
 
 
 def _code(size: int, signed: bool) -> str:
@@ -110,11 +108,11 @@ _SCALAR_MEMBERS: dict[int, tuple[Layout, dict[str, tuple[int, struct.Struct]]]] 
 
 
 def _scalars(layout: Layout) -> dict[str, tuple[int, struct.Struct]]:
-    """(offset, codec) of each of ``_members(layout)`` that is one number (``is_scalar``), as ``scalar_at``
+    """(offset, codec) of each of ``_members(layout)`` that is one number (``is_scalar``), as ``scalar_codec``
     reads it."""
     found = _SCALAR_MEMBERS.get(id(layout))
     if found is None:
-        scalars = {name: (f.offset, _SCALARS[f.size, f.kind in SIGNED_KINDS])
+        scalars = {name: (f.offset, scalar_codec(f))
                    for name, f in _members(layout).items() if is_scalar(f)}
         found = _SCALAR_MEMBERS[id(layout)] = (layout, scalars)
     return found[1]
