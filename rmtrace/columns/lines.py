@@ -15,7 +15,7 @@ the summary's handles.  So:
   of calls at once (``FROM_ARGUMENT``, ``rmtrace.columns.summary``): no
   record is read, nothing is parsed;
 * a call the decoders must decode (system calls, UVM commands with arrays and
-  uuids) whose decoder reads nothing but its records' bytes (``MEMO_OPS``)
+  uuids) whose decoder reads nothing but its records' bytes (``memokey.MEMO_OPS``)
   has its summary, status and notes kept in a bounded memo keyed by those
   bytes (``SummaryMemo``): a program makes the same calls again and again,
   and a call made again is printed without reading or decoding its records.
@@ -35,17 +35,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from rmtrace.decoders import Decoded, DecoderSet, Label, Level
-from rmtrace.decoders.base import Op
 from rmtrace.decoders.filters import CallFilter
 from rmtrace.decoders.ioctl import IoctlOp, in_summary
 from rmtrace.decoders.parse import HANDLE_ALIASES, HANDLE_TYPES
 from rmtrace.decoders.render import format_arg, line, line_text, summary, summary_text
 from rmtrace.decoders.rm import NamedByArg
 from rmtrace.decoders.structs import SIGNED_KINDS
-from rmtrace.decoders.system import SysCall
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import ArgLayout, Kind, Plan, members
+from rmtrace.columns.memokey import memoizable
 from rmtrace.columns.scan import KeyCache
 from rmtrace.columns.summary import SIDES, Block, BlockReader
 from rmtrace.columns.table import STATES, CallTable
@@ -69,9 +68,6 @@ FROM_COLUMNS, FROM_ARGUMENT, MEMO = 1, 2, 3
 its summary read from its argument's bytes (a control's flags, a mapping's offset and length), or from the
 memo of decoded summaries (0: the caller decodes it)."""
 
-MEMO_OPS = (IoctlOp, SysCall)
-"""Decoders whose call-level decode is a function of the call's records' bytes alone (not of which call it
-is: seq, time, pid, tid, call id; nor of the calls before it), so that a summary can be kept by them."""
 MEMO_KEPT = 1 << 16
 """Summaries the memo keeps (the most recently used; a call-level decode is small).  The shipped capture
 of three CUDA clients has ~2,600 distinct decoded calls."""
@@ -89,12 +85,6 @@ class Lines(NamedTuple):
     first_seq: int
     """The first record of the first call."""
     texts: list[str]
-
-
-def memoizable(decoder: Op) -> bool:
-    """Whether a call of ``decoder`` decodes the same wherever its records' bytes are the same: one of
-    ``MEMO_OPS``, and the decoders' own (a user's decoder may keep state)."""
-    return isinstance(decoder, MEMO_OPS) and type(decoder).__module__ in _BUILT_IN
 
 
 class Kept(NamedTuple):
@@ -155,7 +145,7 @@ class ColumnLines:
         """How each of ``rows`` prints: ``FROM_COLUMNS``, ``FROM_ARGUMENT``, ``MEMO`` or 0 (the caller
         decodes it).  A row prints from the columns when its operation's summary is members at fixed
         offsets and its argument was decoded (the row has handles, as the decode reads them); from the
-        memo when its decoder is one of ``MEMO_OPS`` and its records are its first and its exit."""
+        memo when its decoder is one of ``memokey.MEMO_OPS`` and its records are its first and its exit."""
         c = self._cols
         key = (c["source"][rows].astype(np.uint64) << np.uint64(32)) | c["op"][rows].astype(np.uint64)
         decoded = (c["handles"][rows] >= 0) & np.isin(c["state"][rows], _PRINTED)
@@ -596,8 +586,6 @@ _LINE_COLUMNS = ("enter_seq", "exit_seq", "t_enter", "t_exit", "state", "pid", "
                  "h0", "h1", "h2", "h3", "h4", "h5")
 """What a line made from the columns reads."""
 _HANDLE_COLUMNS = ("h0", "h1", "h2", "h3", "h4", "h5")
-_BUILT_IN = frozenset({"rmtrace.decoders.ioctl", "rmtrace.decoders.rm", "rmtrace.decoders.uvm", "rmtrace.decoders.system"})
-"""The decoders' own modules: a user's decoder may keep state, so its calls are never memoized."""
 
 
 def _part(calls: tuple[Block, np.ndarray] | None, start: int, end: int) -> tuple[Block, np.ndarray] | None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from rmtrace.columns.batch import ByteViews
 from rmtrace.columns.dtypes import BUFFER_DTYPE, HEADER_DTYPE
+from rmtrace.columns.memokey import VOLATILE_SPAN
 from rmtrace.record import ALIGN, Role, When
 from rmtrace.trace import TraceReader
 
@@ -42,21 +43,6 @@ def _field(dtype: np.dtype, name: str) -> tuple[int, np.dtype]:
 
 
 _ROLE, _WHEN, _FLAGS, _LEN = (_field(BUFFER_DTYPE, n) for n in ("role", "when", "flags", "len"))
-VOLATILE = ("seq", "time_ns", "pid", "tid", "call_id")
-"""The header fields that say which call a record is, not what it says: the rest of a record (its other
-header fields and its buffers) is what a decoder reads."""
-
-
-def _volatile_span() -> tuple[int, int]:
-    spans = sorted((HEADER_DTYPE.fields[n][1], HEADER_DTYPE.fields[n][1] + HEADER_DTYPE.fields[n][0].itemsize)  # type: ignore[index]
-                   for n in VOLATILE)
-    if any(a[1] != b[0] for a, b in zip(spans, spans[1:])) or spans[0][0] % ALIGN or spans[-1][1] % ALIGN:
-        raise AssertionError(f"the record header's {VOLATILE} are not whole words side by side")  # the mirror changed
-    return spans[0][0], spans[-1][1]
-
-
-VOLATILE_SPAN = _volatile_span()
-"""Where ``VOLATILE`` lies in a record: bytes [start, end) (whole words: ``Block.stable_keys`` clears them so)."""
 _VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
 _VOLATILE_WORDS = (_VOLATILE_END - _VOLATILE_START) // ALIGN
 

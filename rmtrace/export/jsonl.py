@@ -4,11 +4,12 @@ The lines are the bytes ``jsonschema.encode`` writes for ``jsonschema.call``'s o
 faster (``encoded_line``): each buffer's object, the bulk of a line (its bytes in hex, twice: decoded and
 as recorded), is spliced in already encoded, kept in a bounded cache by what makes it.
 
-A call whose decode is a function of its records' bytes (``rmtrace.columns.lines.memoizable``: ioctls and
-system calls, as ``rmtrace show``'s memo keeps them) is kept as its line with holes where it says which
-call it is (``VOLATILE``: sequence numbers, times, pid, tid, call ids, the duration), keyed as show's memo is
-(``memo_key``: its state, its records' bytes but those fields): a call made again with the same bytes is
-written by filling the holes, neither decoded nor encoded again (``LineMemo``).
+A call whose decode is a function of its records' bytes (``rmtrace.columns.memokey.memoizable``: ioctls
+and system calls, as ``rmtrace show``'s memo keeps them) is kept as its line with holes where it says
+which call it is (``VOLATILE``: sequence numbers, times, pid, tid, call ids, the duration), keyed by what
+show's memo keys by too (``memo_key``: its state, its records' bytes but those fields): a call made again
+with the same bytes is written by filling the holes, neither decoded nor encoded again (``LineMemo``).
+Nothing here imports numpy (a small trace's export would spend a fifth of its time on it).
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ from typing import Any
 import orjson
 
 from rmtrace import jsonschema
-from rmtrace.calls import Call
-from rmtrace.columns.lines import memoizable
-from rmtrace.columns.summary import VOLATILE_SPAN
-from rmtrace.columns.table import STATES
+from rmtrace.calls import Call, CallState
+from rmtrace.columns.memokey import VOLATILE_SPAN, memoizable
 from rmtrace.decoders import DecoderSet, Level
 from rmtrace.decoders.base import Decoded
 from rmtrace.decoders.render import buffer_fragments
@@ -82,22 +81,22 @@ def _lines(src: ExportInput, memo: LineMemo | None = None) -> Iterator[bytes]:
     for call in decoders.calls(records()):
         parts = [part for part in (stable.pop(r.seq, None) for r in call.records) if part is not None]
         if len(parts) == len(call.records):
-            yield memo.line(call, memo_key(STATES.index(call.state), parts), start)
+            yield memo.line(call, memo_key(call.state, parts), start)
         else:
             yield encoded_line(decoders.decode(call, Level.FULL), call, start)
 
 
 _VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
-_STATE_BYTES = [bytes((i,)) for i in range(len(STATES))]
+_STATE_BYTES = {state: bytes((i,)) for i, state in enumerate(CallState)}
 
 
 def stable_parts(record: memoryview) -> tuple[memoryview, memoryview]:
-    """A record but the header fields that say which call it is (``summary.VOLATILE``, which show's memo
+    """A record but the header fields that say which call it is (``memokey.VOLATILE``, which show's memo
     keys leave out too): the bytes before them and the bytes after."""
     return record[:_VOLATILE_START], record[_VOLATILE_END:]
 
 
-def memo_key(state: int, parts: list[bytes]) -> bytes:
+def memo_key(state: CallState, parts: list[bytes]) -> bytes:
     """A call's key in ``LineMemo``: its state, then its records' ``stable_parts`` one after the other
     (each record says its length, so the bytes one after the other are one key)."""
     return b"".join((_STATE_BYTES[state], *parts))
