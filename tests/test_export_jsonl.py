@@ -6,6 +6,8 @@ import io
 import json
 import math
 import struct
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -204,3 +206,17 @@ def test_a_call_made_again_is_its_kept_line_filled_in(tmp_path, legacy_replay): 
         if path == str(again):  # the second and third copies' calls, but the lines too long to keep
             assert memo.templates.hits > 0.6 * len(lines) and memo.templates.bytes > 1 << 20
             assert {len(line) > LINE_KEPT_MAX for line in lines} == {True, False}
+
+
+def test_jsonl_export_leaves_numpy_unimported(tmp_path) -> None:
+    """jsonl reads call by call: numpy (a fifth of a small export's time, +28 MB) is for the table's
+    formats, and the memo of lines keys by rmtrace.columns.memokey, which has none.  A fresh interpreter:
+    what an earlier test imported would hide a load."""
+    trace = shipped("cuda-streams")
+    script = ("import sys\nfrom rmtrace.cli.main import main\n"
+              f"sys.argv = ['rmtrace', 'export', {str(trace)!r}, '--format', 'jsonl', '-o', {str(tmp_path / 'o.jsonl')!r}]\n"
+              "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+              "print('numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-1] == "False", done.stderr[-2000:]
+    assert (tmp_path / "o.jsonl").stat().st_size > 0
