@@ -541,11 +541,12 @@ static inline void ring_publish(struct shim_thread *t, struct rmt_record h, int 
  * another core's cache or the LLC on the exit's path, paid again when the next system call waits for the
  * exit's stores.  Taken here, their fetch overlaps the enter's own (which the system call waits for
  * anyway), and the exit writes lines that are this core's.  PREFETCHW rather than a store: it costs no
- * store-buffer entry and never faults.  On the H200 (bench/results/record_overhead-h200.md, 2026-12-02):
- * 0.89 / 0.88 / 0.83 times what the shim without it added (stack / heap / nested, 40 rounds); with the
- * exit's header by words, against main's shim with neither, main's / this 0.98 / 1.02 / 1.10 (70 rounds on
- * two machines): inside the noise.  bench/clock_cost.c's fresh ring, which no other core has read, shows
- * no gain. */
+ * store-buffer entry and never faults.  What it gains is not shown: on the H200
+ * (bench/results/record_overhead-h200.md, 2026-12-02) with the exit's header by words, against main's
+ * shim with neither, main's / this was 0.98 / 1.02 / 1.10 (stack / heap / nested, 70 rounds on two
+ * machines), every range holding 1; the first call's 0.89 / 0.88 / 0.83 for the prefetch alone was
+ * inside the noise too.  On bench/clock_cost.c's fresh ring, which no other core has read, it costs
+ * 5-13 ns (H200 and locally).  Kept as the one lever left on the exit's misses, for a longer run to settle. */
 static inline void ring_prefetch_exit(const struct shim_thread *t, uint32_t size)
 {
 	const uint8_t *at = t->data + (t->head & t->mask), *end = at + size;

@@ -182,16 +182,17 @@ static void *map_file(const char *dir, const char *name, int prot, size_t *size)
 	return mem;
 }
 
-/* The capture table is ours (the recorder wrote it), but check it anyway:
- * a broken table must disable capture, not crash the program. */
-/* Whether the CPU has PREFETCHW (CPUID 0x80000001 ECX bit 8; every x86-64 CPU since Broadwell and AMD's
- * K8): ring_prefetch_exit issues it only then, as the kernel's prefetchw() does. */
+/* Whether the CPU has PREFETCHW (CPUID 0x80000001 ECX bit 8; Intel's since Broadwell, AMD's since family
+ * 10h): ring_prefetch_exit issues it only then, as the kernel's prefetchw() does. */
 static int has_prefetchw(void)
 {
 	unsigned a, b, c, d;
 
 	return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & bit_PRFCHW);
 }
+
+/* The capture table is ours (the recorder wrote it), but check it anyway:
+ * a broken table must disable capture, not crash the program. */
 
 static int load_ctab(const struct rmt_ctab_header *h, size_t size)
 {
