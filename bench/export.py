@@ -1,6 +1,6 @@
 """Export throughput and memory: every format beside a plain decode pass, in the same run.
 
-    python bench/export.py [--records 200000] [--rounds 5] [--memory-records 1000000] [--trace FILE]
+    python bench/export.py [--records 200000] [--rounds 5] [--memory-records 100000 1000000 ...] [--trace FILE]
                            [--formats jsonl ...] [--as-recorded] [--cold]
 
 The trace is FILE (default: the shipped capture of three CUDA clients in a
@@ -29,8 +29,11 @@ is judged (on a shared machine the wall clock of a single-threaded pass is
 mostly how the scheduler shared the cores), and the wall clock, whose paired
 median is printed beside it.
 
-Memory.  Each pass runs once more at --memory-records records and at a tenth
-of that (goal: no growth with length); 0 leaves this out.
+Memory.  Each pass runs once more at each of the --memory-records lengths (one
+length N: N and a tenth of it; goal: no growth with length); 0 leaves this
+out.  ``--rounds 0`` leaves out the timed passes, and with them the decode
+passes (a baseline only for a ratio), for a memory line of the chosen formats
+alone at lengths where a decode pass would take most of the run.
 
 The cache.  pcapng, perfetto and parquet read the trace's call table (and
 parquet its objects) from the cache (``RMTRACE_CACHE``), built by the first
@@ -130,8 +133,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000, help="the length of the timed passes")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--memory-records", type=int, default=1_000_000,
-                        help="the longer length of the memory passes (each pass once there and at a tenth; 0: none)")
+    parser.add_argument("--memory-records", type=int, nargs="+", default=[1_000_000],
+                        help="the lengths of the memory passes (one length: it and a tenth of it; 0: none)")
     parser.add_argument("--trace", default=str(ROOT / "captures" / "cuda-streams-3x-sequential.trace"))
     parser.add_argument("--formats", nargs="+", choices=formats(), metavar="FORMAT",
                         help="only these formats (the decode passes always run): a quicker run for one format")
@@ -149,7 +152,7 @@ def main() -> int:
     from rmtrace.trace import TraceReader
 
     chosen = args.formats or formats()
-    every = [BASELINE, *dict.fromkeys(ALSO[w] for w in chosen if w in ALSO), *chosen]
+    every = [*([BASELINE, *dict.fromkeys(ALSO[w] for w in chosen if w in ALSO)] if args.rounds else []), *chosen]
     load_at_start = os.getloadavg()[0]
 
     passes = 0
@@ -181,7 +184,8 @@ def main() -> int:
         else:
             path = os.path.join(tmp, f"big-{args.records}.trace")
             timed_n = replicate(args.trace, path, args.records)
-        warm(path)
+        if args.rounds:
+            warm(path)
         # runs[format] = [(its baseline's passes by name, its own pass)] per round
         runs: dict[str, list[dict[str, dict]]] = {what: [] for what in chosen}
         for r in range(args.rounds):
@@ -189,7 +193,8 @@ def main() -> int:
                 order = group if r % 2 == 0 else group[::-1]
                 runs[group[-1]].append({what: one(what, path, timed_n, f"round {r + 1}") for what in order})
         memory: dict[tuple[str, int], dict] = {}
-        lengths = [] if args.as_recorded or not args.memory_records else [args.memory_records // 10, args.memory_records]
+        asked = [n for n in args.memory_records if n]
+        lengths = [] if args.as_recorded or not asked else [asked[0] // 10, asked[0]] if len(asked) == 1 else sorted(asked)
         for n in lengths:
             mem_path = os.path.join(tmp, f"mem-{n}.trace")
             count = replicate(args.trace, mem_path, n)
@@ -199,14 +204,16 @@ def main() -> int:
             os.unlink(mem_path)
     what_ran = (f"{timed_n:,}, {os.path.basename(args.trace)} as recorded" if args.as_recorded else
                 f"{timed_n:,}, replicated from {os.path.basename(args.trace)}")
-    rows = [("records", f"{what_ran}; {args.rounds} rounds, each format beside its own baseline pass, in alternating "
-                        f"order; cache {'cold (each pass builds what it reads)' if args.cold else 'warm'}; "
+    rounds = (f"{args.rounds} rounds, each format beside its own baseline pass, in alternating order" if args.rounds
+              else "no timed passes (--rounds 0), the memory passes alone")
+    rows = [("records", f"{what_ran}; {rounds}; cache {'cold (each pass builds what it reads)' if args.cold else 'warm'}; "
                         f"load average {load_at_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")]
 
     def median(what: str, measure: str) -> float:
         return statistics.median(rnd[what][measure] for pairs in runs.values() for rnd in pairs if what in rnd)
 
-    for what in every:
+    def timed_line(what: str) -> str:
+        """A format's speed: records per second and its ratios to its baseline passes, per round."""
         rate = timed_n / median(what, "cpu_seconds")
         text = f"{rate:>9,.0f} records/s (median CPU)"
         pairs = runs.get(what)
@@ -222,11 +229,15 @@ def main() -> int:
             text += f"; parse cache hits {last['parse_hits']:.0%}"
         if last.get("buffer_object_hits") is not None:
             text += f"; buffer objects kept hits {last['buffer_object_hits']:.0%}"
-        rows.append((what, text))
+        return text
+
+    for what in every:
+        rows.append((what, timed_line(what) if args.rounds else ""))
         if lengths:
-            small, large = (memory[(what, n)]["maxrss_mb"] for n in lengths)
-            rows.append(("", f"peak {small:5.0f} MB at {lengths[0]:,}, {large:5.0f} MB at {lengths[1]:,} "
-                             f"({large / small:.2f}x)"))
+            peaks = [memory[(what, n)]["maxrss_mb"] for n in lengths]
+            steps = ", ".join(f"{b / a:.2f}x" for a, b in zip(peaks, peaks[1:]))
+            rows.append(("", "peak " + ", ".join(f"{mb:5.0f} MB at {n:,}" for mb, n in zip(peaks, lengths))
+                             + f" ({steps} length to length)"))
     print_rows(rows)
     return 0
 
