@@ -26,9 +26,10 @@ Write a trace in a format other tools read:
             dataset directory partitioned by host and day, which
             'rmtrace query' (DuckDB), Spark or Trino read
 
-Every format streams (memory does not grow with the trace, but for parquet
-with a cold cache: its objects' fold grows) and shows its progress on a
-terminal.  docs/export.md has the layouts and the dataset's columns.
+Every format streams and shows its progress on a terminal.  Memory grows
+slowly with the trace (a few percent from 100,000 to 1,000,000 records; more
+with a cold cache at 10,000,000: docs/export.md has the figures, the layouts
+and the dataset's columns).
 """
 
 FORMATS = ("pcapng", "perfetto", "jsonl", "parquet")

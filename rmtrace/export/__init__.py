@@ -8,7 +8,7 @@
 * ``parquet``: one table of calls, many traces into one dataset partitioned
   by host and day, for DuckDB (``rmtrace query``), Spark or Trino.
 
-Every exporter streams: memory does not grow with the trace's length.
+Every exporter streams, a block of calls at a time (what still grows with the trace's length: docs/export.md).
 ``FORMATS`` maps a format's name to the function that writes it.
 """
 
