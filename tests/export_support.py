@@ -6,13 +6,20 @@ from __future__ import annotations
 import heapq
 import os
 import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rmtrace.decoders import DecoderSet
 
+from rmtrace.calls import Call
 from rmtrace.export.fold import TransitionStream
 from rmtrace.record import Source, SysOp
+from rmtrace.session import Transition
+from rmtrace.session.entities import CallInfo, Channel
 from rmtrace.session.fold import Folder
+from rmtrace.session.timeline import Timeline
 
 
 @pytest.fixture(scope="session")
@@ -50,15 +57,15 @@ class StreamingFold:
     reference (Perfetto's states, parquet's rows).  Per call, its CallInfo; each transition handed out
     once final (``TransitionStream``), and an exited client forgotten once its transitions are out."""
 
-    def __init__(self, decoders, transitions: bool = True) -> None:
+    def __init__(self, decoders: DecoderSet, transitions: bool = True) -> None:
         """``transitions``: False for a caller that reads only each call's CallInfo (parquet's rows)."""
-        self.transitions = TransitionStream() if transitions else _Unkept()
+        self.transitions: TransitionStream | _Unkept = TransitionStream() if transitions else _Unkept()
         self.folder = Folder(decoders, self.transitions)
         self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
         self._released_before = 0
         self.retired: list[str] = []
 
-    def fold(self, call):
+    def fold(self, call: Call) -> CallInfo:
         folder = self.folder
         while self._exited and self._exited[0][0] < self._released_before:  # their transitions are out
             self._forget(heapq.heappop(self._exited)[1])
@@ -80,25 +87,25 @@ class StreamingFold:
         self.retired.extend(retired)
 
     # what ``rmtrace.export.perfetto.States`` asks
-    def argv(self, pid: int):
+    def argv(self, pid: int) -> Sequence[str]:
         proc = self.folder.processes.get(pid)
         return proc.argv if proc is not None else ()
 
-    def channel(self, entity: str):
+    def channel(self, entity: str) -> Channel | None:
         return self.folder.channels.get(entity.removeprefix("chan/"))
 
-    def client_pid(self, client_id: str):
+    def client_pid(self, client_id: str) -> int | None:
         client = self.folder.clients.get(client_id)
         return client.pid if client is not None else None
 
 
-class _Unkept:
+class _Unkept(Timeline):
     """A timeline that keeps nothing: for a fold whose caller reads no transitions."""
 
-    pending: dict = {}
+    pending: dict[str, int] = {}
 
-    def set(self, *change) -> None:
+    def set(self, *change: Any) -> None:
         pass
 
-    def final(self, before_ns=None):
+    def final(self, before_ns: int | None = None) -> Iterator[Transition]:  # TransitionStream's signature
         return iter(())

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from rmtrace.calls import Call
+from rmtrace.columns.arrays import within
 from rmtrace.columns.cache import call_table
 from rmtrace.columns.fold import TableFold, needs, young_collections
 from rmtrace.columns.table import CallTable
@@ -158,7 +159,7 @@ class TableStream:
         row_of: dict[int, int] = {}
         for column in ("exit_seq", "enter_seq"):  # a call's first record wins over an exit of no call of its own
             values = np.asarray(c[column][start:stop]).astype(np.int64)
-            hit = np.flatnonzero(np.isin(values, seqs))
+            hit = np.flatnonzero(within(values, seqs))  # seqs: sorted, distinct
             row_of.update(zip(values[hit].tolist(), (start + hit).tolist()))
         for row, parts in self.table.members.items():
             if start <= row < stop:

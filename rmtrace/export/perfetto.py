@@ -24,7 +24,8 @@ its thread while it was inside the call.
 The calls are the rows of the trace's call table and the states the columnar
 fold's transitions, a block of rows at a time (``rmtrace.export.fold``);
 only the few calls whose track needs more than the table's columns (GSP
-exchanges, sema messages, an exec's command line) have their records read.
+exchanges, sema messages, an exec's command line, an exit whose enter the
+trace does not hold) have their records read.
 
 Timestamps are the trace's CLOCK_MONOTONIC nanoseconds, given as the trace
 clock; a clock snapshot maps them to wall-clock time.  Packets are made in a
@@ -51,7 +52,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.table import STATES, CallTable
-from rmtrace.export.fold import BLOCK_ROWS, STATE_ENTITIES, TableStream, TransitionStream
+from rmtrace.export.fold import BLOCK_ROWS, TableStream, TransitionStream, tracked
 from rmtrace.export.source import ExportInput
 from rmtrace.record import Phase, Source, SysOp, enum_name
 from rmtrace.session import Transition
@@ -367,12 +368,12 @@ class PerfettoWriter:
     # -- state tracks and counters ---------------------------------------------------------------
 
     def transition(self, tr: Transition) -> None:
+        if not tracked(tr.entity):
+            return
         if tr.entity == COUNTERS_ENTITY:
             if isinstance(tr.value, int):
                 track = self.named_track(f"counter/{tr.attr}", tr.attr, self.host, counter=True)
                 self.event(tr.t_ns, track, COUNTER, value=tr.value)
-            return
-        if not tr.entity.startswith(STATE_ENTITIES):
             return
         if tr.attr == "engine":  # the channel's engine at its allocation: what its track is named with
             self._engines[tr.entity] = tr.value
