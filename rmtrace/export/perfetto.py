@@ -496,7 +496,8 @@ def written_rows(src: ExportInput, stream: TableStream, writer: PerfettoWriter) 
 
 def write_perfetto(src: ExportInput, out: str, block_rows: int = BLOCK_ROWS) -> int:
     """Write the trace as a Perfetto trace to ``out`` (a path); returns the packets written.  ``block_rows``:
-    the rows folded ahead of the writer (the file does not depend on it)."""
+    the rows folded ahead of the writer (the file does not depend on it, but for a pid
+    used again within a block: docs/export.md)."""
     stream = TableStream(src.reader, src.decoders, block_rows)
     with open(out, "wb") as f:
         writer = PerfettoWriter(f, src, stream)
