@@ -479,7 +479,8 @@ static inline struct rmt_record rec_header(const struct shim_thread *t, uint16_t
 /* An 8-byte word of a record in the ring (records start 8-aligned): stored through this type, the header's
  * words may alias the ring's bytes. */
 typedef uint64_t __attribute__((may_alias, aligned(8))) shim_word;
-_Static_assert(offsetof(struct rmt_record, version) == 4 && offsetof(struct rmt_record, header_size) == 6 &&
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "rec_store_header puts each word together little-endian");
+_Static_assert(offsetof(struct rmt_record, magic) == 0 && offsetof(struct rmt_record, version) == 4 && offsetof(struct rmt_record, header_size) == 6 &&
 		       offsetof(struct rmt_record, total_len) == 8 && offsetof(struct rmt_record, source) == 12 &&
 		       offsetof(struct rmt_record, phase) == 14 && offsetof(struct rmt_record, flags) == 15 &&
 		       offsetof(struct rmt_record, seq) == 16 && offsetof(struct rmt_record, time_ns) == 24 &&
