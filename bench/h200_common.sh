@@ -1,10 +1,26 @@
-# What the H200 scripts (h200_shim_ab.sh, h200_cpu_kinds.sh) share; sourced, not run.
+# What the H200 scripts (h200_shim_ab.sh, h200_cpu_kinds.sh, h200_fmt.sh) share; sourced, not run.
+
+# build_shim TREE SO: the shim of source tree TREE (its kmod_shim/, built by its own shim_build) into SO.
+build_shim() {
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
+shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$1/kmod_shim" "$2"
+}
+
+# add_shims BIN NAME=TREE...: each TREE's shim built into BIN/NAME.so and added to the SHIMS array
+# (record_overhead.py's --shim NAME=SO), so that a variant is measured beside the change.
+add_shims() {
+    local bin=$1 spec
+    shift
+    for spec in "$@"; do
+        build_shim "${spec#*=}" "$bin/${spec%%=*}.so" || return 1
+        SHIMS+=(--shim "${spec%%=*}=$bin/${spec%%=*}.so")
+    done
+}
 
 # build_tools BIN BEFORE: the RM test program and BEFORE's shim (BIN/rmprog, BIN/before.so).
 build_tools() {
     gcc -O2 -Wall -o "$1/rmprog" tests/c/rmprog.c -lpthread || return 1
-    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
-shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$2/kmod_shim" "$1/before.so"
+    build_shim "$2" "$1/before.so"
 }
 
 # cpu_costs BIN OUT: a bare RM control pinned to each CPU (OUT/ioctl_by_cpu.txt; fields: CPU traced_ns T

@@ -13,6 +13,7 @@ ROUNDS=${ROUNDS:-15}
 BEFORE=${2:-}
 shift $(($# < 2 ? $# : 2))
 BIN=$(mktemp -d)
+. "$(dirname "$0")/h200_common.sh"
 { cat /proc/driver/nvidia/version; uname -a; nproc; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; } 2>&1
 gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
 gcc -O2 -Wall -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
@@ -23,18 +24,12 @@ python3 -X importtime -m rmtrace.cli.main record -o "$BIN/importtime.trace" -- t
 SHIMS=()
 STARTS=()
 if [ -n "$BEFORE" ]; then
-    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
-shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$BEFORE/kmod_shim" "$BIN/before.so" || exit 1
+    build_shim "$BEFORE" "$BIN/before.so" || exit 1
     SHIMS=(--shim "before=$BIN/before.so")
     python3 -m pip install -q --no-index --no-deps --no-build-isolation --target "$BIN/before-site" "$BEFORE" || exit 1
     STARTS=(--before "$BIN/before-site")
 fi
-for spec in "$@"; do
-    name=${spec%%=*}
-    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
-shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "${spec#*=}/kmod_shim" "$BIN/$name.so" || exit 1
-    SHIMS+=(--shim "$name=$BIN/$name.so")
-done
+add_shims "$BIN" "$@" || exit 1
 python3 bench/record_start.py "${STARTS[@]}" --rounds "$ROUNDS" -o "$OUT/record_start-h200.md"
 python3 bench/record_overhead.py "${SHIMS[@]}" ${CPUS:+--cpus "$CPUS"} --real --rounds "$ROUNDS" --calls 20000 --e2e-rounds "$ROUNDS" \
     -o "$OUT/record_overhead-h200.md" --e2e "$BIN/cuda_streams"

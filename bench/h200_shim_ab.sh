@@ -20,12 +20,7 @@ BIN=$(mktemp -d)
 . "$(dirname "$0")/h200_common.sh"
 build_tools "$BIN" "$BEFORE" || exit 1
 SHIMS=(--shim "before=$BIN/before.so")
-for spec in "$@"; do
-    name=${spec%%=*}
-    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
-shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "${spec#*=}/kmod_shim" "$BIN/$name.so" || exit 1
-    SHIMS+=(--shim "$name=$BIN/$name.so")
-done
+add_shims "$BIN" "$@" || exit 1
 
 gcc -O2 -Wall -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
 { grep -m1 'model name' /proc/cpuinfo; grep . /sys/devices/system/cpu/vulnerabilities/*
