@@ -115,7 +115,9 @@ def one_pass(what: str, trace: str, out: str) -> dict:
 def run_child(what: str, trace: str, out: str, cache: str) -> dict:
     cmd = [sys.executable, __file__, "--one", what, trace, out]
     env = {**os.environ, "RMTRACE_CACHE": cache}
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    if done.returncode:
+        raise SystemExit(f"export.py: {' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -167,7 +169,7 @@ def main() -> int:
         """With a warm cache: every format once on ``path`` before its timed passes (untimed)."""
         if not args.cold:
             for what in chosen:
-                run_child(what, path, os.path.join(tmp, "out-warm"), cache())
+                run_child(what, path, os.path.join(tmp, f"out-warm-{what.split()[0]}"), cache())  # parquet's is a folder
 
     def one(what: str, path: str, n: int, label: str) -> dict:
         result = run_child(what, path, os.path.join(tmp, f"out-{what.split()[0]}"), cache())
