@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from rmtrace.decoders import DecoderSet, decoders_for
@@ -192,3 +193,33 @@ def test_a_duplicate_names_its_source_and_defines_its_new_handle():
     assert m.events == (sem.ObjectDuplicated(0xC1D00002, 0x5C000099, 0xC1D00002, 0xC1D00001, 0x5C000006),)
     assert m.defines == (sem.Ref(sem.RefKind.HANDLE, 0x5C000099, 0xC1D00002),)
     assert sem.Ref(sem.RefKind.HANDLE, 0x5C000006, 0xC1D00001) in m.uses
+
+
+def _event_classes() -> list[type]:
+    found, todo = [], [sem.Event]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return [cls for cls in found if dataclasses.fields(cls)]
+
+
+@pytest.mark.parametrize("cls", _event_classes(), ids=lambda cls: cls.__name__)
+def test_events_compare_hash_and_print_as_dataclass_would(cls: type) -> None:
+    """Events share Event's __repr__/__eq__/__hash__ (a start-up cost saved): each behaves as the methods
+    @dataclass(frozen=True) generates for a class of the same fields, compared on a twin made so."""
+    fields = dataclasses.fields(cls)
+    twin = dataclasses.make_dataclass(cls.__name__, [(f.name, Any, dataclasses.field(repr=f.repr, compare=f.compare,
+                                                                                    hash=f.hash)) for f in fields],
+                                      frozen=True)
+    twin.__qualname__ = cls.__qualname__
+    values = list(range(1, len(fields) + 1))
+    event, same, made = cls(*values), cls(*values), twin(*values)
+    assert repr(event) == repr(made)
+    assert event == same and hash(event) == hash(same) == hash(made)
+    other = cls(*values[:-1], -1)
+    assert (event == other) == (made == twin(*values[:-1], -1))
+    assert event != made and event.__eq__(made) is NotImplemented  # another class: as dataclass, not equal
+    unhashable = cls({}, *values[1:])
+    with pytest.raises(TypeError):
+        hash(unhashable)

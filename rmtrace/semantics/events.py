@@ -15,6 +15,7 @@ which it uses.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,26 +102,43 @@ class Event:
 
     applies: ClassVar[Applies] = Applies.ON_SUCCESS
 
-    def _names(self) -> tuple[str, ...]:
-        """The field names in order (dataclass sets each event's ``__match_args__`` to them)."""
-        names: tuple[str, ...] = self.__match_args__
-        return names
-
-    def _values(self) -> tuple[Any, ...]:
-        """The field values in order: what equality and the hash compare (as a dataclass's do)."""
-        return tuple(getattr(self, name) for name in self._names())
+    def _values(self, names: tuple[str, ...]) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in names)
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._names())
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _shown(type(self)).repr)
         return f"{type(self).__qualname__}({fields})"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Event) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()
+        names = _shown(type(self)).compare
+        return self._values(names) == other._values(names)
 
     def __hash__(self) -> int:
-        return hash(self._values())
+        return hash(self._values(_shown(type(self)).hash))
+
+
+class _Shown(NamedTuple):
+    """The fields of an event class that dataclass's generated methods would read, each in field order."""
+
+    repr: tuple[str, ...]
+    compare: tuple[str, ...]
+    hash: tuple[str, ...]
+
+
+_SHOWN: dict[type, _Shown] = {}
+
+
+def _shown(cls: type) -> _Shown:
+    """``_Shown`` of ``cls``, from its dataclass fields (``repr``, ``compare``, ``hash``: a field's own
+    choices, as dataclass makes them), found once per class."""
+    found = _SHOWN.get(cls)
+    if found is None:
+        fields = dataclasses.fields(cls)
+        found = _SHOWN[cls] = _Shown(tuple(f.name for f in fields if f.repr), tuple(f.name for f in fields if f.compare),
+                                     tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
+    return found
 
 
 # --------------------------------------------------------------------------- processes and files (SYS)
