@@ -6,7 +6,7 @@ as recorded), is spliced in already encoded, kept in a bounded cache by what mak
 
 A call whose decode is a function of its records' bytes (``rmtrace.columns.memokey.memoizable``: ioctls
 and system calls, as ``rmtrace show``'s memo keeps them) is kept as its line with holes where it says
-which call it is (``VOLATILE``: sequence numbers, times, pid, tid, call ids, the duration), keyed by what
+which call it is (``VOLATILE_KEYS``: sequence numbers, times, pid, tid, call ids, the duration), keyed by what
 show's memo keys by too (``memo_key``: its state, its records' bytes but those fields): a call made again
 with the same bytes is written by filling the holes, neither decoded nor encoded again (``LineMemo``).
 Nothing here imports numpy (a small trace's export would spend a fifth of its time on it).
@@ -68,7 +68,7 @@ def _lines(src: ExportInput, memo: LineMemo | None = None) -> Iterator[bytes]:
     decoders, start = src.decoders, src.start_ns
     memo = memo if memo is not None else LineMemo(decoders)
     stable: dict[int, bytes] = {}
-    """seq -> a record of an operation the memo keeps, its bytes but its ``VOLATILE`` fields, until its call comes."""
+    """seq -> a record of an operation the memo keeps, its bytes but its ``memokey.VOLATILE`` fields, until its call comes."""
 
     def records() -> Iterator[Record]:
         wants = memo.wants
@@ -103,7 +103,7 @@ def memo_key(state: CallState, parts: list[bytes]) -> bytes:
 
 
 class LineMemo:
-    """Lines of calls kept with holes for their ``VOLATILE`` fields (``template``), by their ``memo_key``."""
+    """Lines of calls kept with holes for their ``VOLATILE_KEYS`` (``template``), by their ``memo_key``."""
 
     def __init__(self, decoders: DecoderSet, kept: int = LINES_KEPT, kept_bytes: int = LINES_KEPT_BYTES) -> None:
         self.decoders = decoders
@@ -111,6 +111,8 @@ class LineMemo:
         """key -> the template; ``_SEEN`` for a key that came once; b"" for a call whose line is not kept
         (not orjson's bytes, as ``encoded_line`` finds, or too long)."""
         self._wanted: dict[int, bool] = {}
+        self.filled = 0
+        """Lines written from a template (neither decoded nor encoded, but for the template's making)."""
 
     def wants(self, source: int, op: int) -> bool:
         """Whether calls of (source, op) are kept (``memoizable``)."""
@@ -126,6 +128,7 @@ class LineMemo:
         makes none (their making holds a line's bytes several times over)."""
         made = self.templates.get(key)
         if made and made is not _SEEN:
+            self.filled += 1
             return made % volatile(call, start_ns)
         decoded = self.decoders.decode(call, Level.FULL)
         if made is None:
@@ -136,6 +139,7 @@ class LineMemo:
             kept = made if len(made) <= LINE_KEPT_MAX else b""
             self.templates.put(key, kept, len(key) + len(kept))
             if made:
+                self.filled += 1
                 return made % volatile(call, start_ns)
         return encoded_line(decoded, call, start_ns)
 
@@ -158,18 +162,18 @@ def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
     return jsonschema.encode(jsonschema.call(decoded, folded, start_ns), newline=True)
 
 
-VOLATILE = ("seq", "t_ns", "time_ns", "pid", "tid", "call_id")
+VOLATILE_KEYS = ("seq", "t_ns", "time_ns", "pid", "tid", "call_id")
 """The fields of a call's object, and of each of its records' objects, that say which call it is: in the
 order the objects hold them, they are what ``volatile`` fills in (the call's duration after the call's)."""
 _HOLE, _DURATION_HOLE = orjson.Fragment(b"\x00"), orjson.Fragment(b"\x01")
 """What orjson writes in no other place (it escapes control characters in text)."""
-_CALL_HOLES = {**dict.fromkeys(VOLATILE, _HOLE), "duration_ns": _DURATION_HOLE}
-_RECORD_HOLES = dict.fromkeys(VOLATILE, _HOLE)
+_CALL_HOLES = {**dict.fromkeys(VOLATILE_KEYS, _HOLE), "duration_ns": _DURATION_HOLE}
+_RECORD_HOLES = dict.fromkeys(VOLATILE_KEYS, _HOLE)
 _SEEN = b"seen"
 
 
 def template(decoded: Decoded, folded: Call, start_ns: int) -> bytes | None:
-    """``encoded_line``'s bytes with a ``%d`` for each of the ``VOLATILE`` fields of the call and of its
+    """``encoded_line``'s bytes with a ``%d`` for each of the ``VOLATILE_KEYS`` of the call and of its
     records and a ``%s`` for the duration (``bytes % volatile(call)`` fills them), or None where that line
     is not orjson's bytes."""
     buffers = buffer_fragments(decoded.buffers)
@@ -183,14 +187,14 @@ def template(decoded: Decoded, folded: Call, start_ns: int) -> bytes | None:
         line = orjson.dumps(obj, default=jsonschema.encode_default, option=_LINE_OPTIONS)
     except TypeError:
         return None
-    if (not jsonschema.orjson_as_is(line) or line.count(b"\x00") != len(VOLATILE) * (1 + len(folded.records))
+    if (not jsonschema.orjson_as_is(line) or line.count(b"\x00") != len(VOLATILE_KEYS) * (1 + len(folded.records))
             or line.count(b"\x01") != 1):
         return None
     return line.replace(b"%", b"%%").replace(b"\x00", b"%d").replace(b"\x01", b"%s")
 
 
 def volatile(call: Call, start_ns: int) -> tuple[int | bytes, ...]:
-    """What ``template``'s holes hold for ``call``: its ``VOLATILE`` fields and duration, then each record's."""
+    """What ``template``'s holes hold for ``call``: its ``VOLATILE_KEYS`` and duration, then each record's."""
     first, duration = call.first, call.duration_ns
     values: list[int | bytes] = [first.seq, first.time_ns - start_ns, first.time_ns, first.pid, first.tid,
                                  first.call_id, b"null" if duration is None else b"%d" % duration]
