@@ -607,6 +607,16 @@ void capture_ioctl_enter(struct shim_thread *t, struct shim_plan *p, uint16_t so
 /* The same buffers after the call. */
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
 
+/* The size of the exit record capture_ioctl_exit_whole would build for plan p, or 0 where it will not (a
+ * buffer the enter could not take whole, or a record past what rec_fast allows): the one test both it and
+ * the enter's prefetch of its lines go by. */
+static inline uint32_t exit_whole_size(const struct shim_plan *p)
+{
+	uint32_t size = (uint32_t)sizeof(struct rmt_record) + p->exit_bytes;
+
+	return p->whole && size <= shim_proc.fast_end ? size : 0;
+}
+
 /* The calling thread's exit record in one pass, when the enter read every buffer whole: 0 when it is
  * published; -1 when the general way (capture_ioctl_exit) must build it, with p->stamped its time when
  * taken (else 0).  Inline, in traced_ioctl: after the system call, no call but the clock's and the
@@ -620,12 +630,12 @@ static inline __attribute__((always_inline)) int capture_ioctl_exit_whole(struct
 {
 	struct shim_thread *t = &shim_self;
 	const struct rmt_buffer *it = p->item, *end = it + p->n;
-	uint32_t size = (uint32_t)sizeof(struct rmt_record) + p->exit_bytes;
+	uint32_t size = exit_whole_size(p);
 	uint8_t *dst = t->data + (t->head & t->mask) + sizeof(struct rmt_record);
 	uint64_t now;
 
 	p->stamped = 0;
-	if (unlikely(!p->whole || size > shim_proc.fast_end || !ring_fast_room(t, size)))
+	if (unlikely(!size || !ring_fast_room(t, size)))
 		return -1;
 	p->stamped = now = ring_stamp(t);
 	for (; it < end; it++) {
