@@ -125,7 +125,6 @@ struct shim_process {
 	uint32_t rights_size;
 	pid_t pid;
 	uint8_t tsc;                      /* RMT_CTAB_TSC: shim_now extrapolates rdtsc */
-	uint8_t prefetchw;                /* the CPU has PREFETCHW: ring_prefetch_exit */
 	int active;                       /* a session was found at start        */
 	int guard_on;                     /* atomic: the SIGSEGV/SIGBUS handler that makes shim_copy safe is in */
 	/* The rest: written (calls, once per CALL_ID_BLOCK calls of a thread) or read rarely. */
@@ -536,26 +535,6 @@ static inline void ring_publish(struct shim_thread *t, struct rmt_record h, int 
 	__atomic_store_n(&ctl->writing, 0, __ATOMIC_RELAXED); /* after head: a consumer that sees 0 sees the record */
 }
 
-/* Take for writing, before the system call, the ring's lines that the ioctl's exit record of size bytes will
- * fill (at head, the enter's record published).  Their first is the enter's last, but the others are lines
- * the recorder read one lap of the ring ago: taken after the call, each is a read-for-ownership from
- * another core's cache or the LLC on the exit's path, paid again when the next system call waits for the
- * exit's stores.  Taken here, their fetch overlaps the enter's own (which the system call waits for
- * anyway), and the exit writes lines that are this core's.  PREFETCHW rather than a store: it costs no
- * store-buffer entry and never faults.  What it gains is not shown: on the H200
- * (bench/results/record_overhead-h200.md, 2026-12-02) with the exit's header by words, against main's
- * shim with neither, main's / this was 0.98 / 1.02 / 1.10 (stack / heap / nested, 70 rounds on two
- * machines), every range holding 1; the first call's 0.89 / 0.88 / 0.83 for the prefetch alone was
- * inside the noise too.  On bench/clock_cost.c's fresh ring, which no other core has read, it costs
- * 5-13 ns (H200 and locally).  Kept as the one lever left on the exit's misses, for a longer run to settle. */
-static inline void ring_prefetch_exit(const struct shim_thread *t, uint32_t size)
-{
-	const uint8_t *at = t->data + (t->head & t->mask), *end = at + size;
-
-	for (at = (const uint8_t *)((uintptr_t)at & ~(uintptr_t)63); at < end; at += 64)
-		__asm__ volatile("prefetchw %0" : : "m"(*at));
-}
-
 /* Take the record's time (ring_stamp); rec_emit does it for a record whose time was not taken before. */
 void rec_stamp(struct shim_rec *r);
 /* rec_emit's rare ways, out of line (shim_record.c): the record's reads by the slow paths into the
@@ -608,8 +587,7 @@ void capture_ioctl_enter(struct shim_thread *t, struct shim_plan *p, uint16_t so
 void capture_ioctl_exit(struct shim_rec *r, const struct shim_plan *p);
 
 /* The size of the exit record capture_ioctl_exit_whole would build for plan p, or 0 where it will not (a
- * buffer the enter could not take whole, or a record past what rec_fast allows): the one test both it and
- * the enter's prefetch of its lines go by. */
+ * buffer the enter could not take whole, or a record past what rec_fast allows). */
 static inline uint32_t exit_whole_size(const struct shim_plan *p)
 {
 	uint32_t size = (uint32_t)sizeof(struct rmt_record) + p->exit_bytes;

@@ -382,14 +382,6 @@ SHIM_HOT void capture_ioctl_enter(struct shim_thread *t, struct shim_plan *p, ui
 	} else if (take(r, p, RMT_BUF_ARG, 1, 0, arg, _IOC_SIZE(req), &data) == 0 && data.len == _IOC_SIZE(req))
 		take_rm(r, p, (uint32_t)_IOC_NR(req), &data, 0);
 	rec_emit(r); /* in lossy mode a dropped enter still gets its exit tried: every record is written or counted */
-	/* The exit's lines, only where capture_ioctl_exit_whole will write them: a record past fast_end goes the
-	 * general way, and prefetching its megabytes would only evict the caches. */
-	if (likely(shim_proc.prefetchw)) {
-		uint32_t size = exit_whole_size(p);
-
-		if (likely(size))
-			ring_prefetch_exit(t, size);
-	}
 }
 
 /* The general way of the exit (capture_ioctl_exit_whole could not): each buffer as its enter found it,

@@ -11,7 +11,6 @@
  * child never writes its parent's rings.
  */
 #define _GNU_SOURCE
-#include <cpuid.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -182,15 +181,6 @@ static void *map_file(const char *dir, const char *name, int prot, size_t *size)
 	return mem;
 }
 
-/* Whether the CPU has PREFETCHW (CPUID 0x80000001 ECX bit 8; Intel's since Broadwell, AMD's since family
- * 10h): ring_prefetch_exit issues it only then, as the kernel's prefetchw() does. */
-static int has_prefetchw(void)
-{
-	unsigned a, b, c, d;
-
-	return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & bit_PRFCHW);
-}
-
 /* The capture table is ours (the recorder wrote it), but check it anyway:
  * a broken table must disable capture, not crash the program. */
 
@@ -218,7 +208,6 @@ static int load_ctab(const struct rmt_ctab_header *h, size_t size)
 	shim_proc.rights_size = h->rights_size;
 	shim_proc.lossy = (h->flags & RMT_CTAB_LOSSY) != 0;
 	shim_proc.tsc = (h->flags & RMT_CTAB_TSC) != 0;
-	shim_proc.prefetchw = has_prefetchw();
 	return ctab_index();
 }
 
