@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rmtrace.calls import CallState
-from rmtrace.columns.arrays import distinct
+from rmtrace.columns.arrays import distinct, group_numbers, group_rows
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.record import Source, enum_name
@@ -137,8 +137,13 @@ def operations(table: CallTable) -> Operations:
     # resident until then), and each row-long array once used
     n = len(table)
     table.release(0, n, ("name", "detail"))
-    group, (pid, client, source, op) = _groups([c["pid"], c["client"] + 1, c["source"], full])
-    del full
+    keys = [c["pid"], c["client"], c["source"], full]
+    order, bounds = group_rows(keys)
+    firsts = order[bounds[:-1]]
+    pid, client, source, op = (np.asarray(k[firsts]) for k in keys)
+    client += 1  # 0: no client, as ``clients`` counts them
+    group = group_numbers(order, bounds)
+    del full, keys, order, firsts
     table.release(0, n, ("pid", "client", "source"))
     groups = len(pid)
     counts = np.bincount(group, minlength=groups)
@@ -172,40 +177,6 @@ def operations(table: CallTable) -> Operations:
 def operation_rows(table: CallTable) -> list[dict[str, Any]]:
     """``operations(table)``' rows, as a list."""
     return list(operations(table).rows())
-
-
-def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Each row's group (rows with the same non-negative key values), and each group's key values,
-    groups in order of their keys.  The keys are packed into one 64-bit number when they fit."""
-    widths = [max(int(k.max()).bit_length(), 1) for k in keys]
-    if sum(widths) > 63:
-        stacked = np.stack([k.astype(np.int64) for k in keys], axis=1)
-        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        return inverse.ravel(), [uniq[:, i] for i in range(len(keys))]
-    packed = np.zeros(len(keys[0]), dtype=np.int64)
-    for key, width in zip(keys, widths):
-        packed <<= width
-        packed |= key
-    # np.unique(return_inverse=True), holding fewer row-long arrays at once (a sort's order, the sorted
-    # keys, then int32 group numbers)
-    order = np.argsort(packed)
-    packed = packed[order]
-    new = np.empty(len(packed), dtype=bool)
-    new[:1] = True
-    np.not_equal(packed[1:], packed[:-1], out=new[1:])
-    uniq = packed[new]
-    del packed
-    numbers = np.cumsum(new, dtype=np.int32 if len(uniq) < 1 << 31 else np.int64)
-    del new
-    numbers -= 1
-    inverse = np.empty(len(numbers), dtype=numbers.dtype)
-    inverse[order] = numbers
-    del order, numbers
-    values = []
-    for width in reversed(widths):
-        values.append(uniq & ((1 << width) - 1))
-        uniq = uniq >> width
-    return inverse, values[::-1]
 
 
 def _ranks(values: list[str]) -> np.ndarray:
