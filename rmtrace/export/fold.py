@@ -132,7 +132,7 @@ class TableStream:
         some may still be pending (``transitions.pending``); a writer that keeps state per entity drops it
         then, and removes the entity from this list."""
         self._argv: dict[int, tuple[str, ...]] = {}
-        self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
+        self._exited: list[tuple[int, int, int]] = []  # (time, pid, seq) of exits not yet forgotten
         self._released_before = 0
         self._held: list[tuple[int, tuple[int, int, str, str, Any]]] = []  # (row, transition) of the block, by row
         self._next_held = 0
@@ -171,7 +171,8 @@ class TableStream:
     def before(self, row: int, first_ns: int) -> Iterator[Transition]:
         """Row ``row`` (its first record at ``first_ns``) comes next: the transitions final before it."""
         while self._exited and self._exited[0][0] < self._released_before:
-            self._forget(heapq.heappop(self._exited)[1])
+            _t, pid, seq = heapq.heappop(self._exited)
+            self._forget(pid, seq)
         held, at = self._held, self._next_held
         while at < len(held) and held[at][0] <= row:
             self.transitions.set(*held[at][1])
@@ -179,10 +180,11 @@ class TableStream:
         self._next_held = at
         return self.transitions.final(first_ns)
 
-    def after(self, source: int, op: int, pid: int, first_ns: int, last_ns: int) -> None:
-        """A row has been written: a process's exit has its client forgotten once the exit's transitions are out."""
+    def after(self, source: int, op: int, pid: int, seq: int, first_ns: int, last_ns: int) -> None:
+        """A row (its first record ``seq``) has been written: a process's exit has its client forgotten once the
+        exit's transitions are out."""
         if source == Source.SYS and op == SysOp.EXIT:
-            heapq.heappush(self._exited, (last_ns, pid))
+            heapq.heappush(self._exited, (last_ns, pid, seq))
         self._released_before = first_ns
 
     def executed(self, pid: int, call: Call) -> None:
@@ -191,11 +193,12 @@ class TableStream:
         if executed is not None:
             self._argv[pid] = executed.argv
 
-    def _forget(self, pid: int) -> None:
-        """A process exited: its client makes no more calls, so the fold drops what it kept of it (the fold
-        has freed its objects, and the caller has had their transitions), keeping memory to what is live."""
+    def _forget(self, pid: int, seq: int) -> None:
+        """A process exited at ``seq``: it makes no more calls, so the fold drops what it kept of it (the fold
+        has freed its objects, and the caller has had their transitions), keeping memory to what is live.  The
+        fold has run ahead: what a new process given the same pid made since is kept."""
         self._argv.pop(pid, None)
-        self.retired.extend(self.folder.forget_client(pid))
+        self.retired.extend(self.folder.forget_client(pid, through_seq=seq))
 
     def finish(self) -> Iterator[Transition]:
         """Every transition not yet handed out."""

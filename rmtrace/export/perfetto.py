@@ -488,7 +488,7 @@ def written_rows(src: ExportInput, stream: TableStream, writer: PerfettoWriter) 
             if row.call is not None and row.source == Source.SYS and row.op == SysOp.EXEC:
                 stream.executed(row.pid, row.call)
             writer.call(row)
-            stream.after(row.source, row.op, row.pid, row.t_enter, row.t_last)
+            stream.after(row.source, row.op, row.pid, row.enter_seq, row.t_enter, row.t_last)
             yield row
         src.progress.add(_records_in(table, start, stop))
         table.release(max(start - FAULT_AROUND_ROWS, 0), stop)
@@ -496,8 +496,7 @@ def written_rows(src: ExportInput, stream: TableStream, writer: PerfettoWriter) 
 
 def write_perfetto(src: ExportInput, out: str, block_rows: int = BLOCK_ROWS) -> int:
     """Write the trace as a Perfetto trace to ``out`` (a path); returns the packets written.  ``block_rows``:
-    the rows folded ahead of the writer (the file does not depend on it, but for a pid
-    used again within a block: docs/export.md)."""
+    the rows folded ahead of the writer (the file does not depend on it)."""
     stream = TableStream(src.reader, src.decoders, block_rows)
     with open(out, "wb") as f:
         writer = PerfettoWriter(f, src, stream)
