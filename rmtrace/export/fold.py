@@ -25,7 +25,6 @@ transitions held until their calls come.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -36,8 +35,7 @@ import numpy as np
 from rmtrace.calls import Call
 from rmtrace.columns.arrays import within
 from rmtrace.columns.cache import call_table
-from rmtrace.columns.fold import TableFold, needs, young_collections
-from rmtrace.columns.table import CallTable
+from rmtrace.columns.fold import TableFold, young_collections
 from rmtrace.decoders import DecoderSet
 from rmtrace.record import Source, SysOp
 from rmtrace.semantics import events as ev
@@ -100,22 +98,6 @@ class _Staged(Timeline):
             self.made.append((t_ns, seq, entity, attr, value))
 
 
-class _BlockFold(TableFold):
-    """``TableFold`` over a whole table a block of rows at a time.  ``advance`` is for a table that grows:
-    each call looks at every row again (where a client's calls end), which over a whole trace block by
-    block would hold arrays as long as the trace; here every row is final, so a block folds its own rows only."""
-
-    def fold_through(self, table: CallTable, stop: int) -> None:
-        """Fold rows up to ``stop`` not yet folded (with the processes and clients the table made before it)."""
-        start = self.next_row
-        view = dataclasses.replace(table, columns={name: column[:stop] for name, column in table.columns.items()})
-        need = np.zeros(stop, dtype=np.int8)
-        need[start:] = needs(view, self.plan, self.folder.interpreter.roles, start)
-        rows = start + np.flatnonzero(need[start:])
-        self._fold_rows(view, rows, need, stop, final=False)
-        self.next_row = stop
-
-
 class TableStream:
     """The call table's rows a block at a time, the fold's transitions handed out as they become final."""
 
@@ -124,7 +106,7 @@ class TableStream:
         self.table = call_table(reader, decoders)
         self._staged = _Staged()
         self.folder = Folder(decoders, self._staged, client_ids(reader.meta))
-        self._fold = _BlockFold(self.folder, reader)
+        self._fold = TableFold(self.folder, reader)
         self.block_rows = block_rows
         self.transitions = TransitionStream()
         self.retired: list[str] = []
@@ -143,8 +125,8 @@ class TableStream:
         table = self.table
         for start in range(0, len(table), self.block_rows):
             stop = min(start + self.block_rows, len(table))
-            with young_collections():
-                self._fold.fold_through(table, stop)
+            with young_collections():  # every row is final: fold the block's own (processes' and clients' ends left)
+                self._fold.advance(table, final=True, until=stop)
             folder = self.folder
             folder.gsp.clear()  # what only a whole-trace model needs: the GSP exchange list, the stray frees
             folder.stray_frees.clear()
