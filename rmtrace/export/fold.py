@@ -25,6 +25,7 @@ transitions held until their calls come.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -66,11 +67,23 @@ class TransitionStream(Timeline):
         self._n = 0
         self.pending: Counter[str] = Counter()
         """Transitions not yet handed out, per entity (a writer holds a forgotten entity's state until none)."""
+        self.engines: dict[str, Any] = {}
+        """Each channel's engine as its allocation named it (its ``engine`` transition), until the channel is
+        forgotten: what a track is named with, whatever a later BIND, folded before the track is named, set."""
 
     def set(self, t_ns: int, seq: int, entity: str, attr: str, value: Any) -> None:
         heapq.heappush(self._heap, (t_ns, seq, self._n, entity, attr, value))  # _n keeps equal times in fold order
         self._n += 1
         self.pending[entity] += 1
+        if attr == "engine":
+            self.engines.setdefault(entity, value)
+
+    def channel(self, entity: str, chan: Channel | None) -> Channel | None:
+        """``chan``, the fold's channel of ``entity`` now, with the engine its allocation gave it."""
+        if chan is None:
+            return None
+        engine = self.engines.get(entity, chan.engine)
+        return chan if engine == chan.engine else dataclasses.replace(chan, engine=engine)
 
     def final(self, before_ns: int | None = None) -> Iterator[Transition]:
         """Transitions earlier than ``before_ns`` (all of them when None), in time order, removed."""
@@ -180,7 +193,10 @@ class TableStream:
         has freed its objects, and the caller has had their transitions), keeping memory to what is live.  The
         fold has run ahead: what a new process given the same pid made since is kept."""
         self._argv.pop(pid, None)
-        self.retired.extend(self.folder.forget_client(pid, through_seq=seq))
+        retired = self.folder.forget_client(pid, through_seq=seq)
+        for entity in retired:
+            self.transitions.engines.pop(entity, None)
+        self.retired.extend(retired)
 
     def finish(self) -> Iterator[Transition]:
         """Every transition not yet handed out."""
@@ -196,8 +212,9 @@ class TableStream:
         return self._argv.get(pid, ())
 
     def channel(self, entity: str) -> Channel | None:
-        """The channel of entity ``chan/ID`` while the fold has it."""
-        return self.folder.channels.get(entity.removeprefix("chan/"))
+        """The channel of entity ``chan/ID`` while the fold has it, with the engine its allocation gave it (the
+        fold runs ahead of the writer: a BIND it has folded since may have set another)."""
+        return self.transitions.channel(entity, self.folder.channels.get(entity.removeprefix("chan/")))
 
     def client_pid(self, client_id: str) -> int | None:
         client = self.folder.clients.get(client_id)
