@@ -74,22 +74,32 @@ def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
 
 
 def buffer_fragments(buffers: Sequence[DecodedBuffer]) -> list[Any] | None:
-    """Each buffer's object (``buffer_objects``) as the bytes ``jsonschema.encode`` writes for it, to be
-    spliced into a line (``orjson.Fragment``), kept beside the object; None when one of them is not
-    what orjson writes alone (``jsonschema.fragment``): the caller encodes the plain objects then."""
+    """Each buffer's object (``buffer_objects``) for a line that orjson writes: from the second time an
+    object comes, the bytes ``jsonschema.encode`` writes for it, to be spliced in (``orjson.Fragment``, kept
+    beside the object); the first time, the object itself, which orjson encodes with the line (most buffers
+    of a trace as recorded come once: their fragments would encode each twice, once alone and once copied
+    into the line).  None when a kept one is not what orjson writes alone (``jsonschema.fragment``): the
+    caller encodes the plain objects then (as it does when the line it makes is not orjson's bytes)."""
     out = []
     for b in buffers:
         kept = _kept(b)
-        if kept[3] is _UNENCODED:
-            kept[3] = fragment(kept[2])
-        if kept[3] is None:
+        encoded = kept[3]
+        if encoded is _UNENCODED:
+            kept[3] = _ONCE
+            out.append(kept[2])
+            continue
+        if encoded is _ONCE:
+            encoded = kept[3] = fragment(kept[2])
+        if encoded is None:
             return None
-        out.append(kept[3])
+        out.append(encoded)
     return out
 
 
 _UNENCODED = object()
 """A kept object's fragment before a caller asked for it (show --json never does)."""
+_ONCE = object()
+"""...after ``buffer_fragments`` gave the object itself once."""
 
 
 def _kept(b: DecodedBuffer) -> list[Any]:

@@ -203,12 +203,21 @@ def volatile(call: Call, start_ns: int) -> tuple[int | bytes, ...]:
     return tuple(values)
 
 
-def _record_buffer_fragment(b: Buffer) -> orjson.Fragment:
-    """``jsonschema.record_buffer(b)`` encoded (numbers and hex: always what orjson writes), kept by what makes it."""
+def _record_buffer_fragment(b: Buffer) -> orjson.Fragment | dict[str, Any]:
+    """``jsonschema.record_buffer(b)``: the first time a buffer comes, the object (orjson encodes it with the
+    line); from the second, encoded (numbers and hex: always what orjson writes), kept by what makes it (most
+    of a trace as recorded comes once: encoding each alone too would encode it twice)."""
     data = b.data if type(b.data) is bytes else bytes(b.data)
     key = (b.role, b.when, b.flags, b.addr, b.orig_len, b.slot, data)
     found = RECORD_BUFFERS.get(key)
     if found is None:
+        RECORD_BUFFERS.put(key, _SEEN_BUFFER, len(data))
+        return jsonschema.record_buffer(b)
+    if found is _SEEN_BUFFER:
         found = orjson.Fragment(orjson.dumps(jsonschema.record_buffer(b)))
         RECORD_BUFFERS.put(key, found, len(data))
     return found
+
+
+_SEEN_BUFFER = orjson.Fragment(b"")
+"""``RECORD_BUFFERS``' entry for a buffer that came once (never written: the second time makes its fragment)."""
