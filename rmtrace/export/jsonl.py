@@ -28,7 +28,7 @@ from rmtrace.decoders.base import Decoded
 from rmtrace.decoders.render import buffer_fragments
 from rmtrace.export.source import ExportInput
 from rmtrace.lru import BoundedLRU
-from rmtrace.record import Buffer, Record, decode_record
+from rmtrace.record import Buffer, Record
 
 LINES_KEPT = 8192
 """Calls' line templates ``LineMemo`` keeps (the most recently used)."""
@@ -70,15 +70,13 @@ def _lines(src: ExportInput, memo: LineMemo | None = None) -> Iterator[bytes]:
     stable: dict[int, bytes] = {}
     """seq -> a record of an operation the memo keeps, its bytes but its ``memokey.VOLATILE`` fields, until its call comes."""
 
-    def records() -> Iterator[Record]:
-        wants = memo.wants
-        for view in src.progress.count(src.reader.raw_records()):
-            rec = decode_record(view)
-            if wants(rec.source, rec.op):
-                stable[rec.seq] = b"".join(stable_parts(view))
-            yield rec
+    wants = memo.wants
 
-    for call in decoders.calls(records()):
+    def keep(view: memoryview, rec: Record) -> None:
+        if wants(rec.source, rec.op):
+            stable[rec.seq] = b"".join(stable_parts(view))
+
+    for call in decoders.calls(src.records(keep)):
         parts = [part for part in (stable.pop(r.seq, None) for r in call.records) if part is not None]
         if len(parts) == len(call.records):
             yield memo.line(call, memo_key(call.state, parts), start)
