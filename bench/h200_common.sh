@@ -17,6 +17,19 @@ add_shims() {
     done
 }
 
+# add_floors BIN TREE: TREE's shim built twice more as the floors of kmod_shim/interposer.c (RMTRACE_BENCH_FLOOR:
+# floor-forward forwards every ioctl and does nothing else; floor-clock does a traced ioctl's state checks,
+# call id and two timestamps and writes no record), added to SHIMS beside the shim itself.
+add_floors() {
+    local n name
+    for n in 1 2; do
+        name=floor-forward
+        [ "$n" = 2 ] && name=floor-clock
+        CFLAGS="${CFLAGS:-} -DRMTRACE_BENCH_FLOOR=$n" build_shim "$2" "$1/$name.so" || return 1
+        SHIMS+=(--shim "$name=$1/$name.so")
+    done
+}
+
 # build_tools BIN BEFORE: the RM test program and BEFORE's shim (BIN/rmprog, BIN/before.so).
 build_tools() {
     gcc -O2 -Wall -o "$1/rmprog" tests/c/rmprog.c -lpthread || return 1
