@@ -7,6 +7,8 @@
 # NAME=TREE after BEFORE adds one more shim, built from TREE/kmod_shim, to the same rounds (a variant of
 # the change, measured beside it).  With FLOORS=1, the two floors of this tree's shim too (h200_common.sh's
 # add_floors: the interposer alone, and a traced ioctl's state, call id and two timestamps without a record).
+# RECORD_WAYS (NAME=OPTIONS;...) adds ways recording this tree's shim with other options of rmtrace record.
+# OVERHEAD_ARGS: more options of record_overhead.py (--no-passthrough).
 # WHICH (default "fast slow") says which of the two CPUs to run on.
 # With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 % condition), every way in
 # alternating rounds.  Also the machine's facts that the figures depend on (its CPU vulnerabilities'
@@ -25,6 +27,9 @@ build_tools "$BIN" "$BEFORE" || exit 1
 SHIMS=(--shim "before=$BIN/before.so")
 add_shims "$BIN" "$@" || exit 1
 if [ "${FLOORS:-0}" = 1 ]; then add_floors "$BIN" . || exit 1; fi
+# RECORD_WAYS="NAME=OPTIONS;...": more ways, this tree's shim recorded with those options of rmtrace record.
+IFS=';' read -r -a RECORD_WAYS <<< "${RECORD_WAYS:-}"
+for spec in "${RECORD_WAYS[@]}"; do SHIMS+=(--record-way "$spec"); done
 
 gcc -O2 -Wall -pthread -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
 
@@ -43,7 +48,7 @@ for which in ${WHICH:-fast slow}; do
     cpu=$FAST
     [ "$which" = slow ] && cpu=$SLOW
     python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 \
-        --cpus "$cpu" -o "$OUT/overhead-$which.md" > /dev/null
+        --cpus "$cpu" ${OVERHEAD_ARGS:-} -o "$OUT/overhead-$which.md" > /dev/null
 done
 if [ "$E2E_ROUNDS" -gt 0 ]; then
     gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
