@@ -13,7 +13,9 @@
  *                                    thread reading behind as the recorder does (every 250 us: at a
  *                                    real ioctl's ~2.5 us that is ~45 KB behind, closer than the
  *                                    recorder's 2 ms) or spinning on head; and the same with
- *                                    non-temporal stores (MOVNTI, one SFENCE before head is published)
+ *                                    non-temporal stores (MOVNTI, one SFENCE before head is published);
+ *                                    and into a 1 MiB ring, which fits in a core's L2 (2 MiB here and on
+ *                                    the H200), the 4 MiB one (rmtrace's default) not
  *
  * clock_cost [WRITER_CPU READER_CPU]: pin this thread and the reader (one core each, as the shim's thread
  * and the recorder on the H200 run: bench/h200_shim_ab.sh).
@@ -108,6 +110,7 @@ static double ring_writes(int mode)
 enum store_kind { STORE_PLAIN, STORE_NT };
 struct lap_ring {
 	uint8_t *data;
+	uint64_t size;              /* a power of two, at most RING */
 	_Alignas(64) uint64_t head; /* the writer's line, as in struct rmt_ring_ctl */
 	_Alignas(64) uint64_t tail; /* the reader's line */
 	_Alignas(64) int stop;
@@ -131,7 +134,7 @@ static void *lap_reader(void *arg)
 	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 		for (; tail < head; tail += 64) /* the bytes out, line by line, as the recorder's bytes() does */
-			memcpy(out + (tail & (RING - 1)), r->data + (tail & (RING - 1)), 64);
+			memcpy(out + (tail & (r->size - 1)), r->data + (tail & (r->size - 1)), 64);
 		tail = head;
 		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 		r->read_bytes = tail;
@@ -160,14 +163,14 @@ static inline void lap_store(uint8_t *dst, const uint8_t *rec, enum store_kind k
 /* Writer thread CPU ns per ioctl (its stores, its system calls, its waits for room) of one lapping run;
  * reader_lag: -2 no reader (the ring's tail follows head at once), -1 a reader spinning on head, else its
  * sleep in us.  mode -1: the system calls alone. */
-static double ring_laps(int mode, enum store_kind kind, int reader_lag, int reader_cpu)
+static double ring_laps(int mode, enum store_kind kind, uint64_t size, int reader_lag, int reader_cpu)
 {
-	struct lap_ring r = { .lag_us = reader_lag, .cpu = reader_cpu };
+	struct lap_ring r = { .size = size, .lag_us = reader_lag, .cpu = reader_cpu };
 	uint8_t rec[RECORD];
 	struct timespec a, b;
 	pthread_t th;
 
-	r.data = mmap(NULL, RING, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	r.data = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (r.data == MAP_FAILED)
 		exit(1);
 	memset(rec, 7, sizeof(rec));
@@ -178,12 +181,12 @@ static double ring_laps(int mode, enum store_kind kind, int reader_lag, int read
 		for (int k = 0; k < 2; k++) {
 			if (mode >= 0) {
 				uint64_t head = r.head;
-				while (reader_lag > -2 && head + RECORD - __atomic_load_n(&r.tail, __ATOMIC_ACQUIRE) > RING)
+				while (reader_lag > -2 && head + RECORD - __atomic_load_n(&r.tail, __ATOMIC_ACQUIRE) > size)
 					usleep(20); /* full: the shim's lossless wait */
 				/* Records never wrap here: the shim maps the first half again after the end. */
-				if ((head & (RING - 1)) + RECORD > RING)
-					head += RING - (head & (RING - 1));
-				lap_store(r.data + (head & (RING - 1)), rec, kind);
+				if ((head & (size - 1)) + RECORD > size)
+					head += size - (head & (size - 1));
+				lap_store(r.data + (head & (size - 1)), rec, kind);
 				__atomic_store_n(&r.head, head + RECORD, __ATOMIC_RELEASE);
 			}
 			syscall(SYS_getppid);
@@ -193,7 +196,7 @@ static double ring_laps(int mode, enum store_kind kind, int reader_lag, int read
 	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	if (reader_lag > -2)
 		pthread_join(th, NULL);
-	munmap(r.data, RING);
+	munmap(r.data, size);
 	return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / LAPS_CALLS;
 }
 
@@ -201,12 +204,14 @@ static double ring_laps(int mode, enum store_kind kind, int reader_lag, int read
  * 101 rounds of the fresh ring, of 31 of the lapping ways (each two laps of a 4 MiB ring). */
 static void ring_ways(int reader_cpu)
 {
-	static const struct { const char *label; enum store_kind kind; int lag; } lap[] = {
-		{ "plain, two laps, nobody reading", STORE_PLAIN, -2 },
-		{ "plain, a reader every 250 us", STORE_PLAIN, 250 },
-		{ "plain, a reader spinning on head", STORE_PLAIN, -1 },
-		{ "MOVNTI+SFENCE, nobody reading", STORE_NT, -2 },
-		{ "MOVNTI+SFENCE, a reader every 250 us", STORE_NT, 250 },
+	static const struct { const char *label; enum store_kind kind; uint64_t size; int lag; } lap[] = {
+		{ "plain, two laps, nobody reading", STORE_PLAIN, RING, -2 },
+		{ "plain, a reader every 250 us", STORE_PLAIN, RING, 250 },
+		{ "plain, a reader spinning on head", STORE_PLAIN, RING, -1 },
+		{ "MOVNTI+SFENCE, nobody reading", STORE_NT, RING, -2 },
+		{ "MOVNTI+SFENCE, a reader every 250 us", STORE_NT, RING, 250 },
+		{ "plain, 1 MiB ring, nobody reading", STORE_PLAIN, 1u << 20, -2 },
+		{ "plain, 1 MiB ring, a reader every 250 us", STORE_PLAIN, 1u << 20, 250 },
 	};
 	enum { NLAP = sizeof(lap) / sizeof(lap[0]), LAP_ROUNDS = 31 };
 	static double fresh[101], added[NLAP][LAP_ROUNDS];
@@ -216,11 +221,11 @@ static void ring_ways(int reader_cpu)
 	qsort(fresh, 101, sizeof(fresh[0]), cmp_double);
 	printf("%-34s %7.1f ns\n", "an ioctl's records, 432 bytes", fresh[50]);
 	for (int b = 0; b < LAP_ROUNDS; b++) {
-		double calls = ring_laps(-1, STORE_PLAIN, -2, reader_cpu);
+		double calls = ring_laps(-1, STORE_PLAIN, RING, -2, reader_cpu);
 		for (int w = 0; w < NLAP; w++)
-			added[w][b] = ring_laps(0, lap[w].kind, lap[w].lag, reader_cpu) - calls;
+			added[w][b] = ring_laps(0, lap[w].kind, lap[w].size, lap[w].lag, reader_cpu) - calls;
 	}
-	printf("the same, %d ioctls into a 4 MiB ring, writer's CPU time:\n", LAPS_CALLS);
+	printf("the same, %d ioctls into a 4 MiB ring (or 1 MiB), writer's CPU time, median [range]:\n", LAPS_CALLS);
 	for (int w = 0; w < NLAP; w++) {
 		qsort(added[w], LAP_ROUNDS, sizeof(added[w][0]), cmp_double);
 		printf("  %-40s %7.1f ns [%.1f, %.1f]\n", lap[w].label, added[w][LAP_ROUNDS / 2], added[w][0],
