@@ -9,7 +9,8 @@
 # add_floors: the interposer alone, and a traced ioctl's state, call id and two timestamps without a record).
 # RECORD_WAYS (NAME=OPTIONS;...) adds ways recording this tree's shim with other options of rmtrace record.
 # OVERHEAD_ARGS: more options of record_overhead.py (--no-passthrough).
-# WHICH (default "fast slow") says which of the two CPUs to run on.
+# WHICH (default "fast slow") says which of the two CPUs to run on; `split` runs the program on the fast one and
+# the recorder on another fast CPU (the ring's lines then cross cores, as unpinned), SPLIT_ROUNDS rounds.
 # With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 % condition), every way in
 # alternating rounds.  Also the machine's facts that the figures depend on (its CPU vulnerabilities'
 # mitigations, bench/clock_cost.c's primitives, its ring writes pinned as the bench's program is with a reader
@@ -45,10 +46,13 @@ READER=${READER:-$SLOW}
 # `python3 -m` from putting the working directory first on sys.path.
 RMTRACE="python3 -P -m rmtrace.cli.main"
 for which in ${WHICH:-fast slow}; do
-    cpu=$FAST
-    [ "$which" = slow ] && cpu=$SLOW
-    python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 \
-        --cpus "$cpu" ${OVERHEAD_ARGS:-} -o "$OUT/overhead-$which.md" > /dev/null
+    where=(--cpus "$FAST")
+    [ "$which" = slow ] && where=(--cpus "$SLOW")
+    [ "$which" = split ] && where=(--cpus "$READER" --program-cpus "$FAST")
+    rounds=$ROUNDS
+    [ "$which" = split ] && rounds=${SPLIT_ROUNDS:-$ROUNDS}
+    python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --rounds "$rounds" --calls 20000 \
+        "${where[@]}" ${OVERHEAD_ARGS:-} -o "$OUT/overhead-$which.md" > /dev/null
 done
 if [ "$E2E_ROUNDS" -gt 0 ]; then
     gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
