@@ -133,8 +133,10 @@ static void *lap_reader(void *arg)
 	}
 	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-		for (; tail < head; tail += 64) /* the bytes out, line by line, as the recorder's bytes() does */
-			memcpy(out + (tail & (r->size - 1)), r->data + (tail & (r->size - 1)), 64);
+		/* The bytes out, by whole lines (records are not line-aligned: a line holding the last one's end is
+		 * read again with the next), as the recorder's bytes() reads them. */
+		for (uint64_t at = tail & ~63ull; at < head; at += 64)
+			memcpy(out + (at & (r->size - 1)), r->data + (at & (r->size - 1)), 64);
 		tail = head;
 		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 		r->read_bytes = tail;

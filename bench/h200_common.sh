@@ -21,16 +21,20 @@ add_shims() {
     done
 }
 
-# add_floors BIN TREE: TREE's shim built twice more as the floors of kmod_shim/interposer.c (RMTRACE_BENCH_FLOOR:
-# floor-forward forwards every ioctl and does nothing else; floor-clock does a traced ioctl's state checks,
-# call id and two timestamps and writes no record), added to SHIMS beside the shim itself.
+# add_floors BIN TREE [N...]: TREE's shim built again as the floors N (default 1 2) of kmod_shim/interposer.c
+# (RMTRACE_BENCH_FLOOR: floor-forward forwards every ioctl and does nothing else; floor-clock does a traced
+# ioctl's state checks, call id and two timestamps and writes no record; floor-records writes its two
+# records without buffers), added to SHIMS beside the shim itself.
 add_floors() {
-    local n name
-    for n in 1 2; do
+    local bin=$1 tree=$2 n name
+    shift 2
+    [ $# -gt 0 ] || set -- 1 2
+    for n in "$@"; do
         name=floor-forward
         [ "$n" = 2 ] && name=floor-clock
-        CFLAGS="${CFLAGS:-} -DRMTRACE_BENCH_FLOOR=$n" build_shim "$2" "$1/$name.so" || return 1
-        SHIMS+=(--shim "$name=$1/$name.so")
+        [ "$n" = 3 ] && name=floor-records
+        CFLAGS="${CFLAGS:-} -DRMTRACE_BENCH_FLOOR=$n" build_shim "$tree" "$bin/$name.so" || return 1
+        SHIMS+=(--shim "$name=$bin/$name.so")
     done
 }
 

@@ -6,7 +6,8 @@
 # splits the rounds by each round's own untraced cost, and pairs the two shims round by round.  Each
 # NAME=TREE after BEFORE adds one more shim, built from TREE/kmod_shim, to the same rounds (a variant of
 # the change, measured beside it).  With FLOORS=1, the two floors of this tree's shim too (h200_common.sh's
-# add_floors: the interposer alone, and a traced ioctl's state, call id and two timestamps without a record).
+# add_floors: the interposer alone, and a traced ioctl's state, call id and two timestamps without a record);
+# FLOORS="2 3" names the floors (3: the two records without their buffers).
 # RECORD_WAYS (NAME=OPTIONS;...) adds ways recording this tree's shim with other options of rmtrace record.
 # OVERHEAD_ARGS: more options of record_overhead.py (--no-passthrough).
 # WHICH (default "fast slow") says which of the two CPUs to run on; `split` runs the program on the fast one and
@@ -27,7 +28,9 @@ BIN=$(mktemp -d)
 build_tools "$BIN" "$BEFORE" || exit 1
 SHIMS=(--shim "before=$BIN/before.so")
 add_shims "$BIN" "$@" || exit 1
-if [ "${FLOORS:-0}" = 1 ]; then add_floors "$BIN" . || exit 1; fi
+FLOORS=${FLOORS:-0}
+[ "$FLOORS" = 1 ] && FLOORS="1 2"
+if [ "$FLOORS" != 0 ]; then add_floors "$BIN" . $FLOORS || exit 1; fi
 # RECORD_WAYS="NAME=OPTIONS;...": more ways, this tree's shim recorded with those options of rmtrace record.
 IFS=';' read -r -a RECORD_WAYS <<< "${RECORD_WAYS:-}"
 for spec in "${RECORD_WAYS[@]}"; do SHIMS+=(--record-way "$spec"); done
