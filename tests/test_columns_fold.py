@@ -58,7 +58,7 @@ def test_rows_the_fold_skips_or_reads_from_the_row(paths, name):
         [slow[row].decoded.name for row in skipped if has_effect(slow[row])][:5]
     by_row = np.flatnonzero(need == Need.ROW)
     assert by_row.size
-    for row, _, meaning in _blocks(table, by_row, need, folder, Plan(decoders), Rereader(reader, None)):
+    for row, _, meaning in _blocks(table, by_row, need[by_row], folder, Plan(decoders), Rereader(reader, None)):
         assert meaning.events == slow[row].events, (row, meaning.decoded.name)
 
 

@@ -30,7 +30,6 @@ call means the same from its row as from its records.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import gc
 from collections.abc import Callable, Iterator
@@ -46,6 +45,7 @@ from rmtrace.decoders.roles import ControlRole, EscapeRole, Roles, UvmRole
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.arrays import distinct, within
+from rmtrace.columns.collector import young_collections
 from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
@@ -184,23 +184,6 @@ OBJECTS_BLOCK = 65_536
 """Rows ``fold_table_objects`` folds at a time (at 1,000,000 records the whole table at once held 80 MB)."""
 
 
-@contextlib.contextmanager
-def young_collections() -> Iterator[None]:
-    """No automatic collection runs meanwhile, in any thread (the switch is the process's); a user that
-    leaves cycles behind collects the young generations itself (``_blocks``, after each block), and one
-    that makes none (a model's load, the TUI's redraw) collects nothing.  The fold makes millions of
-    objects that live as long as the model; each full collection walks them all again, a fifth of the
-    fold's time, while the cycles a decode leaves are young when they die.  Nested or overlapping uses
-    leave the collector on at the end: the first to switch it off is the one that switches it on."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 OBJECTS_ONLY = "the processes, clients and RM objects"
 """What ``fold_table_objects`` makes as the whole fold would: the processes (their tree, argv, exit
 status), the clients, and every RM object with its life (allocated, freed, freed at exit).  It folds
@@ -258,13 +241,12 @@ class TableFold:
         folder = self.folder
         c = table.columns
         start, n = self.next_row, len(table) if until is None else until
-        need = np.zeros(n, dtype=np.int8)
-        need[start:] = needs(table, self.plan, folder.interpreter.roles, start, n)
+        need = needs(table, self.plan, folder.interpreter.roles, start, n)  # need[i]: row start + i's
         if self.objects_only:
-            need[start:] = np.where(_objects_rows(table, start, n), need[start:], Need.NONE)
+            need[~_objects_rows(table, start, n)] = Need.NONE
         if self.channels_only:  # UVM's calls register GPUs and channels: flags none of it reads
-            need[start:] = np.where(c["source"][start:n] != Source.UVM, need[start:], Need.NONE)
-        rows = start + np.flatnonzero(need[start:] != Need.NONE)
+            need[c["source"][start:n] == Source.UVM] = Need.NONE
+        rows = start + np.flatnonzero(need != Need.NONE)
         stop = n
         if not final and not flush and rows.size:
             open_ = np.isin(c["state"][rows], IN_FLIGHT_STATES)
@@ -273,7 +255,7 @@ class TableFold:
                 stop = int(rows[np.argmax(young)])
                 rows = rows[rows < stop]
         resumed = [row for row in sorted(self._unfinished) if not np.isin(c["state"][row], IN_FLIGHT_STATES)]
-        self._fold_rows(table, rows, need, stop, final)
+        self._fold_rows(table, rows, need[rows - start], stop, final)
         for row in resumed:  # a call folded in flight has ended since: what its end says
             self._unfinished.discard(row)
             end = self.reader.record_at(int(c["exit_seq"][row]))
@@ -289,18 +271,21 @@ class TableFold:
         _client_ends(folder, table)
 
     def _fold_rows(self, table: CallTable, rows: np.ndarray, need: np.ndarray, stop: int, final: bool) -> None:
-        """Fold ``rows`` (their ``need``s), in order, with the processes and clients the table made before
+        """Fold ``rows`` (``need[i]``: row ``rows[i]``'s ``Need``), in order, with the processes and clients the table made before
         ``stop``.  A method of its own so that its arrays go as it returns (before ``advance``'s last steps)."""
         folder = self.folder
-        by_row = _by_effects(table, rows[need[rows] == Need.ROW], self.plan, folder.interpreter.roles)
-        slow = np.setdiff1d(rows, by_row.rows, assume_unique=True)
+        by_row = _by_effects(table, rows[need == Need.ROW], self.plan, folder.interpreter.roles)
+        kept = ~within(rows, by_row.rows)  # ``by_row.rows`` is a sorted part of ``rows``
+        slow, slow_need = rows[kept], need[kept]
+        del kept
         if self.channels_only:
             assert final, "which objects a channel descends from is known once every row is there"
             by_row = RowEffects(by_row.rows, by_row.effects[_channel_effects(table, by_row.effects, slow,
                                                                              folder.interpreter.roles)])
         if self.objects is not None:  # the rows' objects are logged as arrays; a control means nothing to them
             self.objects.rows(_object_ops(folder, table, by_row, self.objects))
-            slow = slow[need[slow] == Need.RECORDS]
+            records = slow_need == Need.RECORDS
+            slow, slow_need = slow[records], slow_need[records]
             by_row = RowEffects(by_row.rows, by_row.effects[np.zeros(len(by_row.effects), dtype=bool)])
         # their params from the stash where the build kept them (``stash.params_exits``), else from the trace
         effects = _EffectRows(folder, table, by_row, None if self.objects_only else ParamsReader(self.reader, self.stash))
@@ -313,7 +298,7 @@ class TableFold:
         creations = iter(sorted((m for m in table.clients if m.id not in self._clients and m.row < stop),
                                 key=lambda m: m.row))
         next_touch, next_client = next(touches, None), next(creations, None)
-        blocks = _blocks(table, slow, need, folder, self.plan, Rereader(self.reader, self.stash))
+        blocks = _blocks(table, slow, slow_need, folder, self.plan, Rereader(self.reader, self.stash))
         for row, effect in in_blocks(merged[order], tags[order]):
             while next_touch is not None and next_touch[1].first[0] <= row:
                 self._process(*next_touch)
@@ -517,7 +502,24 @@ def _object_key(h_client: np.ndarray, handle: np.ndarray) -> np.ndarray:
 
 def _by_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
     """Of ``rows`` (their need: ROW), those whose every effect ``row_effects`` gives: calls that ended
-    (one in flight may still end, and its end be folded then) whose handles fit the columns."""
+    (one in flight may still end, and its end be folded then) whose handles fit the columns.  Worked out
+    ``EFFECTS_BLOCK`` rows at a time: the columns a row's effects are read from, and the steps between,
+    held for the whole of ``rows`` at once were 150 bytes per row (wedges' peak at 1M records)."""
+    parts = [_block_effects(table, rows[at:at + EFFECTS_BLOCK], plan, roles)
+             for at in range(0, max(len(rows), 1), EFFECTS_BLOCK)]
+    done = 0
+    for part in parts:  # each block's ``at`` counted from the first row of all
+        part.effects.at += done
+        done += len(part.rows)
+    return RowEffects(np.concatenate([part.rows for part in parts]), Effects.joined([part.effects for part in parts]))
+
+
+EFFECTS_BLOCK = 1 << 16
+"""Rows ``_by_effects`` works out the effects of at once."""
+
+
+def _block_effects(table: CallTable, rows: np.ndarray, plan: Plan, roles: Roles) -> RowEffects:
+    """``_by_effects`` of one block of rows."""
     rows = rows[~np.isin(table.gather(rows, ("state",))["state"], IN_FLIGHT_STATES)]
     if table.extra_handles:
         rows = rows[~np.isin(rows, np.fromiter(table.extra_handles, dtype=np.int64))]
@@ -707,11 +709,13 @@ def _last_records(table: CallTable, rows: np.ndarray, c: dict[str, np.ndarray]) 
 
 def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder, plan: Plan,
             reader: Rereader) -> Iterator[tuple[int, CallInfo, CallMeaning]]:
-    """(row, its CallInfo, what it means) for each of ``rows``, in order, ``DECODE_BLOCK`` rows at a time."""
+    """(row, its CallInfo, what it means) for each of ``rows`` (``need[i]``: row ``rows[i]``'s), in order,
+    ``DECODE_BLOCK`` rows at a time."""
     for at in range(0, len(rows), DECODE_BLOCK):
         block = rows[at:at + DECODE_BLOCK]
         infos, decoded = table.infos_and_decoded(block)
-        yield from zip(block.tolist(), infos, _meanings(table, block, need[block], decoded, folder, plan, reader))
+        yield from zip(block.tolist(), infos, _meanings(table, block, need[at:at + DECODE_BLOCK], decoded, folder,
+                                                        plan, reader))
         table.release(int(block[0]), int(block[-1]))
         if not gc.isenabled():
             gc.collect(1)

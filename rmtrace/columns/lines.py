@@ -44,6 +44,7 @@ from rmtrace.decoders.structs import SIGNED_KINDS
 
 from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import ArgLayout, Kind, Plan, members
+from rmtrace.columns.arrays import group_rows
 from rmtrace.columns.memokey import memoizable
 from rmtrace.columns.scan import KeyCache
 from rmtrace.columns.summary import SIDES, Block, BlockReader
@@ -188,7 +189,7 @@ class ColumnLines:
         sids, argument = self._argument_values(block, kinds[made] == FROM_ARGUMENT, calls)
         op_key = (c["source"].astype(np.int64) << 32) | c["op"].astype(np.int64)
         group_of = (op_key, c["name"], c["detail"], c["handles"], sids, c["status_name"], c["state"])
-        order, bounds = _groups(group_of)
+        order, bounds = group_rows(group_of, stable=True)
         # the rows in group order, so that a group's values are a slice of each list
         pids, tids = c["pid"][order].tolist(), c["tid"][order].tolist()
         offsets, durations = self._times(block[order])
@@ -621,30 +622,6 @@ def _compiled(template: str, arity: int) -> Callable[..., str]:
     namespace: dict[str, Callable[..., str]] = {}
     exec(f"def line({arguments}):\n    return {' '.join(source) or repr('')}\n", namespace)
     return namespace["line"]
-
-
-def _groups(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The rows grouped by their values in ``columns`` (int arrays of one length): the rows in group order
-    (stable), and where each group starts in that order, then the end.  The columns are packed into one
-    number per row (each by its span in these rows, or its distinct values where the spans would not fit),
-    so that one sort of numbers groups them (``np.unique`` of rows sorts whole rows, ~10x the cost)."""
-    n = len(columns[0])
-    packed = np.zeros(n, dtype=np.int64)
-    room = 1
-    for column in columns:
-        values = np.asarray(column, dtype=np.int64)
-        low = int(values.min()) if n else 0
-        span = int(values.max()) - low + 1 if n else 1
-        if room * span >= 1 << 62:  # the groups so far, and this column, by their distinct values (<= n each)
-            kinds, packed = np.unique(packed, return_inverse=True)
-            distinct, values = np.unique(values, return_inverse=True)
-            room, low, span = len(kinds), 0, len(distinct)
-        packed = packed * span + (values - low)
-        room *= span
-    order = np.argsort(packed, kind="stable")
-    ordered = packed[order]
-    starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    return order, np.concatenate(([0], starts, [n]) if n else ([0],)).astype(np.int64)  # no rows: no group
 
 
 def _row(c: dict[str, np.ndarray], i: int) -> dict[str, int]:

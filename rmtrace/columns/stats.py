@@ -11,14 +11,14 @@ at a time as a writer takes them.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rmtrace.calls import CallState
-from rmtrace.columns.arrays import distinct
+from rmtrace.columns.arrays import BLOCK, distinct, group_numbers, group_rows
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.record import Source, enum_name
@@ -133,29 +133,35 @@ def operations(table: CallTable) -> Operations:
         return Operations(none, none, none, none, none, none, none, np.zeros((0, 4), dtype=np.int64),
                           np.zeros(0, dtype=bool), np.zeros(1, dtype=np.int64), none, none, clients, {},
                           full_table.values, status_text)
-    # each column's pages are let go of once read (a cached table is mapped: what a pass touches stays
-    # resident until then), and each row-long array once used
+    # each column's pages are let go of as soon as it is read (a cached table is mapped: what a pass touches
+    # stays resident until then), and each row-long array once used
     n = len(table)
     table.release(0, n, ("name", "detail"))
-    group, (pid, client, source, op) = _groups([c["pid"], c["client"] + 1, c["source"], full])
-    del full
+    order, bounds = group_rows(_read_once(table, ("pid", "client", "source"), full))
+    firsts = order[bounds[:-1]]
+    pid, client, source = (c[name][firsts] for name in ("pid", "client", "source"))
     table.release(0, n, ("pid", "client", "source"))
+    client = client.astype(np.int64) + 1  # 0: no client, as ``clients`` counts them
+    op = full[firsts]
+    group = group_numbers(order, bounds)
+    del full, order, firsts
     groups = len(pid)
     counts = np.bincount(group, minlength=groups)
     byte_sums = np.bincount(group, weights=c["bytes"], minlength=groups).astype(np.int64)  # exact to 2**53
+    table.release(0, n, ("bytes",))
     in_flight = np.isin(c["state"], _IN_FLIGHT)
+    table.release(0, n, ("state",))
     flights = np.bincount(group[in_flight], minlength=groups)
     status = c["status_name"].astype(np.int32)  # a call without a status name: in flight, or neither
+    table.release(0, n, ("status_name",))
     unnamed = status < 0
     status[unnamed] = len(table.status_names) + 1
     status[unnamed & in_flight] = len(table.status_names)
     del in_flight, unnamed
-    table.release(0, n, ("bytes", "state", "status_name"))
     bounds, text, counted = _statuses(group, status, groups)
     del status
-    latency, timed = _latencies(c, group, groups)
+    latency, timed = _latencies(table, group, groups)
     del group
-    table.release(0, n, ("exit_seq", "enter_seq", "t_exit", "t_enter"))
     sources = {int(v): enum_name(Source, int(v)) for v in distinct(source)}
     # the order op_stats sorts in: pid, client id, source name, most calls first, operation name
     rank = _ranks(clients), _ranks([sources.get(v, "") for v in range(max(sources) + 1)]), _ranks(full_table.values)
@@ -174,38 +180,13 @@ def operation_rows(table: CallTable) -> list[dict[str, Any]]:
     return list(operations(table).rows())
 
 
-def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Each row's group (rows with the same non-negative key values), and each group's key values,
-    groups in order of their keys.  The keys are packed into one 64-bit number when they fit."""
-    widths = [max(int(k.max()).bit_length(), 1) for k in keys]
-    if sum(widths) > 63:
-        stacked = np.stack([k.astype(np.int64) for k in keys], axis=1)
-        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        return inverse.ravel(), [uniq[:, i] for i in range(len(keys))]
-    packed = np.zeros(len(keys[0]), dtype=np.int64)
-    for key, width in zip(keys, widths):
-        packed <<= width
-        packed |= key
-    # np.unique(return_inverse=True), holding fewer row-long arrays at once (a sort's order, the sorted
-    # keys, then int32 group numbers)
-    order = np.argsort(packed)
-    packed = packed[order]
-    new = np.empty(len(packed), dtype=bool)
-    new[:1] = True
-    np.not_equal(packed[1:], packed[:-1], out=new[1:])
-    uniq = packed[new]
-    del packed
-    numbers = np.cumsum(new, dtype=np.int32 if len(uniq) < 1 << 31 else np.int64)
-    del new
-    numbers -= 1
-    inverse = np.empty(len(numbers), dtype=numbers.dtype)
-    inverse[order] = numbers
-    del order, numbers
-    values = []
-    for width in reversed(widths):
-        values.append(uniq & ((1 << width) - 1))
-        uniq = uniq >> width
-    return inverse, values[::-1]
+def _read_once(table: CallTable, names: Sequence[str], *more: np.ndarray) -> Iterator[np.ndarray]:
+    """Columns ``names`` of ``table`` one at a time, then ``more``: each column's pages are let go of when
+    the next is asked for (``group_rows`` packs one column at a time)."""
+    for name in names:
+        yield table.columns[name]
+        table.release(0, len(table), (name,))
+    yield from more
 
 
 def _ranks(values: list[str]) -> np.ndarray:
@@ -216,13 +197,26 @@ def _ranks(values: list[str]) -> np.ndarray:
     return out
 
 
-def _latencies(c: dict[str, np.ndarray], group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+def _latencies(table: CallTable, group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """min, median (as ``statistics.median`` then ``int``), p99 and max of each group's latencies, and
-    whether the group has any."""
-    timed = (c["exit_seq"] >= 0) & (c["exit_seq"] != c["enter_seq"].view(np.int64))  # seqs < 2**63: a view, not a copy
-    latency = c["t_exit"][timed]
-    latency -= c["t_enter"][timed]
-    g = group[timed].astype(np.int64)  # int64: _sorted_pairs packs into it, not into a copy
+    whether the group has any (each column's pages let go of once read)."""
+    c, n = table.columns, len(table)
+    timed = c["exit_seq"] >= 0
+    timed &= c["exit_seq"] != c["enter_seq"].view(np.int64)  # seqs < 2**63: a view, not a copy
+    table.release(0, n, ("exit_seq", "enter_seq"))
+    # the timed rows' latencies and groups a block of rows at a time, into arrays of their final size: no
+    # row-long temporary, and no more than a block of each time column resident at once
+    latency = np.empty(int(np.count_nonzero(timed)), dtype=np.int64)
+    g = np.empty(len(latency), dtype=np.int64)  # int64: _sorted_pairs packs into it, not into a copy
+    done = 0
+    for at in range(0, n, BLOCK):
+        end = min(at + BLOCK, n)
+        mine = timed[at:end]
+        k = done + int(np.count_nonzero(mine))
+        np.subtract(c["t_exit"][at:end][mine], c["t_enter"][at:end][mine], out=latency[done:k])
+        g[done:k] = group[at:end][mine]
+        table.release(at, end, ("t_exit", "t_enter"))
+        done = k
     del timed
     out = np.zeros((groups, 4), dtype=np.int64)
     has = np.zeros(groups, dtype=bool)
@@ -267,15 +261,36 @@ def _sorted_pairs(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, np.
 
 def _statuses(group: np.ndarray, status: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each group's statuses and their counts, in order of each status's first call in the group (a
-    Counter's order): (bounds of each group's run, status ids, counts)."""
+    Counter's order): (bounds of each group's run, status ids, counts).  The (group, status) pair and the
+    row are packed into one int64 where they fit (one row-long array, sorted in place), else sorted as
+    a pair."""
     width = int(status.max()) + 1
     key = group.astype(np.int64)
     key *= width
     key += status
-    key, row = _sorted_pairs(key, np.arange(len(status), dtype=np.int64))
-    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-    uniq, first, counts = key[starts], row[starts], np.diff(np.append(starts, len(key)))
-    del key, row
+    n = len(key)
+    row_bits = max(n - 1, 1).bit_length()
+    if row_bits + max(groups * width - 1, 1).bit_length() <= 63:
+        key <<= row_bits
+        for at in range(0, n, BLOCK):
+            key[at:at + BLOCK] |= np.arange(at, min(at + BLOCK, n), dtype=np.int64)
+        key.sort()
+        new = np.empty(n, dtype=bool)
+        new[:1] = True
+        for at in range(1, n, BLOCK):
+            end = min(at + BLOCK, n)
+            np.not_equal(key[at:end] >> row_bits, key[at - 1:end - 1] >> row_bits, out=new[at:end])
+        starts = np.flatnonzero(new)
+        del new
+        at_starts = key[starts]
+        uniq, first = at_starts >> row_bits, at_starts & ((1 << row_bits) - 1)
+    else:
+        key, row = _sorted_pairs(key, np.arange(n, dtype=np.int64))
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        uniq, first = key[starts], row[starts]
+        del row
+    counts = np.diff(np.append(starts, n))
+    del key
     owner = uniq // width
     order = np.lexsort((first, owner))
     bounds = np.searchsorted(owner[order], np.arange(groups + 1))

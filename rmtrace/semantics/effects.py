@@ -82,6 +82,17 @@ class Effects:
         """The effects ``keep`` picks (a mask or indexes), in their order."""
         return Effects(*(getattr(self, f.name)[keep] for f in fields(self)))
 
+    @classmethod
+    def joined(cls, parts: list[Effects]) -> Effects:
+        """The effects of ``parts`` one after another (their ``at`` counted from the same first call).  The
+        parts are emptied as they are joined, a field at a time: the join holds no second copy of them."""
+        out = {}
+        for f in fields(cls):
+            out[f.name] = np.concatenate([getattr(part, f.name) for part in parts])
+            for part in parts:
+                setattr(part, f.name, out[f.name][:0])
+        return cls(**out)
+
 
 def effect_kinds(roles: Roles, source: np.ndarray, op: np.ndarray, command: np.ndarray) -> np.ndarray:
     """Each call's ``EffectKind`` should it succeed; NONE where it has none of these effects.  A control
