@@ -23,6 +23,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from rmtrace.decoders.roles import Category
 from rmtrace.decoders.sema import DrainReason, ResetReason
+from rmtrace.semantics.locks import LockKind as LockKind  # defined beside its rules: the call table needs it without the events
 
 
 class Applies(enum.Enum):
@@ -34,12 +35,6 @@ class Applies(enum.Enum):
     """Once the call returned, whatever it returned (a lock released)."""
     ON_SUCCESS = "on success"
     """Only when the call returned success (an object allocated)."""
-
-
-class LockKind(enum.Enum):
-    """A lock a call holds while it is in flight (rmtrace.semantics.locks says who takes which)."""
-
-    UVM_GLOBAL = "uvm_global"
 
 
 class Device(enum.Enum):

@@ -8,11 +8,17 @@ host model (``replayer/model/core.py``) takes the same lock for the same calls.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rmtrace.decoders.roles import UvmRole
-from rmtrace.semantics.events import LockKind
+
+
+class LockKind(enum.Enum):
+    """A lock a call holds while it is in flight (LOCKS says who takes which)."""
+
+    UVM_GLOBAL = "uvm_global"
 
 
 @dataclass(frozen=True)
