@@ -17,65 +17,83 @@ never from display names.  docs/events.md describes every event.
 Layer 2.5: imports the record format, the trace file and the decoders only.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from rmtrace.decoders.roles import Category, ControlRole, EscapeRole, GspRole, Roles, UvmRole, roles
-from rmtrace.semantics.events import (
-    Applies,
-    CallInFlightAtStop,
-    ChannelAllocated,
-    ChannelBound,
-    ChannelGroupAllocated,
-    ChannelScheduled,
-    Completion,
-    ControlIssued,
-    Device,
-    DrainHeld,
-    DrainReleased,
-    Event,
-    FdClosed,
-    FdDuplicated,
-    FdOpened,
-    GspEvent,
-    GspReply,
-    GspRequest,
-    GspSessionStarted,
-    HostChannelRegistered,
-    HostChannelUnregistered,
-    HostCounters,
-    HostEvent,
-    HostSessionReset,
-    LatchArmed,
-    LatchFired,
-    LockKind,
-    LockReleased,
-    LockTaken,
-    MemoryMapped,
-    MemoryUnmapped,
-    ObjectAllocated,
-    ObjectDuplicated,
-    ObjectFreed,
-    ProcessExecuted,
-    ProcessExited,
-    ProcessForked,
-    Publication,
-    Published,
-    RecordingStopped,
-    RecordsLost,
-    Ref,
-    RefKind,
-    ReplayVerdict,
-    SemaAcquire,
-    SemaHint,
-    UvmChannelRegistered,
-    UvmChannelUnregistered,
-    UvmInitialized,
-    UvmRegistered,
-    UvmUnregistered,
-    VaSpaceUsed,
-    WorkCompleted,
-    WorkTokenIssued,
-)
-from rmtrace.semantics.interpret import CallMeaning, Interpreter, device_of
-from rmtrace.semantics.locks import LOCKS, LockRule
+from rmtrace.semantics.locks import LOCKS, LockKind, LockRule
+
+if TYPE_CHECKING:
+    from rmtrace.semantics.events import (
+        Applies,
+        CallInFlightAtStop,
+        ChannelAllocated,
+        ChannelBound,
+        ChannelGroupAllocated,
+        ChannelScheduled,
+        Completion,
+        ControlIssued,
+        Device,
+        DrainHeld,
+        DrainReleased,
+        Event,
+        FdClosed,
+        FdDuplicated,
+        FdOpened,
+        GspEvent,
+        GspReply,
+        GspRequest,
+        GspSessionStarted,
+        HostChannelRegistered,
+        HostChannelUnregistered,
+        HostCounters,
+        HostEvent,
+        HostSessionReset,
+        LatchArmed,
+        LatchFired,
+        LockReleased,
+        LockTaken,
+        MemoryMapped,
+        MemoryUnmapped,
+        ObjectAllocated,
+        ObjectDuplicated,
+        ObjectFreed,
+        ProcessExecuted,
+        ProcessExited,
+        ProcessForked,
+        Publication,
+        Published,
+        RecordingStopped,
+        RecordsLost,
+        Ref,
+        RefKind,
+        ReplayVerdict,
+        SemaAcquire,
+        SemaHint,
+        UvmChannelRegistered,
+        UvmChannelUnregistered,
+        UvmInitialized,
+        UvmRegistered,
+        UvmUnregistered,
+        VaSpaceUsed,
+        WorkCompleted,
+        WorkTokenIssued,
+    )
+    from rmtrace.semantics.interpret import CallMeaning, Interpreter, device_of
+
+_LAZY = ("rmtrace.semantics.events", "rmtrace.semantics.interpret")
+"""Where the other names of __all__ live, loaded on first use (PEP 562): the call table's modules need only the
+lock kinds, and the ~50 event classes are most of this package's import (show's columns path never reads them)."""
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+    if name in __all__:
+        for home in _LAZY:
+            module = importlib.import_module(home)
+            if hasattr(module, name):
+                return getattr(module, name)
+    raise AttributeError(f"module 'rmtrace.semantics' has no attribute {name!r}")
+
 
 __all__ = [
     "Interpreter", "CallMeaning", "device_of", "LOCKS", "LockRule", "roles", "Roles",
