@@ -8,6 +8,8 @@ ranks and host-service state, with every change a timestamped transition.
 Layer 3: imports the trace file and the decoders; no I/O beyond reading the trace.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from rmtrace.session.entities import (
     STATE_SYMBOLS,
     STATES,
@@ -24,7 +26,18 @@ from rmtrace.session.entities import (
     State,
     Transition,
 )
-from rmtrace.session.model import SessionModel, load_session
+
+if TYPE_CHECKING:
+    from rmtrace.session.model import SessionModel, load_session
+
+
+def __getattr__(name: str) -> Any:
+    """The model is loaded on first use (PEP 562): the call table needs the entities, not the fold behind the model."""
+    if name in ("SessionModel", "load_session"):
+        from rmtrace.session import model
+        return getattr(model, name)
+    raise AttributeError(f"module 'rmtrace.session' has no attribute {name!r}")
+
 
 __all__ = [
     "load_session", "SessionModel", "STATE_SYMBOLS", "STATES", "CallInfo", "Channel", "Client", "GspExchange",

@@ -35,6 +35,7 @@ from rmtrace.session.entities import (
 )
 from rmtrace.session.fold import Folder
 from rmtrace.session.objects import Ambiguous, ObjectColumns, ObjectList
+from rmtrace.session.planned import client_ids as client_ids  # its home before; modelcache, export and tests import it from here
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import Recovery, TraceReader
 
@@ -318,16 +319,6 @@ def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, sn
     _mark_open_calls(table.infos_at(table.open_rows()), timeline)
     timeline.freeze(span[1])
     return SessionModel(reader, decoders, folder, timeline, span[0], span[1], table)
-
-
-def client_ids(meta: Mapping[str, Any]) -> dict[int, str]:
-    """pid -> client id of the clients a replay trace was made for: its plan's names, so that every
-    reader calls a client what the replay's table called it.  None for a recording (clients are
-    numbered by their first appearance)."""
-    if meta.get("backend") != "replay":
-        return {}
-    clients = (meta.get("replay") or {}).get("clients") or []
-    return {c["pid"]: c["id"] for c in clients if isinstance(c, dict) and "pid" in c and "id" in c}
 
 
 def _mark_open_calls(calls: Iterable[CallInfo], timeline: Timeline) -> None:
