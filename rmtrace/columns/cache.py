@@ -32,8 +32,8 @@ import rmtrace
 from rmtrace.columns.store import FileColumns, open_columns
 from rmtrace.columns.strings import Strings
 from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow, ProcessTouch
-from rmtrace.semantics.events import LockKind
-from rmtrace.session.model import client_ids
+from rmtrace.semantics.locks import LockKind
+from rmtrace.session.planned import client_ids
 from rmtrace.trace import TraceReader
 
 CACHE_VERSION = 3

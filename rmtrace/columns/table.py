@@ -48,8 +48,7 @@ from rmtrace.columns.stash import RecordStash, rereads
 from rmtrace.columns.store import FileColumns, MemoryColumns
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
-from rmtrace.semantics.events import LockKind
-from rmtrace.semantics.locks import UVM_LOCKS
+from rmtrace.semantics.locks import UVM_LOCKS, LockKind
 from rmtrace.session.entities import CallInfo
 from rmtrace.trace import TraceReader
 
