@@ -130,13 +130,15 @@ class StructArray(Construct):
         self.subcon = subcon
         self.size = subcon.sizeof()
         self._parser: Construct | None = None
+        self._interpreted = 0
+        """Distinct elements parsed by the element's construct itself: as ``Definitions.parse`` does, its
+        compiled parser (a few ms to build) takes over once it is hot (most arrays hold a few distinct
+        elements: 256 per-GPU slots, most of them unused)."""
 
     def _parse(self, stream: BinaryIO, context: Container, path: str) -> ListContainer:
         from construct.core import stream_read
         data = stream_read(stream, self.count * self.size, path)
-        parser = self._parser
-        if parser is None:
-            parser = self._parser = self.subcon.compile()
+        parser = self._parser or self.subcon
         seen: dict[bytes, Any] = {}
         out = ListContainer()
         size = self.size
@@ -144,6 +146,10 @@ class StructArray(Construct):
             chunk = data[start:start + size]
             value = seen.get(chunk)
             if value is None:
+                if self._parser is None:
+                    self._interpreted += 1
+                    if self._interpreted > HOT_AFTER:
+                        parser = self._parser = self.subcon.compile()
                 value = seen[chunk] = parser.parse(chunk)
             out.append(value)
         return out

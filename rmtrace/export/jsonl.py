@@ -2,7 +2,8 @@
 
 The lines are the bytes ``jsonschema.encode`` writes for ``jsonschema.call``'s objects, put together
 faster (``encoded_line``): each buffer's object, the bulk of a line (its bytes in hex, twice: decoded and
-as recorded), is spliced in already encoded, kept in a bounded cache by what makes it.
+as recorded), is spliced in already encoded from the second time it comes, kept in a bounded cache by what
+makes it (the first time, orjson encodes it with the line).
 
 A call whose decode is a function of its records' bytes (``rmtrace.columns.memokey.memoizable``: ioctls
 and system calls, as ``rmtrace show``'s memo keeps them) is kept as its line with holes where it says
