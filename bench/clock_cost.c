@@ -116,7 +116,6 @@ struct lap_ring {
 	_Alignas(64) int stop;
 	int lag_us;                 /* the reader's sleep between passes; -1: spin on head */
 	int cpu;                    /* the reader's CPU, -1: any */
-	uint64_t read_bytes;
 };
 
 static void *lap_reader(void *arg)
@@ -139,7 +138,6 @@ static void *lap_reader(void *arg)
 			memcpy(out + (at & (r->size - 1)), r->data + (at & (r->size - 1)), 64);
 		tail = head;
 		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
-		r->read_bytes = tail;
 		if (r->lag_us > 0)
 			usleep((useconds_t)r->lag_us);
 	}
@@ -183,11 +181,12 @@ static double ring_laps(int mode, enum store_kind kind, uint64_t size, int reade
 		for (int k = 0; k < 2; k++) {
 			if (mode >= 0) {
 				uint64_t head = r.head;
-				while (reader_lag > -2 && head + RECORD - __atomic_load_n(&r.tail, __ATOMIC_ACQUIRE) > size)
-					usleep(20); /* full: the shim's lossless wait */
-				/* Records never wrap here: the shim maps the first half again after the end. */
+				/* Records never wrap here: the shim maps the first half again after the end.  The skip
+				 * comes before the room check, so that the check is on the bytes the record lands on. */
 				if ((head & (size - 1)) + RECORD > size)
 					head += size - (head & (size - 1));
+				while (reader_lag > -2 && head + RECORD - __atomic_load_n(&r.tail, __ATOMIC_ACQUIRE) > size)
+					usleep(20); /* full: the shim's lossless wait */
 				lap_store(r.data + (head & (size - 1)), rec, kind);
 				__atomic_store_n(&r.head, head + RECORD, __ATOMIC_RELEASE);
 			}

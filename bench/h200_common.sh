@@ -24,7 +24,8 @@ add_shims() {
 # add_floors BIN TREE [N...]: TREE's shim built again as the floors N (default 1 2) of kmod_shim/interposer.c
 # (RMTRACE_BENCH_FLOOR: floor-forward forwards every ioctl and does nothing else; floor-clock does a traced
 # ioctl's state checks, call id and two timestamps and writes no record; floor-records writes its two
-# records without buffers), added to SHIMS beside the shim itself.
+# records without buffers; between them, floor-begin begins each record (rec_init, rec_fast) and writes nothing,
+# floor-ctl adds the ring control's stores but no header), added to SHIMS beside the shim itself.
 add_floors() {
     local bin=$1 tree=$2 n name
     shift 2
@@ -33,6 +34,8 @@ add_floors() {
         name=floor-forward
         [ "$n" = 2 ] && name=floor-clock
         [ "$n" = 3 ] && name=floor-records
+        [ "$n" = 4 ] && name=floor-begin
+        [ "$n" = 5 ] && name=floor-ctl
         CFLAGS="${CFLAGS:-} -DRMTRACE_BENCH_FLOOR=$n" build_shim "$tree" "$bin/$name.so" || return 1
         SHIMS+=(--shim "$name=$bin/$name.so")
     done

@@ -7,7 +7,7 @@
 # NAME=TREE after BEFORE adds one more shim, built from TREE/kmod_shim, to the same rounds (a variant of
 # the change, measured beside it).  With FLOORS=1, the two floors of this tree's shim too (h200_common.sh's
 # add_floors: the interposer alone, and a traced ioctl's state, call id and two timestamps without a record);
-# FLOORS="2 3" names the floors (3: the two records without their buffers).
+# FLOORS="2 3" names the floors (3: the two records without their buffers; 4 and 5 lie between 2 and 3).
 # RECORD_WAYS (NAME=OPTIONS;...) adds ways recording this tree's shim with other options of rmtrace record.
 # OVERHEAD_ARGS: more options of record_overhead.py (--no-passthrough).
 # WHICH (default "fast slow") says which of the two CPUs to run on; `split` runs the program on the fast one and
