@@ -76,10 +76,11 @@ def test_the_progress_line_counts_every_record(tmp_path, legacy_replay):  # noqa
     assert drawn[-1].startswith(f"rmtrace export: {total:,} of {total:,} records (100%), ") and drawn[-1].endswith("\n")
 
 
-def pid_reused(out: str) -> tuple[int, int]:
+def pid_reused(out: str, fork: bool = True) -> tuple[int, int]:
     """cuda-streams-3x-sequential written again with rmtrace's writer, the second CUDA process given the first's
     pid (and the fork that made it returning that pid): a pid that exits and is used again at once, within one
-    block of rows.  Returns (the reused pid, the seq of its first exit)."""
+    block of rows; ``fork=False``: without the parent's fork of the new process, so the new process's exec is the
+    row after the old one's exit.  Returns (the reused pid, the seq of its first exit)."""
     import dataclasses
 
     from rmtrace.record import Source, SysOp
@@ -96,6 +97,8 @@ def pid_reused(out: str) -> tuple[int, int]:
             if rec.pid == new:
                 rec = dataclasses.replace(rec, pid=old, tid=old if rec.tid == new else rec.tid)
             elif rec.source == Source.SYS and rec.op == SysOp.FORK and rec.ret == new:
+                if not fork:
+                    continue
                 rec = dataclasses.replace(rec, ret=old)
             writer.write(rec)
     return old, first_exit
@@ -113,3 +116,34 @@ def test_a_pid_used_again_within_a_block_keeps_the_new_process_s_channels(tmp_pa
     assert got.read_bytes() == expected.read_bytes()
     table_perfetto(path, str(small), block_rows=7)
     assert small.read_bytes() == expected.read_bytes()
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "no-fork"])
+@pytest.mark.parametrize("block_rows", [2, 3, 4, 5, 6, 7, 9, 12, 16])
+def test_a_pid_used_again_keeps_its_new_name_and_state_at_every_block_boundary(tmp_path, block_rows, fork):
+    """The same trace in blocks of 2 to 16 rows, so the exit, the parent's fork (or none) and the new process's
+    exec fall in one block or in turn in the next: the file is the reference's, and from its exec on the new
+    process is named by its own argv whenever the old one is forgotten (an exit's forget runs once a later row
+    is written; without the fork that row is the new process's exec).  Fails with a forget by pid alone."""
+    from rmtrace.export.fold import TableStream
+    from rmtrace.export.perfetto import written_rows
+    from rmtrace.record import Source, SysOp
+
+    path = str(tmp_path / "pid-reused.trace")
+    pid, exit_seq = pid_reused(path, fork)
+    expected, got = tmp_path / "decoders.pftrace", tmp_path / "table.pftrace"
+    decoders_perfetto(path, str(expected))
+    table_perfetto(path, str(got), block_rows=block_rows)
+    assert got.read_bytes() == expected.read_bytes()
+    with ExportInput(path, progress=False) as src, open(tmp_path / "again.pftrace", "wb") as out:
+        stream = TableStream(src.reader, src.decoders, block_rows)
+        new_argv: tuple[str, ...] | None = None
+        named = 0
+        for row in written_rows(src, stream, PerfettoWriter(out, src, stream)):
+            if row.pid == pid and row.enter_seq > exit_seq and row.source == Source.SYS and row.op == SysOp.EXEC:
+                new_argv = tuple(stream.argv(pid))
+                assert new_argv
+            elif new_argv is not None and row.pid == pid:
+                assert tuple(stream.argv(pid)) == new_argv
+                named += 1
+        assert named

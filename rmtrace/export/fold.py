@@ -126,7 +126,7 @@ class TableStream:
         """Entities of forgotten clients (their channels): no transition is made for one any more, though
         some may still be pending (``transitions.pending``); a writer that keeps state per entity drops it
         then, and removes the entity from this list."""
-        self._argv: dict[int, tuple[str, ...]] = {}
+        self._argv: dict[int, tuple[int, tuple[str, ...]]] = {}  # pid -> (seq of its last exec, argv)
         self._exited: list[tuple[int, int, int]] = []  # (time, pid, seq) of exits not yet forgotten
         self._released_before = 0
         self._held: list[tuple[int, tuple[int, int, str, str, Any]]] = []  # (row, transition) of the block, by row
@@ -186,13 +186,15 @@ class TableStream:
         """An exec of ``pid``: what the process is called from now on (its argv)."""
         executed = self.folder.interpreter.interpret(call).first(ev.ProcessExecuted)
         if executed is not None:
-            self._argv[pid] = executed.argv
+            self._argv[pid] = (call.first.seq, executed.argv)
 
     def _forget(self, pid: int, seq: int) -> None:
         """A process exited at ``seq``: it makes no more calls, so the fold drops what it kept of it (the fold
         has freed its objects, and the caller has had their transitions), keeping memory to what is live.  The
         fold has run ahead: what a new process given the same pid made since is kept."""
-        self._argv.pop(pid, None)
+        argv = self._argv.get(pid)
+        if argv is not None and argv[0] <= seq:  # an exec after the exit is the new process's: its name stays
+            del self._argv[pid]
         retired = self.folder.forget_client(pid, through_seq=seq)
         for entity in retired:
             self.transitions.engines.pop(entity, None)
@@ -209,7 +211,8 @@ class TableStream:
 
     def argv(self, pid: int) -> Sequence[str]:
         """The command line of process ``pid`` as its last exec so far gave it (none before, or once forgotten)."""
-        return self._argv.get(pid, ())
+        argv = self._argv.get(pid)
+        return () if argv is None else argv[1]
 
     def channel(self, entity: str) -> Channel | None:
         """The channel of entity ``chan/ID`` while the fold has it, with the engine its allocation gave it (the

@@ -582,7 +582,10 @@ def _forked(f: Folder, e: ev.ProcessForked, m: CallMeaning, info: CallInfo) -> N
 
 
 def _executed(f: Folder, e: ev.ProcessExecuted, m: CallMeaning, info: CallInfo) -> None:
-    f.processes[m.call.first.pid].argv = e.argv
+    rec = m.call.first
+    # as in _exited: a streaming fold may have forgotten the pid's process (a new one given the same pid)
+    proc = f.processes.setdefault(rec.pid, Process(rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns))
+    proc.argv = e.argv
 
 
 def _exited(f: Folder, e: ev.ProcessExited, m: CallMeaning, info: CallInfo) -> None:
