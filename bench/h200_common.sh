@@ -6,14 +6,35 @@ build_shim() {
 shim_build.build(Path(sys.argv[2]), source_dir=Path(sys.argv[1]))' "$1/kmod_shim" "$2"
 }
 
-# add_shims BIN NAME=TREE...: each TREE's shim built into BIN/NAME.so and added to the SHIMS array
-# (record_overhead.py's --shim NAME=SO), so that a variant is measured beside the change.
+# add_shims BIN NAME=TREE[:CFLAGS]...: each TREE's shim built (with CFLAGS added: `os=.:-Os`) into BIN/NAME.so and
+# added to the SHIMS array (record_overhead.py's --shim NAME=SO), so that a variant is measured beside the change.
 add_shims() {
-    local bin=$1 spec
+    local bin=$1 spec name tree flags
     shift
     for spec in "$@"; do
-        build_shim "${spec#*=}" "$bin/${spec%%=*}.so" || return 1
-        SHIMS+=(--shim "${spec%%=*}=$bin/${spec%%=*}.so")
+        name=${spec%%=*}
+        tree=${spec#*=}
+        flags=
+        case $tree in *:*) flags=${tree#*:}; tree=${tree%%:*} ;; esac
+        CFLAGS="${CFLAGS:-} $flags" build_shim "$tree" "$bin/$name.so" || return 1
+        SHIMS+=(--shim "$name=$bin/$name.so")
+    done
+}
+
+# add_floors BIN TREE [N...]: TREE's shim built again as the floors N (default 1 2) of kmod_shim/interposer.c
+# (RMTRACE_BENCH_FLOOR: floor-forward forwards every ioctl and does nothing else; floor-clock does a traced
+# ioctl's state checks, call id and two timestamps and writes no record; floor-records writes its two
+# records without buffers), added to SHIMS beside the shim itself.
+add_floors() {
+    local bin=$1 tree=$2 n name
+    shift 2
+    [ $# -gt 0 ] || set -- 1 2
+    for n in "$@"; do
+        name=floor-forward
+        [ "$n" = 2 ] && name=floor-clock
+        [ "$n" = 3 ] && name=floor-records
+        CFLAGS="${CFLAGS:-} -DRMTRACE_BENCH_FLOOR=$n" build_shim "$tree" "$bin/$name.so" || return 1
+        SHIMS+=(--shim "$name=$bin/$name.so")
     done
 }
 

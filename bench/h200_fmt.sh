@@ -16,7 +16,7 @@ BIN=$(mktemp -d)
 . "$(dirname "$0")/h200_common.sh"
 { cat /proc/driver/nvidia/version; uname -a; nproc; cat /sys/devices/system/clocksource/clocksource0/current_clocksource; } 2>&1
 gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1
-gcc -O2 -Wall -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
+gcc -O2 -Wall -pthread -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
 "$BIN/clock_cost" | tee "$OUT/clock_cost-h200.txt"
 python3 -m rmtrace.cli.main record --force -o "$OUT/cuda-streams.trace" -- "$BIN/cuda_streams"
 python3 -m rmtrace.cli.main info "$OUT/cuda-streams.trace"

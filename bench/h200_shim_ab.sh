@@ -5,10 +5,17 @@
 # measured first).  A pinned process still draws either of the CPU's two speeds, so record_overhead.py
 # splits the rounds by each round's own untraced cost, and pairs the two shims round by round.  Each
 # NAME=TREE after BEFORE adds one more shim, built from TREE/kmod_shim, to the same rounds (a variant of
-# the change, measured beside it).  WHICH (default "fast slow") says which of the two CPUs to run on.
+# the change, measured beside it).  With FLOORS=1, the two floors of this tree's shim too (h200_common.sh's
+# add_floors: the interposer alone, and a traced ioctl's state, call id and two timestamps without a record);
+# FLOORS="2 3" names the floors (3: the two records without their buffers).
+# RECORD_WAYS (NAME=OPTIONS;...) adds ways recording this tree's shim with other options of rmtrace record.
+# OVERHEAD_ARGS: more options of record_overhead.py (--no-passthrough).
+# WHICH (default "fast slow") says which of the two CPUs to run on; `split` runs the program on the fast one and
+# the recorder on another fast CPU (the ring's lines then cross cores, as unpinned), SPLIT_ROUNDS rounds.
 # With E2E_ROUNDS, the CUDA program end to end too, unpinned (the <= 1 % condition), every way in
 # alternating rounds.  Also the machine's facts that the figures depend on (its CPU vulnerabilities'
-# mitigations, bench/clock_cost.c's primitives) in OUTDIR/machine.txt.  No topology
+# mitigations, bench/clock_cost.c's primitives, its ring writes pinned as the bench's program is with a reader
+# on another fast CPU) in OUTDIR/machine.txt.  No topology
 # (bench/h200_cpu_kinds.sh has it): the shims' figures only, in OUTDIR.
 set -u
 OUT=${1:?usage: bench/h200_shim_ab.sh OUTDIR BEFORE [NAME=TREE ...]}
@@ -21,22 +28,34 @@ BIN=$(mktemp -d)
 build_tools "$BIN" "$BEFORE" || exit 1
 SHIMS=(--shim "before=$BIN/before.so")
 add_shims "$BIN" "$@" || exit 1
+FLOORS=${FLOORS:-0}
+[ "$FLOORS" = 1 ] && FLOORS="1 2"
+if [ "$FLOORS" != 0 ]; then add_floors "$BIN" . $FLOORS || exit 1; fi
+# RECORD_WAYS="NAME=OPTIONS;...": more ways, this tree's shim recorded with those options of rmtrace record.
+IFS=';' read -r -a RECORD_WAYS <<< "${RECORD_WAYS:-}"
+for spec in "${RECORD_WAYS[@]}"; do SHIMS+=(--record-way "$spec"); done
 
-gcc -O2 -Wall -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
-{ grep -m1 'model name' /proc/cpuinfo; grep . /sys/devices/system/cpu/vulnerabilities/*
-  cat /sys/devices/system/clocksource/clocksource0/current_clocksource; "$BIN/clock_cost"; } > "$OUT/machine.txt" 2>&1
+gcc -O2 -Wall -pthread -o "$BIN/clock_cost" bench/clock_cost.c || exit 1
 
 # Which CPUs are which now.
 cpu_costs "$BIN" "$OUT"
+READER=${FASTSET%%,*}
+READER=${READER:-$SLOW}
+{ grep -m1 'model name' /proc/cpuinfo; grep . /sys/devices/system/cpu/vulnerabilities/*
+  cat /sys/devices/system/clocksource/clocksource0/current_clocksource
+  echo "clock_cost $FAST $READER (writer, reader)"; "$BIN/clock_cost" "$FAST" "$READER"; } > "$OUT/machine.txt" 2>&1
 
 # The recorder as installed (PYTHONPATH), not this checkout's rmtrace/ (which has no kmod_shim inside): -P keeps
 # `python3 -m` from putting the working directory first on sys.path.
 RMTRACE="python3 -P -m rmtrace.cli.main"
 for which in ${WHICH:-fast slow}; do
-    cpu=$FAST
-    [ "$which" = slow ] && cpu=$SLOW
-    python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --rounds "$ROUNDS" --calls 20000 \
-        --cpus "$cpu" -o "$OUT/overhead-$which.md" > /dev/null
+    where=(--cpus "$FAST")
+    [ "$which" = slow ] && where=(--cpus "$SLOW")
+    [ "$which" = split ] && where=(--cpus "$READER" --program-cpus "$FAST")
+    rounds=$ROUNDS
+    [ "$which" = split ] && rounds=${SPLIT_ROUNDS:-$ROUNDS}
+    python3 bench/record_overhead.py --rmtrace "$RMTRACE" "${SHIMS[@]}" --real --rounds "$rounds" --calls 20000 \
+        "${where[@]}" ${OVERHEAD_ARGS:-} -o "$OUT/overhead-$which.md" > /dev/null
 done
 if [ "$E2E_ROUNDS" -gt 0 ]; then
     gcc -O2 -Wall -o "$BIN/cuda_streams" captures/programs/cuda_streams.c -ldl || exit 1

@@ -11,7 +11,9 @@ The ``none`` mode times an ioctl on a pipe: what a non-NVIDIA fd pays for
 passing through the shim (bare vs recorded, across processes).
 
 ``--shim NAME=PATH`` adds a way recording with another build of the shim, in
-the same alternating rounds (a change to the shim against the one before it).
+the same alternating rounds (a change to the shim against the one before it);
+``--record-way NAME=OPTIONS`` one recording with other options of ``rmtrace
+record`` (a ring's size).
 ``--cpus LIST`` runs every way on those CPUs.  On the H200 an RM control costs ~2.0 us in
 some processes and ~3.3 us in others, and capture adds more in the slower (the virtual CPU
 runs everything ~1.6x slower for a while: bench/results/record_overhead-h200.md); a pinned
@@ -50,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,15 +81,21 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     return wall, proc.stdout
 
 
-def wrappers(tmp: Path, rmtrace: list[str], shims: list[str]) -> dict[str, list[str]]:
-    """Each way's command prefix: bare, rmtrace, rmtrace:NAME per ``--shim NAME=PATH``, strace."""
-    record = [*rmtrace, "record", "--force", "-o", str(tmp / "bench.trace"), "--"]
-    ways = {"bare": [], "rmtrace": record}
+def wrappers(tmp: Path, rmtrace: list[str], shims: list[str], options: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Each way's command prefix: bare, rmtrace, rmtrace:NAME per ``--shim NAME=PATH`` and per ``--record-way
+    NAME=OPTIONS`` (this tree's shim, recorded with those options of ``rmtrace record``), strace."""
+    record = [*rmtrace, "record", "--force", "-o", str(tmp / "bench.trace")]
+    ways = {"bare": [], "rmtrace": [*record, "--"]}
     for spec in shims:
         name, _, path = spec.partition("=")
         if not path or not Path(path).is_file():
             raise SystemExit(f"--shim {spec}: want NAME=PATH of a built shim")
-        ways[f"rmtrace:{name}"] = ["env", f"RMTRACE_SHIM={Path(path).resolve()}", *record]
+        ways[f"rmtrace:{name}"] = ["env", f"RMTRACE_SHIM={Path(path).resolve()}", *record, "--"]
+    for spec in options:
+        name, _, more = spec.partition("=")
+        if not name or not more:
+            raise SystemExit(f"--record-way {spec}: want NAME=OPTIONS of rmtrace record")
+        ways[f"rmtrace:{name}"] = [*record, *shlex.split(more), "--"]
     if shutil.which("strace"):
         ways["strace"] = ["strace", "-f", "-e", "trace=ioctl", "-o", os.devnull]
     return ways
@@ -243,10 +252,15 @@ def main() -> int:
     parser.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
                         help="one more way: rmtrace recording with this build of the shim (RMTRACE_SHIM), "
                              "to compare builds side by side in the same rounds")
+    parser.add_argument("--record-way", action="append", default=[], metavar="NAME=OPTIONS",
+                        help="one more way: rmtrace recording with these options of rmtrace record (e.g. "
+                             "ring1m='--ring-size 1M'), in the same rounds")
     parser.add_argument("--cpus", help="run every way on these CPUs (a list as taskset takes: 2,3 or 2-3)")
     parser.add_argument("--program-cpus", help="run only the measured programs on these CPUs (taskset), the "
                         "recorder where --cpus puts it")
     parser.add_argument("--e2e-only", action="store_true", help="only the end-to-end runs (--e2e), no ioctl timings")
+    parser.add_argument("--no-passthrough", action="store_true",
+                        help="leave out the pass-through ioctl (a pipe's): the intercepted ones only")
     parser.add_argument("-o", "--output", help="also write the results here")
     args = parser.parse_args()
     if args.e2e_only and not args.e2e:
@@ -264,7 +278,7 @@ def main() -> int:
         env = fakedrv_environment(progs, make_device_dir(tmp / "dev"), env)
         env["FAKEDRV_TRUSTING"] = "1"
         where = "test device dir + tests/c/fakedrv.c, trusting (an ioctl that costs almost nothing)"
-    ways = wrappers(tmp, shlex.split(args.rmtrace), args.shim)
+    ways = wrappers(tmp, shlex.split(args.rmtrace), args.shim, args.record_way)
     pinned = ["taskset", "-c", args.program_cpus] if args.program_cpus else []
     lines = [f"# rmtrace record overhead ({'real driver' if args.real else 'test device'})", "",
              f"command: `python bench/record_overhead.py {shlex.join(sys.argv[1:])}`",
@@ -302,6 +316,7 @@ def main() -> int:
         lines += [""] + [f"samples, {case} (traced/untraced ns): " + "; ".join(
             f"{w} " + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in v) for w, v in samples.items())
             for case, samples in all_samples.items()]
+    if not args.e2e_only and not args.no_passthrough:
         lines += ["", "## Per pass-through ioctl (FIONREAD on a pipe: not an NVIDIA fd), across processes", "",
             "| way | ns per ioctl | added vs bare |", "| --- | --- | --- |"]
         med_none, _ = micro([*pinned, str(progs["rmprog"])], env, ways, args.calls, args.rounds, ["none"])

@@ -34,6 +34,10 @@ CPU's speed moves within seconds, so each round's gap is also printed with the
 ``rmtrace info`` of the same round (``report.paired_ratio``: median and range of
 the per-round ratio gap / info): a goal is met only when every round's gap
 clears it, else it is "inside the noise".
+
+Before the rounds, the bytecode of rmtrace's modules is written (bench/show.py's
+``compile_bytecode``: as an installed rmtrace has it; ``--no-compile``: not, so that
+where PYTHONDONTWRITEBYTECODE is set each process compiles them, ~0.27 s of CPU).
 """
 
 from __future__ import annotations
@@ -189,10 +193,17 @@ def main() -> int:
                         help="also time the cold open with the whole model folded at once (the worker as it was "
                              "before the channels' fold came first), in the same rounds")
     parser.add_argument("--wait-model", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-compile", action="store_true",
+                        help="do not write rmtrace's bytecode first (with PYTHONDONTWRITEBYTECODE set, each process "
+                             "compiles rmtrace's modules, as the results before 2026-12-02 05:30 UTC were timed "
+                             "unless their block says otherwise)")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.wait_model, args.whole_first)
         return 0
+    from show import compile_bytecode  # the show bench's, beside this one
+    bytecode = ("as the environment has it (PYTHONDONTWRITEBYTECODE="
+                f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})" if args.no_compile else compile_bytecode())
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
@@ -232,6 +243,7 @@ def main() -> int:
                                 f"{args.records:,} records, {size / 1e6:.0f} MB"),
         ("rounds", f"{args.rounds}, alternating; medians; load average {load_before[0]:.1f} before, "
                    f"{load_after[0]:.1f} after"),
+        ("bytecode", bytecode),
         ("rmtrace info (baseline)", f"{info:7.3f} s   (CPU {info_cpu:.3f} s)"),
     ]
     for step in runs:

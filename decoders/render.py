@@ -74,22 +74,32 @@ def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
 
 
 def buffer_fragments(buffers: Sequence[DecodedBuffer]) -> list[Any] | None:
-    """Each buffer's object (``buffer_objects``) as the bytes ``jsonschema.encode`` writes for it, to be
-    spliced into a line (``orjson.Fragment``), kept beside the object; None when one of them is not
-    what orjson writes alone (``jsonschema.fragment``): the caller encodes the plain objects then."""
+    """Each buffer's object (``buffer_objects``) for a line that orjson writes: from the second time an
+    object comes, the bytes ``jsonschema.encode`` writes for it, to be spliced in (``orjson.Fragment``, kept
+    beside the object); the first time, the object itself, which orjson encodes with the line (most buffers
+    of a trace as recorded come once: their fragments would encode each twice, once alone and once copied
+    into the line).  None when a kept one is not what orjson writes alone (``jsonschema.fragment``): the
+    caller encodes the plain objects then (as it does when the line it makes is not orjson's bytes)."""
     out = []
     for b in buffers:
         kept = _kept(b)
-        if kept[3] is _UNENCODED:
-            kept[3] = fragment(kept[2])
-        if kept[3] is None:
+        encoded = kept[3]
+        if encoded is _UNENCODED:
+            kept[3] = _ONCE
+            out.append(kept[2])
+            continue
+        if encoded is _ONCE:
+            encoded = kept[3] = fragment(kept[2])
+        if encoded is None:
             return None
-        out.append(kept[3])
+        out.append(encoded)
     return out
 
 
 _UNENCODED = object()
 """A kept object's fragment before a caller asked for it (show --json never does)."""
+_ONCE = object()
+"""...after ``buffer_fragments`` gave the object itself once."""
 
 
 def _kept(b: DecodedBuffer) -> list[Any]:
@@ -110,8 +120,24 @@ def _kept(b: DecodedBuffer) -> list[Any]:
 
 def _buffer_object(b: DecodedBuffer) -> dict[str, Any]:
     return {"buffer": b.label, "role": enum_name(Role, b.role), "when": enum_name(When, b.when), "slot": b.slot,
-            "title": b.title, "layout": getattr(b.layout, "name", None), "fields": plain(b.value, b.layout, b.layouts),
-            "note": b.note, "hex": b.data.hex()}
+            "title": b.title, "layout": getattr(b.layout, "name", None), "fields": _fields(b), "note": b.note,
+            "hex": b.data.hex()}
+
+
+def _fields(b: DecodedBuffer) -> Any:
+    """``plain(b.value, b.layout, b.layouts)``, made once per parsed value: the parse cache hands one
+    (frozen) value to every buffer of a layout and bytes, and two buffers of one value are often two
+    objects (a struct a call leaves as it was, before and after), so the fields are kept in ``FIELDS``
+    by the ids of what makes them, the entry holding those (while it is kept, no other object takes an id)."""
+    value, layout, layouts = b.value, b.layout, b.layouts
+    if layout is None:
+        return plain(value, layout, layouts)
+    key = (id(value), id(layout), id(layouts))
+    found = FIELDS.get(key)
+    if found is None:
+        found = (value, layout, layouts, plain(value, layout, layouts))
+        FIELDS.put(key, found, len(b.data))
+    return found[3]
 
 
 BUFFERS_KEPT = 2 * PARSE_KEPT
@@ -124,6 +150,8 @@ holds the bytes twice in hex (and their fields), and once jsonl asks for it its 
 again, so at this budget the cache's share of a process's memory is some tens of MB (jsonl's peak, docs/export.md)."""
 BUFFER_OBJECTS: BoundedLRU[tuple[Any, ...], list[Any]] = BoundedLRU(BUFFERS_KEPT, BUFFERS_KEPT_BYTES)
 """``buffer_objects``' objects by their buffer, and its hits and misses (bench/export.py prints the rate)."""
+FIELDS: BoundedLRU[tuple[int, int, int], tuple[Any, Any, Any, Any]] = BoundedLRU(PARSE_KEPT, PARSE_KEPT_BYTES)
+"""``_fields``' plain values by the parsed value, its layout and layouts (as many as the parse cache keeps)."""
 
 
 def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
@@ -141,15 +169,18 @@ def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
 
 SCALAR, BITS, STRUCT, ARRAY, FLOAT = range(5)
 """How ``_plain_struct`` takes a member: as ``plain`` does, out of its bitfield unit, by its layout, ..."""
-_PLANS: dict[int, tuple[Any, tuple[tuple[str, str, int, Any], ...]]] = {}
-"""Per layout (by id, the layout kept beside its plan so that the id stays its own): ``members`` worked out once."""
+_PLANS: dict[int, tuple[Any, tuple[tuple[str, str, int, Any], ...], tuple[str, ...] | None]] = {}
+"""Per layout (by id, the layout kept beside its plan so that the id stays its own): ``members`` worked out
+once, and the members' names where every member is a plain scalar (most layouts: their values are taken
+as they are)."""
 
 
-def _plan(layout: Any) -> tuple[tuple[str, str, int, Any], ...]:
-    """(name, key in the parsed value, how, Field) per member, in layout order, as ``members`` finds them."""
+def _plan(layout: Any) -> tuple[tuple[tuple[str, str, int, Any], ...], tuple[str, ...] | None]:
+    """(name, key in the parsed value, how, Field) per member, in layout order, as ``members`` finds them;
+    and the names alone when each member is a ``SCALAR`` under its own name, else None."""
     found = _PLANS.get(id(layout))
     if found is not None and found[0] is layout:
-        return found[1]
+        return found[1], found[2]
     plan = []
     for index, f in enumerate(layout.fields):
         if f.bit_size is not None:
@@ -157,16 +188,20 @@ def _plan(layout: Any) -> tuple[tuple[str, str, int, Any], ...]:
             continue
         how = {"struct": STRUCT, "union": STRUCT, "array": ARRAY, "float": FLOAT}.get(f.kind, SCALAR)
         plan.append((f.name or f"anon{index}", f.name or f"anon{index}", how, f))
-    _PLANS[id(layout)] = (layout, tuple(plan))
-    return tuple(plan)
+    scalars = tuple(name for name, _, _, _ in plan) if all(how == SCALAR for _, _, how, _ in plan) else None
+    _PLANS[id(layout)] = (layout, tuple(plan), scalars)
+    return tuple(plan), scalars
 
 
 def _plain_struct(value: Any, layout: Any, layouts: Mapping[str, Any] | None) -> dict[str, Any]:
     """A parsed struct by its layout, each member (as ``members`` finds them) by its kind, the kinds
     worked out once per layout (jsonl converts every field of every call)."""
-    out: dict[str, Any] = {}
     get = value.get
-    for name, key, how, f in _plan(layout):
+    plan, scalars = _plan(layout)
+    if scalars is not None:  # one pass, as a comprehension: no member but numbers (or what plain makes of them)
+        return {name: v if type(v) in ATOMS else plain(v) for name in scalars if (v := get(name, _ABSENT)) is not _ABSENT}
+    out: dict[str, Any] = {}
+    for name, key, how, f in plan:
         v = get(key, _ABSENT)
         if v is _ABSENT:
             continue

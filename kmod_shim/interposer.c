@@ -121,6 +121,57 @@ SHIM_HOT static int traced_ioctl(int fd, unsigned long req, void *arg, unsigned 
 	return ret;
 }
 
+/* The floors of bench/h200_shim_ab.sh (FLOORS=1), never installed: built with -DRMTRACE_BENCH_FLOOR=1,
+ * every ioctl is forwarded and nothing else (the interposer alone); with 2, a traced ioctl does what any
+ * recorder of its times must, and no more: the thread's state checked, a call id, the time before the
+ * call and after it (shim_now), no record; with 3, that and its two records without their buffers (the
+ * op, fd, times and result, as the shim builds and publishes them).  What the shim adds above 2 is its
+ * records, above 3 its buffers. */
+#if RMTRACE_BENCH_FLOOR >= 2
+static volatile uint64_t floor_sink;
+
+SHIM_HOT static int floor_ioctl(int fd, unsigned long req, void *arg, unsigned kind)
+{
+	struct shim_thread *t;
+	int *errp = &errno, saved = *errp, ret, err;
+#if RMTRACE_BENCH_FLOOR == 3
+	uint16_t source = kind_is_uvm(kind) ? RMT_SRC_UVM : RMT_SRC_RM;
+	uint32_t op = ioctl_op(kind, req);
+	uint64_t call_id = 0;
+	struct shim_rec r;
+#endif
+
+	if ((t = shim_enter()) != NULL) {
+#if RMTRACE_BENCH_FLOOR == 3
+		call_id = shim_next_call_id();
+		rec_init(&r, t, source, RMT_PH_ENTER, op, fd, call_id);
+		rec_fast(&r);
+		rec_emit(&r);
+#else
+		floor_sink = shim_next_call_id() ^ shim_now(t);
+#endif
+		shim_leave(t);
+	}
+	*errp = saved;
+	ret = shim_real.ioctl(fd, req, arg);
+	err = *errp;
+	if (t && (t = shim_reenter(&shim_self)) != NULL) {
+#if RMTRACE_BENCH_FLOOR == 3
+		rec_init(&r, t, source, RMT_PH_EXIT, op, fd, call_id);
+		rec_fast(&r);
+		r.ret = ret;
+		r.err = ret < 0 ? err : 0;
+		rec_emit(&r);
+#else
+		t->last_ns = shim_now(t);
+#endif
+		shim_leave(t);
+	}
+	*errp = err;
+	return ret;
+}
+#endif
+
 SHIM_HOT SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
@@ -130,9 +181,15 @@ SHIM_HOT SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, void *);
 	va_end(ap);
+#if RMTRACE_BENCH_FLOOR == 1
+	return RESOLVED(ioctl)(fd, req, arg);
+#endif
 	kind = fd_kind(fd);
 	if (likely(!kind_is_ioctl_traced(kind)))
 		return RESOLVED(ioctl)(fd, req, arg);
+#if RMTRACE_BENCH_FLOOR >= 2
+	return floor_ioctl(fd, req, arg, kind);
+#endif
 	return traced_ioctl(fd, req, arg, kind);
 }
 

@@ -84,6 +84,8 @@ class StreamingFold:
         retired = self.folder.forget_client(pid)
         if isinstance(self.transitions, _Unkept):
             return
+        for entity in retired:
+            self.transitions.engines.pop(entity, None)
         self.retired.extend(retired)
 
     # what ``rmtrace.export.perfetto.States`` asks
@@ -92,7 +94,8 @@ class StreamingFold:
         return proc.argv if proc is not None else ()
 
     def channel(self, entity: str) -> Channel | None:
-        return self.folder.channels.get(entity.removeprefix("chan/"))
+        chan = self.folder.channels.get(entity.removeprefix("chan/"))
+        return chan if isinstance(self.transitions, _Unkept) else self.transitions.channel(entity, chan)
 
     def client_pid(self, client_id: str) -> int | None:
         client = self.folder.clients.get(client_id)

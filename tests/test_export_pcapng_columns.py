@@ -65,3 +65,16 @@ def test_the_progress_line_counts_every_record(tmp_path):
     drawn = shown.getvalue().split("\r")[1:]
     assert len(drawn) >= 2  # as it went, then once more at the end
     assert drawn[-1].startswith(f"rmtrace export: {total:,} of {total:,} records (100%), ") and drawn[-1].endswith("\n")
+
+
+def test_the_comments_kept_per_thread_are_bounded_and_change_nothing(tmp_path, monkeypatch):
+    import rmtrace.export.pcapng as pcapng
+
+    path = str(captures.path("cuda-streams-3x-sequential"))  # five processes: their comments made again and again
+    whole, small = tmp_path / "whole.pcapng", tmp_path / "small.pcapng"
+    with ExportInput(path, progress=False) as src:
+        write_pcapng(src, str(whole))
+    monkeypatch.setattr(pcapng, "_WHO_KEPT", 1)
+    with ExportInput(path, progress=False) as src:
+        write_pcapng(src, str(small))
+    assert small.read_bytes() == whole.read_bytes()

@@ -14,6 +14,7 @@ import io
 import pytest
 
 from rmtrace import captures
+from rmtrace.export.fold import BLOCK_ROWS
 from rmtrace.export.perfetto import CallRow, PerfettoWriter, write_perfetto
 from rmtrace.export.progress import Progress
 from rmtrace.export.source import ExportInput
@@ -73,3 +74,42 @@ def test_the_progress_line_counts_every_record(tmp_path, legacy_replay):  # noqa
     drawn = shown.getvalue().split("\r")[1:]
     assert len(drawn) >= 2  # as it went, then once more at the end
     assert drawn[-1].startswith(f"rmtrace export: {total:,} of {total:,} records (100%), ") and drawn[-1].endswith("\n")
+
+
+def pid_reused(out: str) -> tuple[int, int]:
+    """cuda-streams-3x-sequential written again with rmtrace's writer, the second CUDA process given the first's
+    pid (and the fork that made it returning that pid): a pid that exits and is used again at once, within one
+    block of rows.  Returns (the reused pid, the seq of its first exit)."""
+    import dataclasses
+
+    from rmtrace.record import Source, SysOp
+    from rmtrace.trace import TraceReader, TraceWriter
+
+    with TraceReader(str(captures.path("cuda-streams-3x-sequential"))) as reader:
+        records = list(reader.records())
+        meta = reader.meta
+    exits = [(rec.seq, rec.pid) for rec in records if rec.source == Source.SYS and rec.op == SysOp.EXIT]
+    (first_exit, old), (_, new) = exits[0], exits[1]  # the first two CUDA processes, one after the other
+    assert old != new
+    with TraceWriter(out, meta) as writer:
+        for rec in records:
+            if rec.pid == new:
+                rec = dataclasses.replace(rec, pid=old, tid=old if rec.tid == new else rec.tid)
+            elif rec.source == Source.SYS and rec.op == SysOp.FORK and rec.ret == new:
+                rec = dataclasses.replace(rec, ret=old)
+            writer.write(rec)
+    return old, first_exit
+
+
+def test_a_pid_used_again_within_a_block_keeps_the_new_process_s_channels(tmp_path):
+    path = str(tmp_path / "pid-reused.trace")
+    pid, exit_seq = pid_reused(path)
+    with ExportInput(path, progress=False) as src:
+        assert src.reader.record_count < BLOCK_ROWS  # the exit and the new process's calls fold in one block
+        later = [rec for rec in src.reader.records() if rec.seq > exit_seq and rec.pid == pid]
+        assert later and later[0].seq == exit_seq + 2  # used again right after its exit (the parent's fork between)
+    expected, got, small = tmp_path / "decoders.pftrace", tmp_path / "table.pftrace", tmp_path / "small.pftrace"
+    assert table_perfetto(path, str(got)) == decoders_perfetto(path, str(expected))
+    assert got.read_bytes() == expected.read_bytes()
+    table_perfetto(path, str(small), block_rows=7)
+    assert small.read_bytes() == expected.read_bytes()

@@ -13,8 +13,10 @@ from rmtrace.decoders.filters import CallFilter
 from rmtrace import captures
 from rmtrace.calls import CallState
 from rmtrace.columns.lines import FROM_ARGUMENT, FROM_COLUMNS, MEMO, ColumnLines, Lines
+from rmtrace.columns.memokey import VOLATILE_SPAN
 from rmtrace.columns.select import selected_calls
 from rmtrace.columns.table import CallTableBuilder
+from rmtrace.record import Phase
 from rmtrace.trace import RecordFilter, TraceReader
 
 REPLAYS = Path(captures.path()).parent / "replays"
@@ -112,21 +114,49 @@ def test_a_filtered_show_prints_from_the_columns_as_the_decoders_do(monkeypatch,
     assert "RM_ALLOC(" in both and "SYS_OPEN(" in both and "UVM_" in both
 
 
-def test_the_summary_memo_is_bounded_and_keeps_nothing_larger_than_all_it_may_hold():
+def test_the_summary_memo_is_bounded_in_entries():
     from rmtrace.decoders.base import Decoded
 
     from rmtrace.columns.lines import Kept, SummaryMemo
     from rmtrace.record import Source
 
-    memo = SummaryMemo(kept=2, kept_bytes=10)
+    memo = SummaryMemo(kept=2)
     one = Decoded(Source.RM, 0x2A, "RM_FREE")
-    memo.keep(b"aaaa", Kept(one, "a", None, True))
-    memo.keep(b"bbbb", Kept(one, "b", None, True))
-    assert memo.get(b"aaaa") == (one, "a", None, True)  # a hit: aaaa is now the most recent
-    memo.keep(b"cccc", Kept(one, "c", None, True))  # a third entry: the least recently used (bbbb) goes
-    assert memo.get(b"bbbb") is None and memo.get(b"aaaa") is not None and memo.bytes == 8
-    memo.keep(b"x" * 11, Kept(one, "x", None, True))  # larger than the whole budget: not kept, and nothing pushed out
-    assert memo.get(b"x" * 11) is None and memo.get(b"aaaa") is not None and memo.get(b"cccc") is not None
+    memo.keep(1, Kept(one, "a", None, True))
+    memo.keep((2, 3), Kept(one, "b", None, True))
+    assert memo.get(1) == (one, "a", None, True)  # a hit: 1 is now the most recent
+    memo.keep(4, Kept(one, "c", None, True))  # a third entry: the least recently used ((2, 3)) goes
+    assert memo.get((2, 3)) is None and memo.get(1) is not None and memo.get(4) is not None and len(memo) == 2
+
+
+def test_calls_have_equal_content_ids_exactly_when_their_records_say_the_same():
+    """Block.content_ids: the memo's keys ignore which call a record is (seq, time, pid, tid, call id),
+    and nothing else: the state, and every other byte, of either record."""
+    from rmtrace.columns.summary import BlockReader
+    from rmtrace.trace import TraceReader
+
+    with TraceReader(_path("cuda-streams.model-fixed.oracle-nvidia.trace")) as reader:
+        block = BlockReader(reader).block(np.arange(reader.record_count, dtype=np.int64))
+        words = block.typed[8]
+        enters = np.flatnonzero(block.header("phase") == Phase.ENTER)[:400]
+        first, no_second = enters, np.full(len(enters), -1, dtype=np.int64)
+        ids = block.content_ids(first, no_second, np.zeros(len(enters), dtype=np.int64))
+        by_bytes = {}
+        for i, a in enumerate(first.tolist()):
+            record = bytearray(block.u1[block.at[a]:block.at[a] + block.header("total_len")[a]].tobytes())
+            lo, hi = VOLATILE_SPAN
+            record[lo:hi] = bytes(hi - lo)
+            by_bytes.setdefault(bytes(record), set()).add(ids[i])
+        assert all(len(found) == 1 for found in by_bytes.values())  # equal bytes, one id
+        assert len({next(iter(found)) for found in by_bytes.values()}) == len(by_bytes)  # unequal bytes, unequal ids
+        assert 1 < len(by_bytes) < len(first)  # the capture repeats calls, and not only one
+        before = words.copy()
+        marked = block.content_ids(first, no_second, np.ones(len(enters), dtype=np.int64))
+        assert not set(marked) & set(ids)  # the state is part of the id
+        # a second record's fields cleared, as a first's with mark 0
+        pairs = block.content_ids(first, first[::-1].copy(), np.zeros(len(enters), dtype=np.int64))
+        assert pairs == list(zip(ids, ids[::-1]))
+        assert (words == before).all()  # the block's bytes are put back
 
 
 def test_a_compiled_line_is_its_template_formatted():

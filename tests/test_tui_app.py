@@ -643,3 +643,38 @@ async def test_a_large_object_tree_fills_on_expand(boots, monkeypatch):
         await pilot.pause()
         assert root.children[0].data.class_name == "NV01_DEVICE_0"
 
+
+
+@pilot_test
+async def test_the_footer_is_rebuilt_only_when_its_keys_change(boots, monkeypatch):
+    """KeysFooter: a focus move that keeps the keys shown rebuilds nothing (Textual's Footer rebuilt its key
+    widgets on every bindings signal, twice per focus move); one that changes them shows the new keys."""
+    from rmtrace.tui.widgets.footer import KeysFooter
+    from textual.widgets import Footer
+
+    rebuilt: list[int] = []
+    recompose = Footer.recompose
+
+    async def counted(self):
+        rebuilt.append(1)
+        await recompose(self)
+    monkeypatch.setattr(KeysFooter, "recompose", counted)
+    app = open_app(boots[0])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+
+        def shown() -> str:
+            return " ".join(str(key.render()) for key in app.main.query_one(KeysFooter).query("FooterKey"))
+        assert "Fields + hex" in shown() and "Zoom in" not in shown()  # the events table has the focus
+        before = len(rebuilt)
+        for _ in range(3):  # bindings signals that leave the keys as they are
+            app.main.refresh_bindings()
+            await pilot.pause()
+        app.main.query_one(EventsTable).blur()
+        app.main.query_one(EventsTable).focus()
+        await settle(pilot)
+        assert len(rebuilt) == before
+        await pilot.press("t")  # the timeline: its keys
+        await settle(pilot)
+        assert len(rebuilt) == before + 1
+        assert "Zoom in" in shown() and "Fields + hex" not in shown()

@@ -163,5 +163,10 @@ def test_a_model_loaded_from_the_cache_names_row_handles_as_the_folded_one(tmp_p
     named = [folded.row(seq).obj for seq in range(folded.record_count)]
     assert [loaded.row(seq).obj for seq in range(loaded.record_count)] == named
     assert sum("NV01_ROOT_CLIENT" in text for text in named) > 3  # handles named by their class
+    classes = loaded._class_names()  # every (client, handle): its newest object's class, as the objects say
+    assert all(classes.get(key) == obj.class_name for key, obj in folded.model.objects.items())
+    client = folded.model.clients[0].id
+    assert classes.get((client, 0xFFFFFFFF)) is None and classes.get(("no such client", 1)) is None
+    assert classes.get((client, -1)) is None and classes.get((client, 1 << 32)) is None
     folded.close()
     loaded.close()

@@ -124,8 +124,20 @@ class DriverProfile:
         return hash((self.version, self.branch))
 
     def embedded_pointers(self, cmd: int) -> tuple[PointerField, ...]:
-        """User pointers (NvP64) inside control ``cmd``'s params, with where their element count lives."""
-        return self._pointer_table.get(cmd, ())
+        """User pointers (NvP64) inside control ``cmd``'s params, with where their element count lives:
+        worked out for each command when first asked for (the whole table reads every control's layout:
+        some 30 ms, where a trace asks for a few commands)."""
+        found = self._pointers.get(cmd)
+        if found is None:
+            from rmtrace.decoders.profiles.pointers import control_pointers  # pointers.py reads this module's types
+
+            found = self._pointers[cmd] = control_pointers(self, cmd)
+        return found
+
+    @cached_property
+    def _pointers(self) -> dict[int, tuple[PointerField, ...]]:
+        """``embedded_pointers``' answers so far."""
+        return {}
 
     @cached_property
     def _pointer_table(self) -> Mapping[int, tuple[PointerField, ...]]:

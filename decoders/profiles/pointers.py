@@ -64,15 +64,16 @@ SCALAR_SIZES = {"NvU8": 1, "NvS8": 1, "char": 1, "NvU16": 2, "NvS16": 2, "NvU32"
 
 def pointer_table(profile: DriverProfile) -> dict[int, tuple[PointerField, ...]]:
     """Control command -> the pointers its params carry (only commands that have any)."""
-    table: dict[int, tuple[PointerField, ...]] = {}
-    for cmd, control in profile.controls.items():
-        layout = profile.layouts.get(control.params) if control.params else None
-        if layout is None or layout.name in NOT_BUFFERS:
-            continue
-        found = tuple(p for p in (_pointer(profile, layout, f) for f in layout.fields if f.type == "NvP64") if p)
-        if found:
-            table[cmd] = found
-    return table
+    return {cmd: found for cmd in profile.controls if (found := control_pointers(profile, cmd))}
+
+
+def control_pointers(profile: DriverProfile, cmd: int) -> tuple[PointerField, ...]:
+    """The pointers control ``cmd``'s params carry (none for a command the profile does not know)."""
+    control = profile.controls.get(cmd)
+    layout = profile.layouts.get(control.params) if control is not None and control.params else None
+    if layout is None or layout.name in NOT_BUFFERS:
+        return ()
+    return tuple(p for p in (_pointer(profile, layout, f) for f in layout.fields if f.type == "NvP64") if p)
 
 
 def _pointer(profile: DriverProfile, layout: Layout, ptr: Field) -> PointerField | None:

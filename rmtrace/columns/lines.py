@@ -16,9 +16,9 @@ the summary's handles.  So:
   record is read, nothing is parsed;
 * a call the decoders must decode (system calls, UVM commands with arrays and
   uuids) whose decoder reads nothing but its records' bytes (``memokey.MEMO_OPS``)
-  has its summary, status and notes kept in a bounded memo keyed by those
-  bytes (``SummaryMemo``): a program makes the same calls again and again,
-  and a call made again is printed without reading or decoding its records.
+  has its summary, status and notes kept in a bounded memo keyed by a hash
+  of those bytes (``SummaryMemo``): a program makes the same calls again and
+  again, and a call made again is printed without decoding its records.
 
 Each line is put together by ``render.line_text`` from the same pieces
 ``render.line`` uses.  Everything else (GSP and sema messages, marks, users'
@@ -70,10 +70,8 @@ its summary read from its argument's bytes (a control's flags, a mapping's offse
 memo of decoded summaries (0: the caller decodes it)."""
 
 MEMO_KEPT = 1 << 16
-"""Summaries the memo keeps (the most recently used; a call-level decode is small).  The shipped capture
-of three CUDA clients has ~2,600 distinct decoded calls."""
-MEMO_KEPT_BYTES = 64 << 20
-"""And the bytes of their keys (a UVM call's records run to kilobytes)."""
+"""Summaries the memo keeps (the most recently used; a call-level decode is small, and so is its key, an
+id of its records' bytes).  The shipped capture of three CUDA clients has ~2,600 distinct decoded calls."""
 
 Member = tuple[str, Field | None, int]
 """A summary member: (name, None, 0) for a handle, (name, member, offset) for a number at a fixed offset."""
@@ -102,17 +100,21 @@ class Kept(NamedTuple):
     """Whether the call filter wants it."""
 
 
-class SummaryMemo(BoundedLRU[bytes, Kept]):
-    """Call-level decodes of calls (and their summaries and lines) by their state and their records' bytes
-    (``Block.stable_keys``: each record says its length, so the records' bytes one after the other are one
-    key), bounded in entries and in the bytes of the keys (``rmtrace.lru``)."""
+MemoKey = int | tuple[int, int]
+"""What the memo keys a call by: the id of its state and its records' bytes (``Block.content_ids``)."""
 
-    def __init__(self, kept: int = MEMO_KEPT, kept_bytes: int = MEMO_KEPT_BYTES) -> None:
-        super().__init__(kept, kept_bytes)
 
-    def keep(self, key: bytes, kept: Kept) -> None:
-        """Keep ``kept`` for ``key``, standing for the key's bytes."""
-        self.put(key, kept, len(key))
+class SummaryMemo(BoundedLRU[MemoKey, Kept]):
+    """Call-level decodes of calls (and their summaries and lines) by the id of their state and their
+    records' bytes (``Block.content_ids``), bounded in entries (``rmtrace.lru``; a key is a number or two,
+    so the bytes the memo holds go with its entries)."""
+
+    def __init__(self, kept: int = MEMO_KEPT) -> None:
+        super().__init__(kept, 0)
+
+    def keep(self, key: MemoKey, kept: Kept) -> None:
+        """Keep ``kept`` for ``key``."""
+        self.put(key, kept, 0)
 
 
 class ColumnLines:
@@ -421,7 +423,7 @@ class ColumnLines:
         assert calls is not None  # the caller reads the records of every memo row
         block, second = calls
         states = col["state"][rows]
-        keys = block.stable_keys(np.arange(len(rows)), second, states)
+        keys = block.content_ids(np.arange(len(rows)), second, states)
         phases = block.header("phase")[:len(rows)].tolist()
         pids, tids = col["pid"][rows].tolist(), col["tid"][rows].tolist()
         offsets, durations = self._times(rows)
@@ -441,7 +443,7 @@ class ColumnLines:
                 out[k] = line_text(d.name, kept.body, d.status_name, d.notes, pids[i], tids[i], first_ns, phases[i],
                                    STATES[state], duration, self.start_ns, self.end_ns)
 
-    def _first_line(self, key: bytes, row: int, has_exit: bool, phase: int) -> str | bool:
+    def _first_line(self, key: MemoKey, row: int, has_exit: bool, phase: int) -> str | bool:
         """The line of memo row ``row`` whose call (of ``key``) the memo does not hold: decoded, then kept."""
         col = self._cols
         state = STATES[int(col["state"][row])]

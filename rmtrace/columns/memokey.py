@@ -44,4 +44,4 @@ def _volatile_span() -> tuple[int, int]:
 
 VOLATILE_SPAN = _volatile_span()
 """Where ``VOLATILE`` lies in a record: bytes [start, end) (whole words, so that a block's can be cleared
-as words: ``Block.stable_keys``)."""
+as words: ``Block.content_ids``)."""

@@ -23,6 +23,7 @@ import copy
 from dataclasses import dataclass
 
 import numpy as np
+from xxhash import xxh3_128_intdigest
 
 from rmtrace.columns.batch import ByteViews
 from rmtrace.columns.dtypes import BUFFER_DTYPE, HEADER_DTYPE
@@ -106,13 +107,15 @@ class Block(ByteViews):
             live = live[nbufs[live] > step]
         return ArgSides(start, length, flags)
 
-    def stable_keys(self, first: np.ndarray, second: np.ndarray, marks: np.ndarray) -> list[bytes]:
-        """Per call, whose records are ``first`` and ``second`` of this block (-1: none): its records' bytes
-        one after the other, with the header fields that say which call a record is (``VOLATILE``) cleared,
-        and the first of those of its first record holding the call's ``mark`` (a number < 2**64: its
-        state).  Two calls have equal keys when their marks are equal and so is everything else their
-        records say.  The fields are cleared in the block's own bytes while the keys are copied out, then
-        put back (a copy of the block would cost more than the keys)."""
+    def content_ids(self, first: np.ndarray, second: np.ndarray, marks: np.ndarray) -> list[int | tuple[int, int]]:
+        """Per call, whose records are ``first`` and ``second`` of this block (-1: none): an id of what its
+        records say, the 128-bit xxh3 of each record's bytes (the pair of them for two records) with the
+        header fields that say which call a record is (``VOLATILE``) cleared, and the first of those of its
+        first record holding the call's ``mark`` (a number < 2**64: its state).  Two calls have equal ids
+        when their marks are equal and so is everything else their records say; unequal calls have equal
+        ids with the odds of a 128-bit hash's collision.  The records are hashed where they lie (a record
+        can run to kilobytes: copying the bytes out as keys, and hashing those again in a dict, cost a
+        tenth of show), their fields cleared in the block's own bytes meanwhile, then put back."""
         has_second = second >= 0
         records = np.concatenate([first, second[has_second]])
         words = self.typed[ALIGN]
@@ -124,8 +127,8 @@ class Block(ByteViews):
             view = self.u1.data
             start = self.at.tolist()
             end = (self.at + self.header("total_len")).tolist()
-            join = b"".join
-            return [view[start[a]:end[a]].tobytes() if b < 0 else join((view[start[a]:end[a]], view[start[b]:end[b]]))
+            digest = xxh3_128_intdigest
+            return [digest(view[start[a]:end[a]]) if b < 0 else (digest(view[start[a]:end[a]]), digest(view[start[b]:end[b]]))
                     for a, b in zip(first.tolist(), second.tolist())]
         finally:
             words[volatile] = kept

@@ -36,8 +36,7 @@ import numpy as np
 from rmtrace.calls import Call
 from rmtrace.columns.arrays import within
 from rmtrace.columns.cache import call_table
-from rmtrace.columns.fold import TableFold, needs, young_collections
-from rmtrace.columns.table import CallTable
+from rmtrace.columns.fold import TableFold, young_collections
 from rmtrace.decoders import DecoderSet
 from rmtrace.record import Source, SysOp
 from rmtrace.semantics import events as ev
@@ -68,11 +67,23 @@ class TransitionStream(Timeline):
         self._n = 0
         self.pending: Counter[str] = Counter()
         """Transitions not yet handed out, per entity (a writer holds a forgotten entity's state until none)."""
+        self.engines: dict[str, Any] = {}
+        """Each channel's engine as its allocation named it (its ``engine`` transition), until the channel is
+        forgotten: what a track is named with, whatever a later BIND, folded before the track is named, set."""
 
     def set(self, t_ns: int, seq: int, entity: str, attr: str, value: Any) -> None:
         heapq.heappush(self._heap, (t_ns, seq, self._n, entity, attr, value))  # _n keeps equal times in fold order
         self._n += 1
         self.pending[entity] += 1
+        if attr == "engine":
+            self.engines.setdefault(entity, value)
+
+    def channel(self, entity: str, chan: Channel | None) -> Channel | None:
+        """``chan``, the fold's channel of ``entity`` now, with the engine its allocation gave it."""
+        if chan is None:
+            return None
+        engine = self.engines.get(entity, chan.engine)
+        return chan if engine == chan.engine else dataclasses.replace(chan, engine=engine)
 
     def final(self, before_ns: int | None = None) -> Iterator[Transition]:
         """Transitions earlier than ``before_ns`` (all of them when None), in time order, removed."""
@@ -100,22 +111,6 @@ class _Staged(Timeline):
             self.made.append((t_ns, seq, entity, attr, value))
 
 
-class _BlockFold(TableFold):
-    """``TableFold`` over a whole table a block of rows at a time.  ``advance`` is for a table that grows:
-    each call looks at every row again (where a client's calls end), which over a whole trace block by
-    block would hold arrays as long as the trace; here every row is final, so a block folds its own rows only."""
-
-    def fold_through(self, table: CallTable, stop: int) -> None:
-        """Fold rows up to ``stop`` not yet folded (with the processes and clients the table made before it)."""
-        start = self.next_row
-        view = dataclasses.replace(table, columns={name: column[:stop] for name, column in table.columns.items()})
-        need = np.zeros(stop, dtype=np.int8)
-        need[start:] = needs(view, self.plan, self.folder.interpreter.roles, start)
-        rows = start + np.flatnonzero(need[start:])
-        self._fold_rows(view, rows, need, stop, final=False)
-        self.next_row = stop
-
-
 class TableStream:
     """The call table's rows a block at a time, the fold's transitions handed out as they become final."""
 
@@ -124,7 +119,7 @@ class TableStream:
         self.table = call_table(reader, decoders)
         self._staged = _Staged()
         self.folder = Folder(decoders, self._staged, client_ids(reader.meta))
-        self._fold = _BlockFold(self.folder, reader)
+        self._fold = TableFold(self.folder, reader)
         self.block_rows = block_rows
         self.transitions = TransitionStream()
         self.retired: list[str] = []
@@ -132,7 +127,7 @@ class TableStream:
         some may still be pending (``transitions.pending``); a writer that keeps state per entity drops it
         then, and removes the entity from this list."""
         self._argv: dict[int, tuple[str, ...]] = {}
-        self._exited: list[tuple[int, int]] = []  # (time, pid) of exits not yet forgotten
+        self._exited: list[tuple[int, int, int]] = []  # (time, pid, seq) of exits not yet forgotten
         self._released_before = 0
         self._held: list[tuple[int, tuple[int, int, str, str, Any]]] = []  # (row, transition) of the block, by row
         self._next_held = 0
@@ -143,8 +138,8 @@ class TableStream:
         table = self.table
         for start in range(0, len(table), self.block_rows):
             stop = min(start + self.block_rows, len(table))
-            with young_collections():
-                self._fold.fold_through(table, stop)
+            with young_collections():  # every row is final: fold the block's own (processes' and clients' ends left)
+                self._fold.advance(table, final=True, until=stop)
             folder = self.folder
             folder.gsp.clear()  # what only a whole-trace model needs: the GSP exchange list, the stray frees
             folder.stray_frees.clear()
@@ -171,7 +166,8 @@ class TableStream:
     def before(self, row: int, first_ns: int) -> Iterator[Transition]:
         """Row ``row`` (its first record at ``first_ns``) comes next: the transitions final before it."""
         while self._exited and self._exited[0][0] < self._released_before:
-            self._forget(heapq.heappop(self._exited)[1])
+            _t, pid, seq = heapq.heappop(self._exited)
+            self._forget(pid, seq)
         held, at = self._held, self._next_held
         while at < len(held) and held[at][0] <= row:
             self.transitions.set(*held[at][1])
@@ -179,10 +175,11 @@ class TableStream:
         self._next_held = at
         return self.transitions.final(first_ns)
 
-    def after(self, source: int, op: int, pid: int, first_ns: int, last_ns: int) -> None:
-        """A row has been written: a process's exit has its client forgotten once the exit's transitions are out."""
+    def after(self, source: int, op: int, pid: int, seq: int, first_ns: int, last_ns: int) -> None:
+        """A row (its first record ``seq``) has been written: a process's exit has its client forgotten once the
+        exit's transitions are out."""
         if source == Source.SYS and op == SysOp.EXIT:
-            heapq.heappush(self._exited, (last_ns, pid))
+            heapq.heappush(self._exited, (last_ns, pid, seq))
         self._released_before = first_ns
 
     def executed(self, pid: int, call: Call) -> None:
@@ -191,11 +188,15 @@ class TableStream:
         if executed is not None:
             self._argv[pid] = executed.argv
 
-    def _forget(self, pid: int) -> None:
-        """A process exited: its client makes no more calls, so the fold drops what it kept of it (the fold
-        has freed its objects, and the caller has had their transitions), keeping memory to what is live."""
+    def _forget(self, pid: int, seq: int) -> None:
+        """A process exited at ``seq``: it makes no more calls, so the fold drops what it kept of it (the fold
+        has freed its objects, and the caller has had their transitions), keeping memory to what is live.  The
+        fold has run ahead: what a new process given the same pid made since is kept."""
         self._argv.pop(pid, None)
-        self.retired.extend(self.folder.forget_client(pid))
+        retired = self.folder.forget_client(pid, through_seq=seq)
+        for entity in retired:
+            self.transitions.engines.pop(entity, None)
+        self.retired.extend(retired)
 
     def finish(self) -> Iterator[Transition]:
         """Every transition not yet handed out."""
@@ -211,8 +212,9 @@ class TableStream:
         return self._argv.get(pid, ())
 
     def channel(self, entity: str) -> Channel | None:
-        """The channel of entity ``chan/ID`` while the fold has it."""
-        return self.folder.channels.get(entity.removeprefix("chan/"))
+        """The channel of entity ``chan/ID`` while the fold has it, with the engine its allocation gave it (the
+        fold runs ahead of the writer: a BIND it has folded since may have set another)."""
+        return self.transitions.channel(entity, self.folder.channels.get(entity.removeprefix("chan/")))
 
     def client_pid(self, client_id: str) -> int | None:
         client = self.folder.clients.get(client_id)

@@ -28,7 +28,7 @@ from rmtrace.decoders.base import Decoded
 from rmtrace.decoders.render import buffer_fragments
 from rmtrace.export.source import ExportInput
 from rmtrace.lru import BoundedLRU
-from rmtrace.record import Buffer, Record, decode_record
+from rmtrace.record import Buffer, Record
 
 LINES_KEPT = 8192
 """Calls' line templates ``LineMemo`` keeps (the most recently used)."""
@@ -70,15 +70,13 @@ def _lines(src: ExportInput, memo: LineMemo | None = None) -> Iterator[bytes]:
     stable: dict[int, bytes] = {}
     """seq -> a record of an operation the memo keeps, its bytes but its ``memokey.VOLATILE`` fields, until its call comes."""
 
-    def records() -> Iterator[Record]:
-        wants = memo.wants
-        for view in src.progress.count(src.reader.raw_records()):
-            rec = decode_record(view)
-            if wants(rec.source, rec.op):
-                stable[rec.seq] = b"".join(stable_parts(view))
-            yield rec
+    wants = memo.wants
 
-    for call in decoders.calls(records()):
+    def keep(view: memoryview, rec: Record) -> None:
+        if wants(rec.source, rec.op):
+            stable[rec.seq] = b"".join(stable_parts(view))
+
+    for call in decoders.calls(src.records(keep)):
         parts = [part for part in (stable.pop(r.seq, None) for r in call.records) if part is not None]
         if len(parts) == len(call.records):
             yield memo.line(call, memo_key(call.state, parts), start)
@@ -203,12 +201,21 @@ def volatile(call: Call, start_ns: int) -> tuple[int | bytes, ...]:
     return tuple(values)
 
 
-def _record_buffer_fragment(b: Buffer) -> orjson.Fragment:
-    """``jsonschema.record_buffer(b)`` encoded (numbers and hex: always what orjson writes), kept by what makes it."""
+def _record_buffer_fragment(b: Buffer) -> orjson.Fragment | dict[str, Any]:
+    """``jsonschema.record_buffer(b)``: the first time a buffer comes, the object (orjson encodes it with the
+    line); from the second, encoded (numbers and hex: always what orjson writes), kept by what makes it (most
+    of a trace as recorded comes once: encoding each alone too would encode it twice)."""
     data = b.data if type(b.data) is bytes else bytes(b.data)
     key = (b.role, b.when, b.flags, b.addr, b.orig_len, b.slot, data)
     found = RECORD_BUFFERS.get(key)
     if found is None:
+        RECORD_BUFFERS.put(key, _SEEN_BUFFER, len(data))
+        return jsonschema.record_buffer(b)
+    if found is _SEEN_BUFFER:
         found = orjson.Fragment(orjson.dumps(jsonschema.record_buffer(b)))
         RECORD_BUFFERS.put(key, found, len(data))
     return found
+
+
+_SEEN_BUFFER = orjson.Fragment(b"")
+"""``RECORD_BUFFERS``' entry for a buffer that came once (never written: the second time makes its fragment)."""

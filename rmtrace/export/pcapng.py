@@ -123,6 +123,8 @@ class _EnhancedPackets:
                                                          batch.tid, batch.line):
             mine = who.get((pid, tid))
             if mine is None:
+                if len(who) >= _WHO_KEPT:  # a trace of many processes would keep one per thread it ever had
+                    who.clear()
                 text = f"pid {pid} tid {tid}".encode()
                 mine = who[(pid, tid)] = option.pack(OPT_COMMENT, len(text)) + text + b"\0" * (-len(text) % 4)
             summary = line.encode()
@@ -143,3 +145,5 @@ class _EnhancedPackets:
 _PIECES_AT_ONCE = 9 * 1024
 """Pieces of packet blocks (nine a packet) joined and written together: a whole batch's packets at once
 held its bytes twice over (the pieces and their join), some 15 MB."""
+_WHO_KEPT = 4096
+"""Threads whose ``pid P tid T`` comment is kept made (a few bytes each): those of the trace's recent records."""

@@ -99,7 +99,8 @@ class States(Protocol):
 
     def argv(self, pid: int) -> Sequence[str]: ...
 
-    def channel(self, entity: str) -> Channel | None: ...
+    def channel(self, entity: str) -> Channel | None:
+        """The channel of entity ``chan/ID`` while kept, with the engine its allocation gave it (its track's name)."""
 
     def client_pid(self, client_id: str) -> int | None: ...
 
@@ -151,9 +152,6 @@ class PerfettoWriter:
         self._pending: dict[tuple[int, int], _Pending] = {}
         self._tracks: dict[str, int] = {}   # named tracks: channels, ranks, GSP channels, host tracks, counters
         self._segments: dict[str, _Segment] = {}
-        self._engines: dict[str, str | None] = {}
-        """A channel's engine as its allocation named it, until its track is named: what the fold knows of the
-        channel when its first state is written depends on how far ahead it runs (a later BIND may set it)."""
         self.host = self._track_descriptor("host service")
 
     # -- packets -------------------------------------------------------------------------------
@@ -273,8 +271,8 @@ class PerfettoWriter:
             if chan is not None:
                 pid = self.states.client_pid(chan.client_id)
                 parent = self.process_track(pid) if pid is not None else self.host
-                engine = self._engines.pop(entity, chan.engine)
-                name = " ".join(x for x in (f"channel {chan.id}", f"{chan.handle:#x}", chan.class_name, engine) if x)
+                name = " ".join(x for x in (f"channel {chan.id}", f"{chan.handle:#x}", chan.class_name, chan.engine)
+                                if x)
                 return self.named_track(entity, name, parent)
         return self.named_track(entity, entity.replace("/", " "), self.host)
 
@@ -375,8 +373,7 @@ class PerfettoWriter:
                 track = self.named_track(f"counter/{tr.attr}", tr.attr, self.host, counter=True)
                 self.event(tr.t_ns, track, COUNTER, value=tr.value)
             return
-        if tr.attr == "engine":  # the channel's engine at its allocation: what its track is named with
-            self._engines[tr.entity] = tr.value
+        if tr.attr == "engine":  # what the channel's track is named with (``States.channel``), not a state
             return
         current = self._segments.get(tr.entity)
         if tr.attr == "detail":
@@ -415,7 +412,6 @@ class PerfettoWriter:
             if seg is not None:
                 self._close(entity, seg, max(end, seg.t0 + 1))
             self._tracks.pop(entity, None)
-            self._engines.pop(entity, None)
         retired[:] = waiting
 
     def finish(self) -> None:
@@ -488,7 +484,7 @@ def written_rows(src: ExportInput, stream: TableStream, writer: PerfettoWriter) 
             if row.call is not None and row.source == Source.SYS and row.op == SysOp.EXEC:
                 stream.executed(row.pid, row.call)
             writer.call(row)
-            stream.after(row.source, row.op, row.pid, row.t_enter, row.t_last)
+            stream.after(row.source, row.op, row.pid, row.enter_seq, row.t_enter, row.t_last)
             yield row
         src.progress.add(_records_in(table, start, stop))
         table.release(max(start - FAULT_AROUND_ROWS, 0), stop)
@@ -496,8 +492,7 @@ def written_rows(src: ExportInput, stream: TableStream, writer: PerfettoWriter) 
 
 def write_perfetto(src: ExportInput, out: str, block_rows: int = BLOCK_ROWS) -> int:
     """Write the trace as a Perfetto trace to ``out`` (a path); returns the packets written.  ``block_rows``:
-    the rows folded ahead of the writer (the file does not depend on it, but for a pid
-    used again within a block: docs/export.md)."""
+    the rows folded ahead of the writer (the file does not depend on it)."""
     stream = TableStream(src.reader, src.decoders, block_rows)
     with open(out, "wb") as f:
         writer = PerfettoWriter(f, src, stream)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -75,8 +75,14 @@ class ExportInput:
         """The trace's calls in order of their first record (``DecoderSet.calls``), records counted."""
         return self.decoders.calls(self.records())
 
-    def records(self) -> Iterator[Record]:
-        return (decode_record(view) for view in self.progress.count(self.reader.raw_records()))
+    def records(self, seen: Callable[[memoryview, Record], object] | None = None) -> Iterator[Record]:
+        """The trace's records in file order, counted (``seen``: given each one's bytes beside it before it
+        is yielded, for a caller that keeps something of the bytes themselves: jsonl's memo keys)."""
+        for view in self.progress.count(self.reader.raw_records()):
+            rec = decode_record(view)
+            if seen is not None:
+                seen(view, rec)
+            yield rec
 
     def wall_ns(self, t_ns: int) -> int:
         """A record time as UTC nanoseconds since the epoch (the monotonic time itself when the trace has no clock)."""

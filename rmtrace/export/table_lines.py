@@ -68,11 +68,25 @@ class _RowLines:
 
     def through(self, seq: int) -> dict[int, str]:
         """Lines for the records of every call whose first record is at or before ``seq``."""
-        stop = int(np.searchsorted(self.first, seq, side="right"))
+        stop = self._stop(seq)
         for start in range(self.next_row, stop, ROWS_AT_ONCE):
             self._add(np.arange(start, min(start + ROWS_AT_ONCE, stop)))
         self.next_row = max(self.next_row, stop)
         return self.pending
+
+    def _stop(self, seq: int) -> int:
+        """The first row whose first record is after ``seq``, searched for from ``next_row`` on in a window
+        that doubles: a search of the whole mapped column touched pages behind the rows already taken, which
+        ``_add`` had let go and which stayed (40 MB of ``enter_seq`` at 10M rows); and the key is of the
+        column's own type, since a Python int beside a uint64 column has numpy cast the whole column."""
+        first, at, span = self.first, self.next_row, ROWS_AT_ONCE
+        key = first.dtype.type(seq)
+        while True:
+            window = first[at:at + span]
+            found = int(np.searchsorted(window, key, side="right"))
+            if found < len(window) or at + span >= len(first):
+                return at + found
+            span *= 2
 
     def _add(self, rows: np.ndarray) -> None:
         texts = self._lines(rows)

@@ -309,7 +309,7 @@ class Folder:
             self._counters[name] = value
             self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
 
-    def forget_client(self, pid: int) -> list[str]:
+    def forget_client(self, pid: int, through_seq: int | None = None) -> list[str]:
         """Drop what the fold keeps of process ``pid``'s objects and channels; the entities of those channels.
 
         For a fold that streams (``rmtrace.export.fold``): once a process has exited and its
@@ -320,24 +320,34 @@ class Folder:
         The ``Client`` itself and its count of channels stay (a few hundred bytes), so that
         records of the pid after its exit (a replay's verdict marks) still name it and a channel
         id is never given twice.  Map entries that a newer object or channel has taken over
-        (handles are reused) stay too.
+        (handles are reused) stay too.  ``through_seq``: only what calls whose first record is at
+        or before it allocated (the exit's seq): a fold that runs ahead of its caller may already
+        hold what a new process given the same pid made, which is that process's (the pid's
+        client is one client for both), the numbering of its objects' stable names too.
         """
         self.processes.pop(pid, None)
         client = self._client_by_key.get(pid)
         if client is None:
             return []
         gone = client.id
-        for obj_key in [k for k in self.objects if k[0] == gone]:
+
+        def made(obj: RmObject) -> bool:
+            return obj.client_id == gone and (through_seq is None or obj.alloc_seq <= through_seq)
+
+        for obj_key in [k for k, obj in self.objects.items() if k[0] == gone and made(obj)]:
             del self.objects[obj_key]
-        self.object_list[:] = [obj for obj in self.object_list if obj.client_id != gone]
-        for handle_key in [k for k, obj in self._by_handle.items() if obj.client_id == gone]:
+        old = {(obj.h_client, obj.handle, obj.stable_name) for obj in self.object_list if made(obj)}
+        self.object_list[:] = [obj for obj in self.object_list if not made(obj)]
+        for handle_key in [k for k, obj in self._by_handle.items() if made(obj)]:
             del self._by_handle[handle_key]
             self._children.pop(handle_key, None)
             self._tsg_engine.pop(handle_key, None)
             self._tsg_channels.pop(handle_key, None)
-        for sibling_key in [k for k in self._siblings if k[0] == gone]:
-            del self._siblings[sibling_key]
-        channels = [chan for chan in self.channels.values() if chan.client_id == gone]
+        if not any(obj.client_id == gone for obj in self.object_list):
+            for sibling_key in [k for k in self._siblings if k[0] == gone]:
+                del self._siblings[sibling_key]
+        channels = [chan for chan in self.channels.values()
+                    if chan.client_id == gone and (chan.h_client, chan.handle, chan.stable_name) in old]
         for chan in channels:
             del self.channels[chan.id]
             self._channel_flags.pop(chan.id, None)
@@ -577,7 +587,10 @@ def _executed(f: Folder, e: ev.ProcessExecuted, m: CallMeaning, info: CallInfo) 
 
 def _exited(f: Folder, e: ev.ProcessExited, m: CallMeaning, info: CallInfo) -> None:
     rec = m.call.first
-    f.processes[rec.pid].exit_status = e.status
+    # a fold from the table makes each pid's process once: one a streaming fold forgot (``forget_client``)
+    # and whose pid a new process was given is made again here, as the call-by-call fold touches it
+    proc = f.processes.setdefault(rec.pid, Process(rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns))
+    proc.exit_status = e.status
     client = f._client_by_key.get(rec.pid)
     if client is not None:
         f.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.EXITED)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,26 +50,32 @@ class Op(enum.IntEnum):
     EXIT = 3       # (client, t_ns, seq): the kernel frees the client's root handles
 
 
+def _array(dtype: type[np.generic]) -> dict[str, type[np.generic]]:
+    """The metadata of a field of ``ObjectColumns`` that is one of its arrays, of ``dtype`` (``ARRAYS``
+    reads them back)."""
+    return {"dtype": dtype}
+
+
 @dataclass
 class ObjectColumns:
     """Every RM object of a trace, in allocation order, one array per field (``RmObject``'s)."""
 
-    client: np.ndarray      # int32: index into ``client_ids``
-    h_client: np.ndarray    # int64
-    handle: np.ndarray      # int64
-    parent: np.ndarray      # int64, NONE where the allocation named no parent (``has_parent``)
-    has_parent: np.ndarray  # bool
-    cls: np.ndarray         # int64 (-1: no class)
-    class_name: np.ndarray  # int32: index into ``names``
-    category: np.ndarray    # int8: index into ``CATEGORIES``
-    alloc_seq: np.ndarray   # int64
-    alloc_ns: np.ndarray    # int64
-    free_seq: np.ndarray    # int64 (meaningful where ``freed_by`` > 0)
-    free_ns: np.ndarray     # int64
-    freed_by: np.ndarray    # int8: index into ``FREED_BY``
-    status: np.ndarray      # int32: index into ``names``
-    base: np.ndarray        # int32: the object whose stable name this one's continues (-1: none)
-    order: np.ndarray       # int32: its place among its client's objects of its base's name and class
+    client: np.ndarray = field(metadata=_array(np.int32))  # index into ``client_ids``
+    h_client: np.ndarray = field(metadata=_array(np.int64))
+    handle: np.ndarray = field(metadata=_array(np.int64))
+    parent: np.ndarray = field(metadata=_array(np.int64))  # NONE where the allocation named no parent (``has_parent``)
+    has_parent: np.ndarray = field(metadata=_array(np.bool_))
+    cls: np.ndarray = field(metadata=_array(np.int64))  # -1: no class
+    class_name: np.ndarray = field(metadata=_array(np.int32))  # index into ``names``
+    category: np.ndarray = field(metadata=_array(np.int8))  # index into ``CATEGORIES``
+    alloc_seq: np.ndarray = field(metadata=_array(np.int64))
+    alloc_ns: np.ndarray = field(metadata=_array(np.int64))
+    free_seq: np.ndarray = field(metadata=_array(np.int64))  # meaningful where ``freed_by`` > 0
+    free_ns: np.ndarray = field(metadata=_array(np.int64))
+    freed_by: np.ndarray = field(metadata=_array(np.int8))  # index into ``FREED_BY``
+    status: np.ndarray = field(metadata=_array(np.int32))  # index into ``names``
+    base: np.ndarray = field(metadata=_array(np.int32))  # the object whose stable name this one's continues (-1: none)
+    order: np.ndarray = field(metadata=_array(np.int32))  # its place among its client's objects of its base's name and class
     client_ids: tuple[str, ...]
     names: tuple[str, ...]
     """The class names and statuses the columns index."""
@@ -142,28 +148,32 @@ class ObjectColumns:
                          o.parent is not None, o.cls, interned.setdefault(o.class_name, len(interned)),
                          CATEGORIES.index(o.category), o.alloc_seq, o.alloc_ns, o.free_seq or 0, o.free_ns or 0,
                          FREED_BY.index(o.freed_by), interned.setdefault(o.status, len(interned)), base, int(order)))
-        dtypes = (np.int32, np.int64, np.int64, np.int64, bool, np.int64, np.int32, np.int8, np.int64, np.int64,
-                  np.int64, np.int64, np.int8, np.int32, np.int32, np.int32)
-        columns = list(zip(*rows)) if rows else [()] * len(dtypes)
-        arrays = {f.name: np.array(values, dtype=dtype) for f, values, dtype in zip(fields(cls), columns, dtypes)}
+        columns = list(zip(*rows)) if rows else [()] * len(ARRAYS)
+        arrays = {name: np.array(values, dtype=dtype) for (name, dtype), values in zip(ARRAYS.items(), columns)}
         return cls(**arrays, client_ids=tuple(client_ids), names=tuple(interned))
 
     def save(self, directory: Path, prefix: str) -> dict[str, Any]:
         """Write the arrays as ``directory/{prefix}.{field}.npy``; returns what ``load`` needs besides."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, np.ndarray):
-                np.save(directory / f"{prefix}.{f.name}.npy", value)
+        for name in ARRAYS:
+            np.save(directory / f"{prefix}.{name}.npy", getattr(self, name))
         return {"rows": len(self), "client_ids": list(self.client_ids), "names": list(self.names)}
 
     @classmethod
     def load(cls, saved: dict[str, Any], directory: Path, prefix: str) -> ObjectColumns:
         """The columns ``save`` wrote, memory-mapped (a warm open maps them, it does not rebuild them)."""
-        arrays = {f.name: np.load(directory / f"{prefix}.{f.name}.npy", mmap_mode="r")
-                  for f in fields(cls) if f.name not in ("client_ids", "names")}
+        arrays = {name: np.load(directory / f"{prefix}.{name}.npy", mmap_mode="r") for name in ARRAYS}
         if any(len(a) != saved["rows"] for a in arrays.values()):
             raise ValueError(f"{prefix}: a column of the wrong length")
         return cls(**arrays, client_ids=tuple(saved["client_ids"]), names=tuple(saved["names"]))
+
+
+ARRAYS: dict[str, type[np.generic]] = {f.name: f.metadata["dtype"] for f in fields(ObjectColumns) if "dtype" in f.metadata}
+"""``ObjectColumns``' arrays, in its order, and the type of each: its fields say it once (``_array``)."""
+
+
+def _typecode(dtype: type[np.generic]) -> str:
+    """The ``array`` type code of ``dtype``'s items (a bool as a byte: ``array`` has no bool)."""
+    return "b" if dtype is np.bool_ else np.dtype(dtype).char
 
 
 class ObjectList(Sequence[RmObject]):
@@ -355,10 +365,7 @@ class _Objects:
         self.stable: dict[int, int] = {}  # (base's name, class name, order) -> a name
         self.rm_clients: dict[int, list[int]] = {}  # each client's root handles
         self.name_of = array("i")  # each object's stable name (an index into ``stable``)
-        self.fields = {"client": array("i"), "h_client": array("q"), "handle": array("q"), "parent": array("q"),
-                       "has_parent": array("b"), "cls": array("q"), "class_name": array("i"), "category": array("b"),
-                       "alloc_seq": array("q"), "alloc_ns": array("q"), "free_seq": array("q"), "free_ns": array("q"),
-                       "freed_by": array("b"), "status": array("i"), "base": array("i"), "order": array("i")}
+        self.fields = {name: array(_typecode(dtype)) for name, dtype in ARRAYS.items()}
         """``ObjectColumns``' arrays, in its order (``freed_by``: 0 until the object is freed)."""
 
     def apply(self, ops: dict[str, np.ndarray], dup_name: int) -> None:
@@ -367,10 +374,7 @@ class _Objects:
         by_handle, children, siblings, stable, rm_clients = (self.by_handle, self.children, self.siblings, self.stable,
                                                              self.rm_clients)
         name_of, class_names, categories, clss = self.name_of, f["class_name"], f["category"], f["cls"]
-        add = (f["client"].append, f["h_client"].append, f["handle"].append, f["parent"].append,
-               f["has_parent"].append, f["cls"].append, f["class_name"].append, f["category"].append,
-               f["alloc_seq"].append, f["alloc_ns"].append, f["free_seq"].append, f["free_ns"].append,
-               f["freed_by"].append, f["status"].append, f["base"].append, f["order"].append)
+        add = tuple(column.append for column in f.values())  # in ObjectColumns' order, as the values below
         other, root = CATEGORIES.index(Category.OTHER), CATEGORIES.index(Category.ROOT)
         free_op, exit_op, dup_op = int(Op.FREE), int(Op.EXIT), int(Op.DUP)  # an enum member is an attribute lookup
         free_object = self.free
@@ -428,11 +432,8 @@ class _Objects:
 
     def columns(self, client_ids: tuple[str, ...], names: tuple[str, ...]) -> ObjectColumns:
         """The objects made so far as ``ObjectColumns`` (on these arrays: nothing is added to them after)."""
-        dtypes: tuple[type[np.generic], ...] = (np.int32, np.int64, np.int64, np.int64, np.bool_, np.int64, np.int32,
-                                                np.int8, np.int64, np.int64, np.int64, np.int64, np.int8, np.int32,
-                                                np.int32, np.int32)
-        arrays: dict[str, np.ndarray] = {name: np.frombuffer(values, dtype=dtype)
-                                         for (name, values), dtype in zip(self.fields.items(), dtypes)}
+        arrays: dict[str, np.ndarray] = {name: np.frombuffer(values, dtype=ARRAYS[name])
+                                         for name, values in self.fields.items()}
         if any("/" in names[i] or "#" in names[i] for i in distinct(arrays["class_name"]).tolist()):
             raise Ambiguous("a class name with '/' or '#'")
         return ObjectColumns(**arrays, client_ids=client_ids, names=names)

@@ -12,11 +12,12 @@ from rmtrace.decoders.render import StatusNamer, format_arg
 from rmtrace.tui.fit import NARROW_WIDTH
 from rmtrace.tui.screens.modal import Modal
 from rmtrace.tui.view import RunView
+from rmtrace.tui.widgets.footer import KeysFooter
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
-from textual.widgets import Footer, Static, Tree
+from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from rmtrace.record import Record, Role, Source, When, enum_name, record_to_dict
@@ -153,7 +154,7 @@ class RecordDetail(Modal[None]):
                 yield tree
                 with ScrollableContainer(id="hex"):
                     yield Static(buffers_text(records))
-            yield Footer()
+            yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(Tree).focus()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from rmtrace.tui.filters import FIELDS, EventFilter
 from rmtrace.tui.screens.modal import Modal
+from rmtrace.tui.widgets.footer import KeysFooter
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Input, Label, Static
 
 from rmtrace.errors import RmtraceError
 from rmtrace.timefmt import parse_duration
@@ -55,7 +56,7 @@ class FilterScreen(Modal[EventFilter | None]):
             if self.current.object_label:
                 yield Static(f"object: {self.current.object_label} (from the objects tree; Esc there clears it)", markup=False)
             yield Static("", id="filter-error", markup=False)
-            yield Footer()
+            yield KeysFooter()
 
     def values(self) -> dict[str, str]:
         return {name: self.query_one(f"#filter-{name}", Input).value for name in FIELDS}

@@ -7,11 +7,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from rich.text import Text
 from rmtrace.tui.screens.modal import Modal
 from rmtrace.tui.states import legend
+from rmtrace.tui.widgets.footer import KeysFooter
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 MOUSE = (
     ("click on a lane", "select it and put the cursor there"),
@@ -74,7 +75,7 @@ class HelpScreen(Modal[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static(self.text, id="help-text")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#help").focus()

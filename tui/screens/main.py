@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, cast
 
 from rmtrace.tui.fit import NARROW_WIDTH, elide, elide_middle
 from rmtrace.tui.widgets.events.table import EventsTable
+from rmtrace.tui.widgets.footer import KeysFooter
 from rmtrace.tui.widgets.objects.tree import ObjectsTree
 from rmtrace.tui.widgets.state.panel import StatePanel
 from rmtrace.tui.widgets.timeline.timeline import Timeline
@@ -16,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
+from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
 from rmtrace.timefmt import format_duration
 
@@ -112,7 +113,7 @@ class MainScreen(Screen):
                 if self.workspace.is_diff:
                     with TabPane("Diff", id="tab-diff"):
                         yield DiffPanel(self.workspace, id="diff")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.update_titles()

@@ -82,6 +82,8 @@ class Timeline(Widget, can_focus=True):
         self.collapsed: frozenset[str] = frozenset()
         self.highlighted: frozenset[str] = frozenset()
         self.rows: list[TimelineRow] = []
+        self._longest = 1
+        """The longest label of ``rows`` and a space (``rebuild``)."""
         self.window = fit(workspace.end_rel, 40)
         self.top = 0
         self._fitted = True
@@ -96,6 +98,9 @@ class Timeline(Widget, can_focus=True):
     def rebuild(self) -> None:
         """Re-read the lanes (a model was attached, a group folded)."""
         self.rows = build_rows(self.workspace, self.collapsed, self._index_cache)
+        # the longest label, once per rebuild: every lane drawn asks for the label width, and a 1M-record
+        # trace has ~12,500 lanes (a max over them per line drawn was a fifth of a second of the UI thread)
+        self._longest = max((len(row.label) for row in self.rows), default=0) + 1
         width = self.plot_width if self.size.width else self.window.width  # labels set the plot's width
         self.window = fit(self.workspace.end_rel, width) if self._fitted else self.window.resized(width)
         self.selected = min(self.selected, max(0, len(self.rows) - 1))
@@ -112,8 +117,7 @@ class Timeline(Widget, can_focus=True):
     @property
     def label_width(self) -> int:
         """As wide as the longest label, within LABEL_MIN..LABEL_MAX and 3/10 of the widget."""
-        longest = max((len(row.label) for row in self.rows), default=0) + 1
-        return max(LABEL_MIN, min(LABEL_MAX, self.size.width * 3 // 10, longest))
+        return max(LABEL_MIN, min(LABEL_MAX, self.size.width * 3 // 10, self._longest))
 
     @property
     def plot_width(self) -> int:
