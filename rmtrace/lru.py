@@ -17,13 +17,14 @@ V = TypeVar("V")
 
 
 class BoundedLRU(Generic[K, V]):
-    """At most ``max_entries`` values and ``max_bytes`` of what their ``put`` said they stand for,
-    the least recently used (looked up or put) going first.  ``hits`` and ``misses`` count ``get``s;
+    """At most ``max_entries`` values and ``max_bytes`` of what their ``put`` said they stand for
+    (``None``: no bound in bytes, for a cache whose entries are all of a size), the least recently
+    used (looked up or put) going first.  ``hits`` and ``misses`` count ``get``s;
     ``bytes`` is what the kept entries stand for now."""
 
     __slots__ = ("max_entries", "max_bytes", "hits", "misses", "bytes", "_kept")
 
-    def __init__(self, max_entries: int, max_bytes: int) -> None:
+    def __init__(self, max_entries: int, max_bytes: int | None) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.hits = 0
@@ -63,11 +64,12 @@ class BoundedLRU(Generic[K, V]):
         old = kept.pop(key, None)
         if old is not None:
             self.bytes -= old[1]
-        if nbytes > self.max_bytes or self.max_entries <= 0:
+        max_bytes = self.max_bytes
+        if (max_bytes is not None and nbytes > max_bytes) or self.max_entries <= 0:
             return
         kept[key] = (value, nbytes)
         self.bytes += nbytes
-        while len(kept) > self.max_entries or self.bytes > self.max_bytes:
+        while len(kept) > self.max_entries or (max_bytes is not None and self.bytes > max_bytes):
             self.bytes -= kept.popitem(last=False)[1][1]
 
     def clear(self) -> None:

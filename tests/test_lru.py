@@ -108,3 +108,12 @@ def test_a_cache_of_no_entries_keeps_nothing():
     lru: BoundedLRU[str, int] = BoundedLRU(0, 40)
     lru.put("a", 1, 1)
     assert len(lru) == 0 and lru.get("a") is None
+
+
+def test_no_byte_bound_keeps_entries_of_any_size_up_to_the_entry_bound():
+    lru: BoundedLRU[str, int] = BoundedLRU(2, None)
+    lru.put("a", 1, 10**12)
+    lru.put("b", 2, 10**12)
+    assert lru.get("a") == 1 and lru.get("b") == 2
+    lru.put("c", 3, 1)
+    assert "a" not in lru and lru.get("c") == 3 and lru.bytes == 10**12 + 1

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rmtrace.decoders.profiles.pointers import pointer_table
 
 from rmtrace.record import Phase, Role, Source, When
 from rmtrace.trace import TraceReader
@@ -66,7 +67,7 @@ print(json.dumps(out))
 def cases() -> list[tuple[int, int, list[tuple[int, int, int, int]], bool]]:
     """(cmd, params size, [(offset, count_offset, count_size, elem_size)], nulls) per control, twice."""
     out = []
-    for cmd, fields in sorted(recording_profile()._pointer_table.items()):
+    for cmd, fields in sorted(pointer_table(recording_profile()).items()):
         assert all(f.count_offset is not None and not f.fixed_count for f in fields), "a fixed count: extend the test"
         size = max(max(f.offset + 8, f.count_offset + f.count_size) for f in fields)
         spans = [(f.offset, f.offset + 8) for f in fields]

@@ -678,3 +678,25 @@ async def test_the_footer_is_rebuilt_only_when_its_keys_change(boots, monkeypatc
         await settle(pilot)
         assert len(rebuilt) == before + 1
         assert "Zoom in" in shown() and "Fields + hex" not in shown()
+
+
+_FOOTER_BINDINGS_CHANGED = '''def bindings_changed(self, screen: Screen) -> None:
+    self._bindings_ready = True
+    if not screen.app.app_focus:
+        return
+    if self.is_attached and screen is self.screen:
+        self.call_after_refresh(self.recompose)
+'''
+
+
+def test_keys_footer_copies_the_footer_of_the_textual_it_runs_on():
+    """KeysFooter.bindings_changed is Textual 8.2's Footer.bindings_changed with its recompose coalesced, and it
+    sets the private flag that Footer.compose reads: a Textual whose Footer differs must fail here rather than
+    draw an empty or stale footer with every other test green."""
+    import inspect
+    import textwrap
+
+    from textual.widgets import Footer
+
+    assert textwrap.dedent(inspect.getsource(Footer.bindings_changed)) == _FOOTER_BINDINGS_CHANGED
+    assert "if not self._bindings_ready:" in inspect.getsource(Footer.compose)

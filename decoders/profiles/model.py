@@ -139,12 +139,6 @@ class DriverProfile:
         """``embedded_pointers``' answers so far."""
         return {}
 
-    @cached_property
-    def _pointer_table(self) -> Mapping[int, tuple[PointerField, ...]]:
-        from rmtrace.decoders.profiles.pointers import pointer_table  # pointers.py reads this module's types
-
-        return pointer_table(self)
-
     def lookup(self, table: str, name: str) -> int | None:
         """The number called ``name`` in ``table`` (escapes, classes, controls, uvm, status,
         gsp_functions, gsp_events, engine_types), aliases included; None if the profile has no such name."""

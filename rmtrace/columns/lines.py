@@ -110,7 +110,7 @@ class SummaryMemo(BoundedLRU[MemoKey, Kept]):
     so the bytes the memo holds go with its entries)."""
 
     def __init__(self, kept: int = MEMO_KEPT) -> None:
-        super().__init__(kept, 0)
+        super().__init__(kept, None)
 
     def keep(self, key: MemoKey, kept: Kept) -> None:
         """Keep ``kept`` for ``key``."""

@@ -20,6 +20,7 @@ here checks them again.  Every offset comes from the record mirror
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,8 @@ def _field(dtype: np.dtype, name: str) -> tuple[int, np.dtype]:
 _ROLE, _WHEN, _FLAGS, _LEN = (_field(BUFFER_DTYPE, n) for n in ("role", "when", "flags", "len"))
 _VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
 _VOLATILE_WORDS = (_VOLATILE_END - _VOLATILE_START) // ALIGN
+_SEED = int.from_bytes(os.urandom(8), "little")
+"""This process's seed of ``Block.content_ids``' xxh3: ids are compared within one process only."""
 
 
 @dataclass
@@ -113,7 +116,11 @@ class Block(ByteViews):
         header fields that say which call a record is (``VOLATILE``) cleared, and the first of those of its
         first record holding the call's ``mark`` (a number < 2**64: its state).  Two calls have equal ids
         when their marks are equal and so is everything else their records say; unequal calls have equal
-        ids with the odds of a 128-bit hash's collision.  The records are hashed where they lie (a record
+        ids with the odds of a 128-bit hash's collision: xxh3 is not a cryptographic hash, so its seed is
+        drawn at random per process (``_SEED``), and a trace made to collide for one seed does not for the next
+        (a crafted trace shown wrongly would need a collision of xxh3 for any seed, which is an attack on xxh3
+        itself; blake2b or blake3 would rule that out too, at 5-10 times xxh3's cost a call).
+        The records are hashed where they lie (a record
         can run to kilobytes: copying the bytes out as keys, and hashing those again in a dict, cost a
         tenth of show), their fields cleared in the block's own bytes meanwhile, then put back."""
         has_second = second >= 0
@@ -128,7 +135,9 @@ class Block(ByteViews):
             start = self.at.tolist()
             end = (self.at + self.header("total_len")).tolist()
             digest = xxh3_128_intdigest
-            return [digest(view[start[a]:end[a]]) if b < 0 else (digest(view[start[a]:end[a]]), digest(view[start[b]:end[b]]))
+            seed = _SEED
+            return [digest(view[start[a]:end[a]], seed) if b < 0
+                    else (digest(view[start[a]:end[a]], seed), digest(view[start[b]:end[b]], seed))
                     for a, b in zip(first.tolist(), second.tolist())]
         finally:
             words[volatile] = kept
