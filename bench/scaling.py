@@ -8,8 +8,10 @@ given are timed as they are, each its own size: a 10M-record replication takes
 longer than the bench), and bench/columns.py's
 steps run on it, each in a fresh process (its own CPU time and peak RSS).  The
 rounds alternate both the sizes' order and the steps'.  Printed per step: each
-size's time per record (wall and CPU) and peak RSS per record, and the largest
-over the smallest time per record across the sizes.
+size's time per record (wall and CPU) and peak RSS per record, each step's CPU over
+the ``zstd -dc`` run timed right before it (bench/columns.py's pairing: the median
+and range of the rounds' ratios, which this machine's moving CPU speed leaves
+alone), and the largest over the smallest of each across the sizes.
 
 Goals (issue 13): time per record within 1.3x across 100k, 1M and 10M
 records; peak RSS at most 100 B/record with the columns mapped (the cache
@@ -25,7 +27,7 @@ import sys
 import tempfile
 
 from columns import STEPS, measure, medians
-from report import print_rows
+from report import paired_ratio, print_rows
 
 DEFAULT_STEPS = ["call table", "table + stats", "fold", "model, cache warm", "stats, cache warm", "wedges, cache warm"]
 
@@ -52,6 +54,7 @@ def main() -> int:
     if given:
         args.sizes = sorted(given)
     results: dict[int, dict[str, list[dict[str, float]]]] = {n: {s: [] for s in steps} for n in args.sizes}
+    paired: dict[int, dict[str, list[dict[str, float]]]] = {n: {s: [] for s in steps} for n in args.sizes}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         paths = {}
         for n in args.sizes:
@@ -61,23 +64,31 @@ def main() -> int:
                 replicate(source, paths[n], n)
         for r in range(args.rounds):
             for n in (args.sizes if r % 2 == 0 else args.sizes[::-1]):
-                for step, runs in measure(paths[n], steps if r % 2 == 0 else steps[::-1], 1,
-                                          os.path.join(tmp, str(n))).items():
+                times, before = measure(paths[n], steps if r % 2 == 0 else steps[::-1], 1, os.path.join(tmp, str(n)))
+                for step, runs in times.items():
                     results[n][step].extend(runs)
+                    paired[n][step].extend(before[step])
     load_after = os.getloadavg()
     rows = [("traces", ", ".join(f"{n:,}" for n in args.sizes) + " records, " + (
                  "as given: " + ", ".join(given.values()) if given else "the shipped 3-client capture replicated")),
             ("rounds", f"{args.rounds}, alternating sizes and steps; medians; load average {load_before[0]:.1f} "
                        f"before, {load_after[0]:.1f} after"),
-            ("columns", "per size: wall µs/record, CPU µs/record, peak RSS B/record; then the spread of "
-                        "µs/record (largest / smallest), wall and CPU")]
+            ("columns", "per size: wall µs/record, CPU µs/record, peak RSS B/record, x zstd -dc CPU paired: median "
+                        "(range of the rounds); then the spread of µs/record (largest / smallest), wall and CPU, and "
+                        "of the paired medians")]
     for step in steps:
         figures = {n: medians(results[n][step]) for n in args.sizes}
-        per = [f"{n:,}: {sec / n * 1e6:6.2f} {cpu / n * 1e6:6.2f} {peak / n:6.1f}"
+        # the step over the zstd -dc run right before it, round by round: the CPU's speed of the moment cancels
+        ratios = {n: paired_ratio([t["cpu"] for t in results[n][step]], [t["cpu"] for t in paired[n][step]])
+                  for n in args.sizes}
+        per = [f"{n:,}: {sec / n * 1e6:6.2f} {cpu / n * 1e6:6.2f} {peak / n:6.1f} "
+               f"{ratios[n][0]:5.1f}x ({ratios[n][1]:.1f}-{ratios[n][2]:.1f})"
                for n, (sec, cpu, peak) in figures.items()]
         wall = [sec / n for n, (sec, _, _) in figures.items()]
         cpu = [c / n for n, (_, c, _) in figures.items()]
-        rows.append((step, " | ".join(per) + f" | spread {max(wall) / min(wall):.2f}x, {max(cpu) / min(cpu):.2f}x"))
+        mids = [ratios[n][0] for n in args.sizes]
+        rows.append((step, " | ".join(per) + f" | spread {max(wall) / min(wall):.2f}x, {max(cpu) / min(cpu):.2f}x, "
+                                             f"paired {max(mids) / min(mids):.2f}x"))
     print_rows(rows)
     return 0
 

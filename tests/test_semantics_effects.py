@@ -76,3 +76,24 @@ def test_effects_read_from_columns_are_the_calls_events(paths, name):  # noqa: F
     if name == "cuda-streams.trace":  # every kind the fold reads so, channels and their controls too
         assert {ev.ObjectAllocated, ev.ObjectFreed, ev.ChannelAllocated, ev.ChannelGroupAllocated,
                 ev.WorkTokenIssued} <= kinds, kinds
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_effects_worked_out_in_blocks_are_those_of_one_block(paths, name, monkeypatch):  # noqa: F811
+    """``_by_effects`` works a block of rows at a time; blocks of a few rows give the rows and effects
+    one block of them all gives (the shipped traces are smaller than a real block)."""
+    import rmtrace.columns.fold as fold
+    reader = TraceReader(paths[name])
+    decoders = decoders_for(reader)
+    table = table_of(paths[name])
+    roles = Folder(decoders, Timeline()).interpreter.roles
+    plan = Plan(decoders)
+    rows = np.flatnonzero(needs(table, plan, roles) == Need.ROW)
+    whole = _by_effects(table, rows, plan, roles)
+    monkeypatch.setattr(fold, "EFFECTS_BLOCK", 7)
+    blocks = _by_effects(table, rows, plan, roles)
+    assert len(whole.effects) and len(rows) > 7
+    assert blocks.rows.tolist() == whole.rows.tolist()
+    for field in Effects.__dataclass_fields__:
+        got, want = getattr(blocks.effects, field), getattr(whole.effects, field)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), field

@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmtrace.columns.heap import map_big_arrays
+    map_big_arrays()  # before the first big array: its temporaries' memory given back as they go
     from rmtrace import jsonschema
     from rmtrace.analysis.diff import describe_position, first_divergence, traffic_table
     from rmtrace.session import load_session

@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rmtrace.columns.heap import map_big_arrays
+    map_big_arrays()  # before the first big array: its temporaries' memory given back as they go
     from rmtrace import jsonschema
     from rmtrace.analysis.wedges import cut_by_end, find_wedges
     from rmtrace.session.model import load_channels

@@ -613,6 +613,8 @@ class _EffectRows:
             self.status = [self.table.status_names.values[k] if k >= 0 else "NV_OK" for k in got["status"]]
             self.class_id = [None if k == NO_CLASS else k for k in got["class_id"]]
             self.category = [CATEGORIES[k] for k in got["category"]]
+            if self.params is not None and self.params.stash is not None:  # the fold is at effect i's row: it
+                self.params.stash.forget_before(self.first_seq[i - self._start])  # reads no earlier record again
         return i - self._start
 
     def params_value(self, k: int, role: Role, key: int) -> Any:
@@ -714,6 +716,8 @@ def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder
     for at in range(0, len(rows), DECODE_BLOCK):
         block = rows[at:at + DECODE_BLOCK]
         infos, decoded = table.infos_and_decoded(block)
+        if reader.stash is not None:  # the fold is at the block's first row: it reads no earlier record again
+            reader.stash.forget_before(infos[0].enter_seq)
         yield from zip(block.tolist(), infos, _meanings(table, block, need[at:at + DECODE_BLOCK], decoded, folder,
                                                         plan, reader))
         table.release(int(block[0]), int(block[-1]))

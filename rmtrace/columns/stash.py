@@ -36,32 +36,66 @@ _TOTAL = RECORD["total_len"]
 
 
 class RecordStash:
-    """Whole records by sequence number, back to back in one buffer (each record's length is a multiple of
-    ``ALIGN``, so every record in it starts aligned, as in a chunk).  Records are added in the trace's order."""
+    """Whole records by sequence number, back to back in segments of about ``SEGMENT`` bytes (each record's
+    length is a multiple of ``ALIGN``, so every record in one starts aligned, as in a chunk).  Records are
+    added in the trace's order; a fold that reads them in that order lets go of the segments it has passed
+    (``forget_before``): at 1M records the stash of wedges' fold was 10 MB, held to the fold's end, its peak."""
 
     def __init__(self) -> None:
-        self._data = bytearray()
+        self._open = bytearray()
+        """The segment being filled."""
+        self._segments: list[bytes | None] = []
+        """The sealed segments (None: let go of)."""
+        self._firsts = array("q")
+        """The index in ``_seqs`` of each segment's first record."""
         self._seqs = array("q")
         self._starts = array("q")
-        self._frozen: bytes | None = None
+        """Each record's offset in its segment."""
+        self._sealed = False
+        self._forgotten = 0
+        """The segments before this one are let go of."""
 
     def add(self, seq: int, view: memoryview | bytes, offset: int) -> None:
         """Keep the record at ``offset`` of ``view`` (a chunk's records, checked by the scan)."""
-        assert self._frozen is None, "a stash is read only once it is whole"
+        assert not self._sealed, "a stash is read only once it is whole"
         if self._seqs and seq <= self._seqs[-1]:
             return  # a record seen again (a batch's carried enters): kept once
+        if len(self._open) >= SEGMENT:
+            self._seal()
+        if not self._open:
+            self._firsts.append(len(self._seqs))
         self._seqs.append(seq)
-        self._starts.append(len(self._data))
-        self._data += view[offset:offset + _TOTAL.get(view, offset)]
+        self._starts.append(len(self._open))
+        self._open += view[offset:offset + _TOTAL.get(view, offset)]
+
+    def _seal(self) -> None:
+        self._segments.append(bytes(self._open))  # exact, where the bytearray grew by more than it holds
+        self._open = bytearray()
 
     def find(self, seq: int) -> tuple[bytes, int] | None:
-        """(buffer, offset) of record ``seq``; None when it was not kept."""
-        if self._frozen is None:  # one bytes object from now on: a bytearray with views out cannot grow anyway
-            self._frozen, self._data = bytes(self._data), bytearray()
+        """(buffer, offset) of record ``seq``; None when it was not kept (or was let go of)."""
+        if not self._sealed:  # read only from now on
+            if self._open:
+                self._seal()
+            self._sealed = True
         at = bisect.bisect_left(self._seqs, seq)
         if at == len(self._seqs) or self._seqs[at] != seq:
             return None
-        return self._frozen, self._starts[at]
+        segment = self._segments[bisect.bisect_right(self._firsts, at) - 1]
+        return None if segment is None else (segment, self._starts[at])
+
+    def forget_before(self, seq: int) -> None:
+        """Let go of the segments all of whose records come before record ``seq``: a fold at a call whose
+        first record is ``seq`` reads none of them again (the calls after it start later).  A record asked
+        for once let go of is read from the trace, as any the stash did not keep."""
+        upto = bisect.bisect_right(self._firsts, bisect.bisect_left(self._seqs, seq)) - 1  # ``seq``'s segment
+        for k in range(self._forgotten, min(upto, len(self._segments))):
+            self._segments[k] = None
+        self._forgotten = max(self._forgotten, upto)
+
+
+SEGMENT = 1 << 20
+"""Bytes of records a stash segment holds (a segment is let go of whole)."""
 
 
 class Rereader:
