@@ -228,7 +228,7 @@ class RmtraceApp(App):
 
     def redraw(self) -> None:
         """Everything drawn from the models again."""
-        from rmtrace.columns.fold import young_collections  # imported by the fold or the load before this
+        from rmtrace.columns.collector import young_collections  # imported by the fold or the load before this
         with young_collections():  # thousands of rows of lanes and states, none garbage: no full collection
             self._redraw()
 

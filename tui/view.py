@@ -316,7 +316,7 @@ class RunView:
 
     def fold(self, model: SessionModel) -> Folded:
         """What the screen draws from ``model``: lanes, wedges, the call index (object trees: ``Folded.trees``)."""
-        from rmtrace.columns.fold import young_collections  # imported by the fold or the load before this
+        from rmtrace.columns.collector import young_collections  # imported by the fold or the load before this
         with young_collections():  # thousands of lanes and their labels, none garbage: no full collection
             return Folded(model, CallIndex.of_model(model), lane_rows(model, self.start_ns),
                           list(self.services.find_wedges(model)), self.start_ns)

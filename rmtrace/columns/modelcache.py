@@ -28,7 +28,7 @@ from typing import Any
 from rmtrace.decoders import DecoderSet
 
 from rmtrace.columns.cache import build_into, cache_root, cacheable, call_table, entry_key, load
-from rmtrace.columns.fold import young_collections
+from rmtrace.columns.collector import young_collections
 from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_columns, load_frame, save_frame
 from rmtrace.columns.table import CallTable
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition

@@ -36,7 +36,8 @@ import numpy as np
 from rmtrace.calls import Call
 from rmtrace.columns.arrays import within
 from rmtrace.columns.cache import call_table
-from rmtrace.columns.fold import TableFold, young_collections
+from rmtrace.columns.collector import young_collections
+from rmtrace.columns.fold import TableFold
 from rmtrace.decoders import DecoderSet
 from rmtrace.record import Source, SysOp
 from rmtrace.semantics import events as ev
