@@ -325,7 +325,7 @@ def main() -> int:
 
     # rmprog's threaded workload needs fakedrv (the real driver refuses its controls): with --real, only --e2e's.
     command = args.e2e or (None if args.real else [str(progs["rmprog"]), "threads", "4", "5000"])
-    if command:
+    if command and args.e2e_rounds > 0:  # --e2e-rounds 0: no end-to-end runs, so no table of them
         flush()
         wall, own = e2e([*pinned, *command], env, ways, args.e2e_rounds)
         lines += e2e_lines(command, args.e2e_rounds, wall, own)
