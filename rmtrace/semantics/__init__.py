@@ -91,8 +91,14 @@ def __getattr__(name: str) -> Any:
         for home in _LAZY:
             module = importlib.import_module(home)
             if hasattr(module, name):
-                return getattr(module, name)
-    raise AttributeError(f"module 'rmtrace.semantics' has no attribute {name!r}")
+                value = globals()[name] = getattr(module, name)  # found once: later reads are plain
+                return value
+    from rmtrace.lazymodule import submodule
+    return submodule(__name__, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -33,10 +33,16 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """The model is loaded on first use (PEP 562): the call table needs the entities, not the fold behind the model."""
+    import importlib
     if name in ("SessionModel", "load_session"):
-        from rmtrace.session import model
-        return getattr(model, name)
-    raise AttributeError(f"module 'rmtrace.session' has no attribute {name!r}")
+        value = globals()[name] = getattr(importlib.import_module("rmtrace.session.model"), name)
+        return value
+    from rmtrace.lazymodule import submodule  # rmtrace.session.NAME, as when the model was imported eagerly
+    return submodule(__name__, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [
