@@ -41,6 +41,8 @@ def pool(paths: list[Path], ref: str = "rmtrace") -> tuple[dict[Key, list[float]
             case, rest = match.groups()
             ways = {name: [tuple(map(float, v.split("/"))) for v in values.split(", ")]
                     for name, values in (part.split(" ", 1) for part in rest.split("; "))}
+            if ref not in ways:
+                raise SystemExit(f"{path}: no way {ref!r} in its {case} rounds (it has {', '.join(sorted(ways))})")
             for way, rounds in ways.items():
                 for (traced, untraced), (ours, ours_untraced) in zip(rounds, ways[ref]):
                     mode = "fast" if untraced < cut else "slow"

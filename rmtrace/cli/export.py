@@ -29,7 +29,7 @@ Write a trace in a format other tools read:
 Every format streams and shows its progress on a terminal.  Memory grows
 slowly with the trace (a few percent from 100,000 to 1,000,000 records; at
 10,000,000 records of many processes 8-17 % more, with what is kept per process
-and client, and parquet's twice, with every RM object: docs/export.md has the
+and client, and parquet's 1.4x warm to 2.1x cold, with every RM object: docs/export.md has the
 figures, the layouts and the dataset's columns).
 """
 

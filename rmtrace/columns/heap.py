@@ -7,10 +7,16 @@ the call table's first few batches, then, every row-long temporary of the column
 steps (a sort's order, a gathered column: megabytes each) comes from the heap,
 and what they leave there between the long-lived objects the fold makes stays
 resident.  ``map_big_arrays`` fixes the threshold where it starts.  At 1M records
-(``rmtrace stats --json`` and ``wedges --json`` with the cache cold, three runs
-each, load 10) the peak RSS went 93 -> 84 MB and 110 -> 97 MB, the CPU time
-inside the noise: a fresh mapping's pages are zeroed once per block, as the heap's
-are when it grows.
+(``rmtrace stats --json`` and ``wedges --json`` with the cache cold, the table
+helper's runs, load 8-10) the peak RSS went 93 -> 86 MB and 110 -> 99 MB; the
+CPU is not free: an A/B of wedges cold, 4 alternating rounds, gave 1.08, 0.97,
+1.11, 1.22 times (median 1.10), since each temporary of 128 KiB or more is now
+a fresh mapping, faulted in, zeroed and unmapped, where the heap reused its
+pages (and a fixed threshold also fixes glibc's trim threshold for the
+process).  It is kept: it is what brings wedges under issue 13's 100 B per
+record at 1M (bench/results/columns.txt).  ``diff`` calls it too, for the
+same columns, unmeasured.  ``malloc_trim`` after the big steps is the untried
+alternative.
 """
 
 from __future__ import annotations
