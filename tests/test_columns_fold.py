@@ -133,3 +133,38 @@ def test_a_stash_for_params_holds_every_exit_the_fold_reads_params_from(paths, n
         assert ([jsonschema.wedge(w, stashed.start_ns) for w in find_wedges(stashed)]
                 == [jsonschema.wedge(w, again.start_ns) for w in find_wedges(again)])
         assert stashed.channels == again.channels and stashed.ranks == again.ranks
+
+
+def _model_of(path: Path, channels_only: bool, cache: Path, monkeypatch) -> tuple[list[tuple], list[tuple]]:
+    """The model folded with the cache cold (the fold that keeps a stash: a cache entry's build)."""
+    from rmtrace.session.model import load_channels, load_session
+    monkeypatch.setenv("RMTRACE_CACHE", str(cache))
+    model = (load_channels if channels_only else load_session)(path)
+    transitions = [(t.t_ns, t.seq, t.entity, t.attr, repr(t.value)) for t in model.transitions]
+    objects = [] if channels_only else sorted(repr(o) for o in model.objects.values())
+    return transitions, objects
+
+
+@pytest.mark.parametrize("channels_only", [False, True], ids=["model", "channels"])
+@pytest.mark.parametrize("name", CASES)
+def test_a_stash_let_go_of_a_segment_at_a_time_folds_the_same(paths, name, channels_only, monkeypatch, tmp_path):
+    """The stash in segments of one record each and the fold's blocks of 4 rows, so its segments are let go of as the
+    fold moves on (``forget_before``) and a record asked for again comes from the trace: the same model as the
+    fold with one segment for the whole trace (every shipped capture fits in one of ~1 MB)."""
+    import rmtrace.columns.fold as fold
+    import rmtrace.columns.stash as stash
+
+    whole = _model_of(paths[name], channels_only, tmp_path / "one", monkeypatch)
+    let_go: list[int] = []
+    forget_before = stash.RecordStash.forget_before
+
+    def counted(self: stash.RecordStash, seq: int) -> None:
+        forget_before(self, seq)
+        let_go.append(sum(segment is None for segment in self._segments))
+
+    monkeypatch.setattr(stash, "SEGMENT", 1)  # each record a segment of its own
+    monkeypatch.setattr(fold, "DECODE_BLOCK", 4)
+    monkeypatch.setattr(stash.RecordStash, "forget_before", counted)
+    assert _model_of(paths[name], channels_only, tmp_path / "segments", monkeypatch) == whole
+    assert let_go  # the fold moved on (once, for a trace whose calls fit one block: nothing behind it yet)
+    assert len(let_go) == 1 or max(let_go) > 0  # segments were let go of, and the fold read on without them
