@@ -309,6 +309,15 @@ class Folder:
             self._counters[name] = value
             self.tl.set(t, seq, COUNTERS_ENTITY, name, value)
 
+    def process_at(self, pid: int, t_ns: int) -> Process:
+        """Process ``pid``, made at ``t_ns`` if the fold has none: a fork's child before its first record, and
+        a pid whose process a streaming fold forgot (``forget_client``) and a new process was given (a fold
+        from the table makes each pid's process only at its first record)."""
+        proc = self.processes.get(pid)
+        if proc is None:
+            proc = self.processes[pid] = Process(pid, first_ns=t_ns, last_ns=t_ns)
+        return proc
+
     def forget_client(self, pid: int, through_seq: int | None = None) -> list[str]:
         """Drop what the fold keeps of process ``pid``'s objects and channels; the entities of those channels.
 
@@ -577,23 +586,17 @@ def _gsp_session(f: Folder, e: ev.GspSessionStarted, m: CallMeaning, info: CallI
 
 def _forked(f: Folder, e: ev.ProcessForked, m: CallMeaning, info: CallInfo) -> None:
     rec = m.call.first
-    child = f.processes.setdefault(e.child, Process(e.child, first_ns=rec.time_ns, last_ns=rec.time_ns))
-    child.ppid = rec.pid
+    f.process_at(e.child, rec.time_ns).ppid = rec.pid
 
 
 def _executed(f: Folder, e: ev.ProcessExecuted, m: CallMeaning, info: CallInfo) -> None:
     rec = m.call.first
-    # as in _exited: a streaming fold may have forgotten the pid's process (a new one given the same pid)
-    proc = f.processes.setdefault(rec.pid, Process(rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns))
-    proc.argv = e.argv
+    f.process_at(rec.pid, rec.time_ns).argv = e.argv
 
 
 def _exited(f: Folder, e: ev.ProcessExited, m: CallMeaning, info: CallInfo) -> None:
     rec = m.call.first
-    # a fold from the table makes each pid's process once: one a streaming fold forgot (``forget_client``)
-    # and whose pid a new process was given is made again here, as the call-by-call fold touches it
-    proc = f.processes.setdefault(rec.pid, Process(rec.pid, first_ns=rec.time_ns, last_ns=rec.time_ns))
-    proc.exit_status = e.status
+    f.process_at(rec.pid, rec.time_ns).exit_status = e.status
     client = f._client_by_key.get(rec.pid)
     if client is not None:
         f.tl.set(rec.time_ns, rec.seq, client.entity, "state", LaneState.EXITED)
