@@ -10,6 +10,8 @@ from rmtrace.errors import RmtraceError
 from rmtrace.exitcodes import ExitCode
 
 NAME = "diff"
+BIG_ARRAYS = True
+"""Its column steps' row-long temporaries are mapped on their own (``rmtrace.columns.heap``)."""
 HELP = "first divergence between two runs, per-client traffic counts"
 DESCRIPTION = """\
 Align two runs per client (c1 with c1, ...) by stable names (the path of classes
@@ -29,8 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmtrace.columns.heap import map_big_arrays
-    map_big_arrays()  # before the first big array: its temporaries' memory given back as they go
     from rmtrace import jsonschema
     from rmtrace.analysis.diff import describe_position, first_divergence, traffic_table
     from rmtrace.session import load_session

@@ -83,7 +83,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         if argv is None or module.NAME == named:
             module.add_arguments(cmd)
-        cmd.set_defaults(_run=module.run)
+        cmd.set_defaults(_run=module.run, _big_arrays=getattr(module, "BIG_ARRAYS", False))
     return parser
 
 
@@ -97,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return ExitCode.ERROR
+    if args._big_arrays:  # before the command's first big array: its temporaries' memory given back as they go
+        from rmtrace.columns.heap import map_big_arrays
+        map_big_arrays()
     try:
         return int(args._run(args) or 0)
     except RmtraceError as exc:

@@ -19,6 +19,8 @@ from rmtrace.exitcodes import ExitCode
 from rmtrace.timefmt import format_duration
 
 NAME = "stats"
+BIG_ARRAYS = True
+"""Its column steps' row-long temporaries are mapped on their own (``rmtrace.columns.heap``)."""
 HELP = "calls per process/client/operation (counts, statuses, latency, bytes); decode coverage (--decode)"
 DESCRIPTION = """\
 Print numbers about a trace.
@@ -134,8 +136,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmtrace.columns.heap import map_big_arrays
-    map_big_arrays()  # before the first big array: its temporaries' memory given back as they go
     chosen = [s for s in SECTIONS if getattr(args, s.name)] or [s for s in SECTIONS if s.default]
     path = trace_or_default(args)
     results = {s.name: s.compute(path, args) for s in chosen}

@@ -9,6 +9,8 @@ from rmtrace.cli.common import add_json_argument, add_trace_argument, positive_d
 from rmtrace.exitcodes import ExitCode
 
 NAME = "wedges"
+BIG_ARRAYS = True
+"""Its column steps' row-long temporaries are mapped on their own (``rmtrace.columns.heap``)."""
 HELP = "calls that never returned, and what they wait on (exit 3 when something is wedged)"
 DESCRIPTION = """\
 Rank what never finished: calls in flight at the end of the trace (or slower than
@@ -33,8 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rmtrace.columns.heap import map_big_arrays
-    map_big_arrays()  # before the first big array: its temporaries' memory given back as they go
     from rmtrace import jsonschema
     from rmtrace.analysis.wedges import cut_by_end, find_wedges
     from rmtrace.session.model import load_channels
