@@ -27,7 +27,8 @@ from rmtrace.columns.table import CallTableBuilder
 from rmtrace.record import Buffer, BufferFlag, Phase, Record, Role, Source, When
 from rmtrace.session import load_session
 from rmtrace.session.fold import Folder
-from rmtrace.session.model import _mark_open_calls, client_ids
+from rmtrace.session.model import _mark_open_calls
+from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader, TraceWriter
 from tests.scenarios import sequential

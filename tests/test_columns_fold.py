@@ -22,7 +22,7 @@ from rmtrace.columns.stash import Rereader
 from rmtrace.semantics import CallMeaning, Interpreter
 from rmtrace.semantics import events as ev
 from rmtrace.session.fold import EFFECTS, Folder
-from rmtrace.session.model import client_ids
+from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 from tests.scenarios import sequential

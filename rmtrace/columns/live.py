@@ -22,7 +22,8 @@ from rmtrace.decoders import DecoderSet, decoders_for
 from rmtrace.columns.fold import TableFold
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.session.fold import Folder
-from rmtrace.session.model import SessionModel, _mark_open_calls, client_ids
+from rmtrace.session.model import SessionModel, _mark_open_calls
+from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader, is_finished
 

@@ -33,8 +33,9 @@ from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, enc
 from rmtrace.columns.table import CallTable
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition
 from rmtrace.session.fold import Folder
-from rmtrace.session.model import SNAPSHOT_EVERY, Objects, ObjectsModel, SessionModel, client_ids
+from rmtrace.session.model import SNAPSHOT_EVERY, Objects, ObjectsModel, SessionModel
 from rmtrace.session.objects import NewestObjects, ObjectColumns, ObjectList
+from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 

@@ -44,7 +44,7 @@ from rmtrace.semantics import events as ev
 from rmtrace.session import Transition
 from rmtrace.session.entities import Channel
 from rmtrace.session.fold import Folder
-from rmtrace.session.model import client_ids
+from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import COUNTERS_ENTITY, Timeline
 from rmtrace.trace import TraceReader
 

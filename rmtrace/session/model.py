@@ -35,7 +35,7 @@ from rmtrace.session.entities import (
 )
 from rmtrace.session.fold import Folder
 from rmtrace.session.objects import Ambiguous, ObjectColumns, ObjectList
-from rmtrace.session.planned import client_ids as client_ids  # its home before; modelcache, export and tests import it from here
+from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import Recovery, TraceReader
 
