@@ -7,6 +7,7 @@ where the open-gpu-kernel-modules mirror is present.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from tests.synthetic_ogkm import write_tree
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="the profile generator needs gcc")
 
-MIRROR = Path("/work/.mirror/NVIDIA+open-gpu-kernel-modules/repo")
+# A git clone (bare or not) of NVIDIA/open-gpu-kernel-modules with tag 580.142; this workplace keeps one at the default.
+MIRROR = Path(os.environ.get("RMTRACE_OGKM_GIT", "/work/.mirror/NVIDIA+open-gpu-kernel-modules/repo"))
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +148,11 @@ def test_not_a_tree_is_an_rmtrace_error(tmp_path):
         build_profile(tmp_path / "absent")
 
 
-@pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason="no open-gpu-kernel-modules mirror on this machine")
+NO_MIRROR = ("needs a clone of open-gpu-kernel-modules: git clone --bare https://github.com/NVIDIA/open-gpu-kernel-modules DIR;"
+             " then RMTRACE_OGKM_GIT=DIR")
+
+
+@pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason=NO_MIRROR)
 def test_real_tag_regenerates_the_shipped_profile(tmp_path):
     tree = extract_tag(MIRROR, "580.142", tmp_path / "ogkm")
     assert profile_to_dict(build_profile(tree)) == profile_to_dict(load_profile("580.142"))
