@@ -15,8 +15,17 @@ a fresh mapping, faulted in, zeroed and unmapped, where the heap reused its
 pages (and a fixed threshold also fixes glibc's trim threshold for the
 process).  It is kept: it is what brings wedges under issue 13's 100 B per
 record at 1M (bench/results/columns.txt).  ``diff`` calls it too, for the
-same columns, unmeasured.  ``malloc_trim`` after the big steps is the untried
-alternative.
+same columns, unmeasured.
+
+The alternatives, measured by the lead on a quiet machine (2026-12-02, 1M records,
+``wedges --json`` cache cold, /usr/bin/time, 2-3 alternating rounds; peak RSS,
+then user+system CPU against no fixed threshold): ``malloc_trim(0)`` after each
+of the table's batches, or before and after the fold, leaves the peak where it
+was (117.2 MB, the same CPU): the peak is live blocks and the holes the next
+step makes again, not what a trim gives back.  A fixed threshold of 512 KiB:
+97.1 MB, 1.08x; 1 MiB: 103.0 MB, 1.05x; 128 KiB: 93.2 MB, 1.11x.  Fixed only
+for the fold (the table's build left dynamic): 102.1 MB, 1.04x.  Only 128 KiB
+clears 100 B per record with a margin.
 """
 
 from __future__ import annotations
