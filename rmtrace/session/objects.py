@@ -356,7 +356,10 @@ class _Objects:
 
     Each (hClient, handle) is one number, ``hClient << 32 | handle``: a tuple key and its ints cost four
     times as much, and a 10M-record trace has a million objects.  Each object's fields are in arrays of
-    the widths ``ObjectColumns`` holds (some 90 bytes an object), which become its columns without a copy."""
+    the widths ``ObjectColumns`` holds (some 90 bytes an object), which become its columns without a copy.
+    An object's fields that no later operation reads wait in ``pending`` as one tuple and go into their
+    arrays once per ``apply`` (sixteen appends an object were a fifth of the objects' fold); its parent
+    goes at once (a free reads it), and the arrays a free writes are made long enough beforehand."""
 
     def __init__(self) -> None:
         self.by_handle: dict[int, int] = {}  # the newest object of each (hClient, handle)
@@ -367,6 +370,10 @@ class _Objects:
         self.name_of = array("i")  # each object's stable name (an index into ``stable``)
         self.fields = {name: array(_typecode(dtype)) for name, dtype in ARRAYS.items()}
         """``ObjectColumns``' arrays, in its order (``freed_by``: 0 until the object is freed)."""
+        self.pending: list[tuple[int, ...]] = []
+        """The ``PENDING`` fields of the objects made since the last ``flush``, one tuple each."""
+        f = self.fields
+        self.parent, self.freed_by, self.free_seq, self.free_ns = f["parent"], f["freed_by"], f["free_seq"], f["free_ns"]
 
     def apply(self, ops: dict[str, np.ndarray], dup_name: int) -> None:
         """Apply ``ops`` (``ObjectsFold._merged``'s) in order."""
@@ -374,7 +381,10 @@ class _Objects:
         by_handle, children, siblings, stable, rm_clients = (self.by_handle, self.children, self.siblings, self.stable,
                                                              self.rm_clients)
         name_of, class_names, categories, clss = self.name_of, f["class_name"], f["category"], f["cls"]
-        add = tuple(column.append for column in f.values())  # in ObjectColumns' order, as the values below
+        pend, put_parent = self.pending.append, self.parent.append
+        made = int(np.count_nonzero(ops["kind"] <= Op.DUP))  # at most one object per ALLOC or DUP
+        for column in (self.freed_by, self.free_seq, self.free_ns):  # zeros a free of a new object writes over
+            column.frombytes(bytes(made * column.itemsize))
         other, root = CATEGORIES.index(Category.OTHER), CATEGORIES.index(Category.ROOT)
         free_op, exit_op, dup_op = int(Op.FREE), int(Op.EXIT), int(Op.DUP)  # an enum member is an attribute lookup
         free_object = self.free
@@ -396,6 +406,8 @@ class _Objects:
                 if src is None:
                     name, category, cls = dup_name, other, -1
                 else:
+                    if src >= len(clss):  # made in this block: its class is still pending
+                        self.flush()
                     name, category, cls = class_names[src], categories[src], clss[src]
             if category == root:
                 rm_clients.setdefault(client, []).append(handle)
@@ -410,25 +422,34 @@ class _Objects:
                 own = stable[name_key] = len(stable)
             by_handle[h_client << 32 | handle] = len(name_of)
             name_of.append(own)
-            for put, value in zip(add, (client, h_client, handle, parent if has_parent else NONE, has_parent, cls,
-                                        name, category, seq, ns, 0, 0, 0, status, base, order)):
-                put(value)
+            put_parent(parent if has_parent else NONE)
+            pend((client, h_client, handle, has_parent, cls, name, category, seq, ns, status, base, order))
             if has_parent:
                 children.setdefault(h_client << 32 | parent, []).append(handle)
+        self.flush()
+        for column in (self.freed_by, self.free_seq, self.free_ns):  # the room of the ops that made no object
+            del column[len(name_of):]
+
+    def flush(self) -> None:
+        """Put the pending objects' fields into their arrays."""
+        for name, values in zip(PENDING, zip(*self.pending)):
+            self.fields[name].extend(values)
+        self.pending.clear()
 
     def free(self, h_client: int, handle: int, seq: int, t: int, how: int) -> None:
         """``Folder.free_object``: the newest object of the handle, and first what was allocated under it."""
         index = self.by_handle.get(h_client << 32 | handle)
-        freed_by = self.fields["freed_by"]
+        freed_by = self.freed_by
         if index is None or freed_by[index]:
             return
         for child in self.children.pop(h_client << 32 | handle, ()):
             self.free(h_client, child, seq, t, how)
-        if self.fields["has_parent"][index]:
-            same = self.children.get(h_client << 32 | self.fields["parent"][index])
+        parent = self.parent[index]
+        if parent != NONE:
+            same = self.children.get(h_client << 32 | parent)
             if same is not None and handle in same:
                 same.remove(handle)
-        freed_by[index], self.fields["free_seq"][index], self.fields["free_ns"][index] = how, seq, t  # again: a child
+        freed_by[index], self.free_seq[index], self.free_ns[index] = how, seq, t  # again: a child
 
     def columns(self, client_ids: tuple[str, ...], names: tuple[str, ...]) -> ObjectColumns:
         """The objects made so far as ``ObjectColumns`` (on these arrays: nothing is added to them after)."""
@@ -437,6 +458,12 @@ class _Objects:
         if any("/" in names[i] or "#" in names[i] for i in distinct(arrays["class_name"]).tolist()):
             raise Ambiguous("a class name with '/' or '#'")
         return ObjectColumns(**arrays, client_ids=client_ids, names=names)
+
+
+PENDING = ("client", "h_client", "handle", "has_parent", "cls", "class_name", "category", "alloc_seq", "alloc_ns",
+           "status", "base", "order")
+"""The fields of an object ``_Objects.apply`` keeps in ``pending`` until its block is done, in the order of
+their tuple there: all but its parent (a free reads it at once) and what a free writes."""
 
 
 class Ambiguous(ValueError):
