@@ -357,9 +357,11 @@ class _Objects:
     Each (hClient, handle) is one number, ``hClient << 32 | handle``: a tuple key and its ints cost four
     times as much, and a 10M-record trace has a million objects.  Each object's fields are in arrays of
     the widths ``ObjectColumns`` holds (some 90 bytes an object), which become its columns without a copy.
-    An object's fields that no later operation reads wait in ``pending`` as one tuple and go into their
-    arrays once per ``apply`` (sixteen appends an object were a fifth of the objects' fold); its parent
-    goes at once (a free reads it), and the arrays a free writes are made long enough beforehand."""
+    The fields an object takes from its operation as they are (``FROM_OPS``) are not appended one by one:
+    the loop notes which operation made it, and ``flush`` gathers them from the operations' columns with
+    numpy (sixteen appends an object were a fifth of the objects' fold).  What the loop works out (its
+    base, order) and what a free reads (its parent) go at once, and the arrays a free writes are made
+    long enough beforehand."""
 
     def __init__(self) -> None:
         self.by_handle: dict[int, int] = {}  # the newest object of each (hClient, handle)
@@ -370,10 +372,11 @@ class _Objects:
         self.name_of = array("i")  # each object's stable name (an index into ``stable``)
         self.fields = {name: array(_typecode(dtype)) for name, dtype in ARRAYS.items()}
         """``ObjectColumns``' arrays, in its order (``freed_by``: 0 until the object is freed)."""
-        self.pending: list[tuple[int, ...]] = []
-        """The ``PENDING`` fields of the objects made since the last ``flush``, one tuple each."""
-        f = self.fields
-        self.parent, self.freed_by, self.free_seq, self.free_ns = f["parent"], f["freed_by"], f["free_seq"], f["free_ns"]
+        self.made_by = array("q")
+        """The operation (its place in ``apply``'s ``ops``) of each object made since the last ``flush``."""
+        self.copied: list[tuple[int, int, int, int]] = []
+        """(its place in ``made_by``, class name, category, class) of each copy made since then: what its
+        source had, not what its operation holds."""
 
     def apply(self, ops: dict[str, np.ndarray], dup_name: int) -> None:
         """Apply ``ops`` (``ObjectsFold._merged``'s) in order."""
@@ -381,15 +384,16 @@ class _Objects:
         by_handle, children, siblings, stable, rm_clients = (self.by_handle, self.children, self.siblings, self.stable,
                                                              self.rm_clients)
         name_of, class_names, categories, clss = self.name_of, f["class_name"], f["category"], f["cls"]
-        pend, put_parent = self.pending.append, self.parent.append
+        made_by, copied = self.made_by, self.copied
+        put_made, put_parent, put_base, put_order = made_by.append, f["parent"].append, f["base"].append, f["order"].append
         made = int(np.count_nonzero(ops["kind"] <= Op.DUP))  # at most one object per ALLOC or DUP
-        for column in (self.freed_by, self.free_seq, self.free_ns):  # zeros a free of a new object writes over
-            column.frombytes(bytes(made * column.itemsize))
+        for name in FREES:  # zeros a free of an object made here writes over
+            f[name].frombytes(bytes(made * f[name].itemsize))
         other, root = CATEGORIES.index(Category.OTHER), CATEGORIES.index(Category.ROOT)
         free_op, exit_op, dup_op = int(Op.FREE), int(Op.EXIT), int(Op.DUP)  # an enum member is an attribute lookup
         free_object = self.free
-        for (kind, client, h_client, handle, parent, has_parent, cls, category, name, seq, ns, status, src_client,
-             src_handle) in in_blocks(*(ops[name] for name in OP_FIELDS)):
+        for i, (kind, client, h_client, handle, parent, has_parent, category, name, seq, ns, src_client,
+                src_handle) in enumerate(in_blocks(*(ops[name] for name in LOOP_FIELDS))):
             if kind == free_op:  # rmtrace.session.fold.free; a stray free frees nothing
                 if not h_client or h_client == handle:
                     h_client = handle if (handle << 32 | handle) in by_handle else h_client
@@ -406,9 +410,10 @@ class _Objects:
                 if src is None:
                     name, category, cls = dup_name, other, -1
                 else:
-                    if src >= len(clss):  # made in this block: its class is still pending
-                        self.flush()
+                    if src >= len(clss):  # made since the last flush: its class is not in its array yet
+                        self.flush(ops)
                     name, category, cls = class_names[src], categories[src], clss[src]
+                copied.append((len(made_by), name, category, cls))
             if category == root:
                 rm_clients.setdefault(client, []).append(handle)
             base = by_handle.get(h_client << 32 | parent, -1) if has_parent else -1
@@ -422,34 +427,44 @@ class _Objects:
                 own = stable[name_key] = len(stable)
             by_handle[h_client << 32 | handle] = len(name_of)
             name_of.append(own)
+            put_made(i)
             put_parent(parent if has_parent else NONE)
-            pend((client, h_client, handle, has_parent, cls, name, category, seq, ns, status, base, order))
+            put_base(base)
+            put_order(order)
             if has_parent:
                 children.setdefault(h_client << 32 | parent, []).append(handle)
-        self.flush()
-        for column in (self.freed_by, self.free_seq, self.free_ns):  # the room of the ops that made no object
-            del column[len(name_of):]
+        self.flush(ops)
+        for name in FREES:  # the room of the operations that made no object
+            del f[name][len(name_of):]
 
-    def flush(self) -> None:
-        """Put the pending objects' fields into their arrays."""
-        for name, values in zip(PENDING, zip(*self.pending)):
-            self.fields[name].extend(values)
-        self.pending.clear()
+    def flush(self, ops: dict[str, np.ndarray]) -> None:
+        """Put the ``FROM_OPS`` fields of the objects made since the last flush into their arrays."""
+        made = np.frombuffer(self.made_by, dtype=np.int64)
+        for name, op_field in FROM_OPS.items():
+            values = ops[op_field][made].astype(ARRAYS[name])
+            if self.copied and name in COPIED:
+                at, *copied = zip(*self.copied)
+                values[list(at)] = copied[COPIED.index(name)]
+            self.fields[name].frombytes(values.tobytes())
+        del made
+        del self.made_by[:]
+        self.copied.clear()
 
     def free(self, h_client: int, handle: int, seq: int, t: int, how: int) -> None:
         """``Folder.free_object``: the newest object of the handle, and first what was allocated under it."""
         index = self.by_handle.get(h_client << 32 | handle)
-        freed_by = self.freed_by
+        f = self.fields
+        freed_by = f["freed_by"]
         if index is None or freed_by[index]:
             return
         for child in self.children.pop(h_client << 32 | handle, ()):
             self.free(h_client, child, seq, t, how)
-        parent = self.parent[index]
-        if parent != NONE:
+        parent = f["parent"][index]
+        if parent != NONE:  # it had a parent (handles are 32-bit: NONE is none)
             same = self.children.get(h_client << 32 | parent)
             if same is not None and handle in same:
                 same.remove(handle)
-        freed_by[index], self.free_seq[index], self.free_ns[index] = how, seq, t  # again: a child
+        freed_by[index], f["free_seq"][index], f["free_ns"][index] = how, seq, t  # again: a child
 
     def columns(self, client_ids: tuple[str, ...], names: tuple[str, ...]) -> ObjectColumns:
         """The objects made so far as ``ObjectColumns`` (on these arrays: nothing is added to them after)."""
@@ -460,10 +475,17 @@ class _Objects:
         return ObjectColumns(**arrays, client_ids=client_ids, names=names)
 
 
-PENDING = ("client", "h_client", "handle", "has_parent", "cls", "class_name", "category", "alloc_seq", "alloc_ns",
-           "status", "base", "order")
-"""The fields of an object ``_Objects.apply`` keeps in ``pending`` until its block is done, in the order of
-their tuple there: all but its parent (a free reads it at once) and what a free writes."""
+LOOP_FIELDS = ("kind", "client", "h_client", "handle", "parent", "has_parent", "category", "name", "seq", "ns",
+               "src_client", "src_handle")
+"""The operations' columns ``_Objects.apply`` reads for every operation."""
+FROM_OPS = {"client": "client", "h_client": "h_client", "handle": "handle", "has_parent": "has_parent", "cls": "cls",
+            "class_name": "name", "category": "category", "alloc_seq": "seq", "alloc_ns": "ns", "status": "status"}
+"""The fields of an object that are its operation's columns (``ObjectColumns``' name: the operation's), as they
+are but for a copy's class, class name and category (``COPIED``)."""
+COPIED = ("class_name", "category", "cls")
+"""The fields of a copy that are its source's, in the order ``_Objects.copied`` holds them."""
+FREES = ("free_seq", "free_ns", "freed_by")
+"""The fields of an object that a free writes."""
 
 
 class Ambiguous(ValueError):
