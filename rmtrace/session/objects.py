@@ -387,13 +387,13 @@ class _Objects:
         made_by, copied = self.made_by, self.copied
         put_made, put_parent, put_base, put_order = made_by.append, f["parent"].append, f["base"].append, f["order"].append
         made = int(np.count_nonzero(ops["kind"] <= Op.DUP))  # at most one object per ALLOC or DUP
-        for name in FREES:  # zeros a free of an object made here writes over
-            f[name].frombytes(bytes(made * f[name].itemsize))
+        for column in FREES:  # zeros a free of an object made here writes over
+            f[column].frombytes(bytes(made * f[column].itemsize))
         other, root = CATEGORIES.index(Category.OTHER), CATEGORIES.index(Category.ROOT)
         free_op, exit_op, dup_op = int(Op.FREE), int(Op.EXIT), int(Op.DUP)  # an enum member is an attribute lookup
         free_object = self.free
         for i, (kind, client, h_client, handle, parent, has_parent, category, name, seq, ns, src_client,
-                src_handle) in enumerate(in_blocks(*(ops[name] for name in LOOP_FIELDS))):
+                src_handle) in enumerate(in_blocks(*(ops[k] for k in LOOP_FIELDS))):
             if kind == free_op:  # rmtrace.session.fold.free; a stray free frees nothing
                 if not h_client or h_client == handle:
                     h_client = handle if (handle << 32 | handle) in by_handle else h_client
@@ -434,8 +434,8 @@ class _Objects:
             if has_parent:
                 children.setdefault(h_client << 32 | parent, []).append(handle)
         self.flush(ops)
-        for name in FREES:  # the room of the operations that made no object
-            del f[name][len(name_of):]
+        for column in FREES:  # the room of the operations that made no object
+            del f[column][len(name_of):]
 
     def flush(self, ops: dict[str, np.ndarray]) -> None:
         """Put the ``FROM_OPS`` fields of the objects made since the last flush into their arrays."""
