@@ -440,13 +440,13 @@ class _Objects:
     def flush(self, ops: dict[str, np.ndarray]) -> None:
         """Put the ``FROM_OPS`` fields of the objects made since the last flush into their arrays."""
         made = np.frombuffer(self.made_by, dtype=np.int64)
+        at, *copied = zip(*self.copied) if self.copied else ((),)
         for name, op_field in FROM_OPS.items():
             values = ops[op_field][made].astype(ARRAYS[name])
-            if self.copied and name in COPIED:
-                at, *copied = zip(*self.copied)
+            if at and name in COPIED:
                 values[list(at)] = copied[COPIED.index(name)]
             self.fields[name].frombytes(values.tobytes())
-        del made
+        del made  # the view holds made_by's buffer: an array cannot shrink while it is exported
         del self.made_by[:]
         self.copied.clear()
 
