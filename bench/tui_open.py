@@ -35,6 +35,11 @@ CPU's speed moves within seconds, so each round's gap is also printed with the
 the per-round ratio gap / info): a goal is met only when every round's gap
 clears it, else it is "inside the noise".
 
+The worker's steps up to lanes and wedges are timed too, each in the worker thread's CPU: the
+decoders, the call table's build (cold), the channels' fold (or the model's load from the cache), the
+screen's fold (lanes, wedges, the call index); what is left of the process's CPU over the gap is the UI
+thread's (and the worker's before first paint).
+
 Before the rounds, the bytecode of rmtrace's modules is written (bench/show.py's
 ``compile_bytecode``: as an installed rmtrace has it; ``--no-compile``: not, so that
 where PYTHONDONTWRITEBYTECODE is set each process compiles them, ~0.27 s of CPU).
@@ -63,19 +68,37 @@ WHOLE_FIRST = "cold, whole model first"
 def child(path: str, wait_model: bool, whole_first: bool = False) -> None:
     """Run the TUI headless on ``path``, printing one JSON line per milestone (monotonic seconds)."""
     import asyncio
+    from dataclasses import replace
 
     from rmtrace.tui.app import RmtraceApp
     from rmtrace.tui.messages import ModelFailed, ModelLoaded, TreesReady
     from rmtrace.tui.services import library_services
+    from rmtrace.tui.view import RunView
     from rmtrace.tui.widgets.events.table import EventsTable
     from rmtrace.tui.widgets.timeline.timeline import Timeline
+
+    from rmtrace.columns import modelcache
 
     def say(event: str, **kw) -> None:
         print(json.dumps({"event": event, "t": time.monotonic(), "cpu": time.process_time(), **kw}), flush=True)
 
+    def timed(phase: str, call):
+        """``call``, saying the CPU time of the thread that ran it (the worker's steps, one by one)."""
+        def run(*args, **kw):
+            start = time.thread_time()
+            try:
+                return call(*args, **kw)
+            finally:
+                say("phase", phase=phase, thread_cpu=time.thread_time() - start)
+        return run
+
     services = library_services()
+    services = replace(services, load_channels=timed("load_channels", services.load_channels))
+    RunView.build_decoders = timed("decoders", RunView.build_decoders)
+    RunView.fold = timed("screen_fold", RunView.fold)
+    # the library's table build, by the name channels_or_whole and unkept_session call it (cold: once)
+    modelcache.build_into = timed("call_table", modelcache.build_into)
     if whole_first:  # as before the channels' fold came first: the worker folds the whole model at once
-        from dataclasses import replace
         services = replace(services, load_channels=lambda path, decoders: None)
 
     drawn: dict[int, float] = {}
@@ -157,6 +180,9 @@ def run_child(path: str, wait_model: bool, cache: str, whole_first: bool = False
     for line in out.stdout.splitlines():
         if line.startswith("{"):
             ev = json.loads(line)
+            if ev["event"] == "phase":  # a worker's step: its first run (a cold open folds twice: lanes, then whole)
+                times.setdefault(f"phase {ev['phase']} cpu", ev["thread_cpu"])
+                continue
             times[ev["event"]] = ev["t"] - start
             times[ev["event"] + " cpu"] = ev["cpu"]
     return times
@@ -259,6 +285,17 @@ def main() -> int:
             cpu = statistics.median(t["model cpu"] - t["first_paint cpu"] for t in runs[step] if "model" in t)
             rows.append((f"cache {step}: lanes and wedges", f"{model:7.3f} s   {model - paint:+.3f} s after first "
                                                            f"paint (CPU {cpu:+.3f} s), ratio to info {model / info:.2f}"))
+            phases = [t for t in runs[step] if "model" in t and "phase load_channels cpu" in t]
+            if phases:  # the worker's steps to lanes and wedges (thread CPU): where the gap goes
+                def steps(t: dict[str, float]) -> tuple[float, ...]:
+                    table = t.get("phase call_table cpu", 0.0)
+                    worker = (t.get("phase decoders cpu", 0.0), table, t["phase load_channels cpu"] - table,
+                              t.get("phase screen_fold cpu", 0.0))
+                    return (*worker, t["model cpu"] - t["first_paint cpu"] - sum(worker))
+                parts = [statistics.median(col) for col in zip(*map(steps, phases))]
+                rows.append((f"cache {step}: worker's CPU", "decoders {:.3f} + call table {:.3f} + channels' fold or "
+                             "model's load {:.3f} + screen's fold {:.3f} s; the gap's CPU less these (UI thread) "
+                             "{:+.3f} s".format(*parts)))
             if all("model" in t for t in runs[step]):
                 gaps = [t["model"] - t["first_paint"] for t in runs[step]]
                 mid, low, high = paired_ratio(gaps, [wall for wall, _ in infos])
