@@ -50,7 +50,7 @@ from rmtrace.columns.params import ParamsReader
 from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers, params_view
-from rmtrace.record import Phase, Record, Role, Source, SysOp, When
+from rmtrace.record import Phase, Record, Role, Source, SysOp, When, decode_record
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
 from rmtrace.semantics.effects import (
@@ -741,8 +741,8 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
     records_of = {row: table.records_of(row) for row in rows[need != _ROW].tolist()}
     if len(rows):  # records_of read these at rows spread over the table, touching every page
         table.release(int(rows[0]), int(rows[-1]) + 1, ("enter_seq", "exit_seq", "t_enter", "t_exit"))
-    read = {seq: reader.record_at(seq)
-            for seq in sorted(seq for found in records_of.values() for seq, _ in found if not reader.kept(seq))}
+    located = {seq: reader.locate(seq) for seq in sorted(seq for found in records_of.values() for seq, _ in found)}
+    read = {seq: reader.reader.record_at(seq) for seq, where in located.items() if where is None}
     for i, (row, by_row) in enumerate(zip(rows.tolist(), (need == _ROW).tolist())):
         state = states[i]
         if by_row:
@@ -756,8 +756,14 @@ def _meanings(table: CallTable, rows: np.ndarray, need: np.ndarray, decoded: lis
             d.buffers = params_buffers(defs, profile, records, cols["key"][i])
             yield interpreter.meaning(Call(records, state), d)
         else:
-            yield interpreter.interpret(Call(tuple(read.pop(seq) if seq in read else reader.record_at(seq)
-                                                   for seq, _ in records_of.pop(row)), state))
+            yield interpreter.interpret(Call(tuple(_located(seq, located, read) for seq, _ in records_of.pop(row)),
+                                             state))
+
+
+def _located(seq: int, located: dict[int, tuple[bytes, int] | None], read: dict[int, Record]) -> Record:
+    """Record ``seq`` as ``_meanings`` found it: decoded where the stash holds it, else as read from the trace."""
+    where = located[seq]
+    return decode_record(*where) if where is not None else read[seq]
 
 
 def _key_member(d: Decoded, plan: Plan, key: int) -> None:

@@ -105,9 +105,11 @@ class Rereader:
         self.reader = reader
         self.stash = stash
 
-    def kept(self, seq: int) -> bool:
-        """Whether record ``seq`` is read from the stash (``record_at`` reads the trace for any other)."""
-        return self.stash is not None and self.stash.find(seq) is not None
+    def locate(self, seq: int) -> tuple[bytes, int] | None:
+        """(segment, offset) of record ``seq`` in the stash (``decode_record`` of it is the record), None
+        where ``record_at`` reads the trace: a caller that holds it decodes it later, even should the stash
+        let go of its segment meanwhile, and looks it up once."""
+        return self.stash.find(seq) if self.stash is not None else None
 
     def record_at(self, seq: int) -> Record:
         found = self.stash.find(seq) if self.stash is not None else None
