@@ -38,8 +38,9 @@ def replicated(tmp_path_factory) -> Path:
     return out
 
 
-def _decodes(path: Path, load, cache: Path, monkeypatch) -> tuple[Counter, int]:
-    """How often each chunk (by offset) was decompressed by a cold ``load`` of ``path``, and the chunks."""
+def _decodes(path: Path, load, cache: Path | str, monkeypatch) -> tuple[Counter, int]:
+    """How often each chunk (by offset) was decompressed by a cold ``load`` of ``path`` with ``RMTRACE_CACHE``
+    set to ``cache``, and the chunks."""
     decoded: Counter = Counter()
     payload = TraceReader._payload
 
@@ -54,17 +55,20 @@ def _decodes(path: Path, load, cache: Path, monkeypatch) -> tuple[Counter, int]:
     return decoded, len(reader.chunks)
 
 
+@pytest.mark.parametrize("cache", ["empty", "off"])
 @pytest.mark.parametrize("fold", list(LOADS))
-def test_a_cold_fold_of_a_replicated_trace_reads_no_chunk_twice(replicated, fold, monkeypatch, tmp_path):
+def test_a_cold_fold_of_a_replicated_trace_reads_no_chunk_twice(replicated, fold, cache, monkeypatch, tmp_path):
     """Stash segments of one record and fold blocks of 4 rows, so that the stash is let go of behind the fold
     as it moves on (``forget_before``, from the rows' and the effects' blocks both): every chunk is still
-    decompressed once, by the build, and none again by the fold."""
+    decompressed once, by the build, and none again by the fold; with an empty cache, and with the cache off
+    (a table built in memory keeps its stash all the same)."""
     import rmtrace.columns.fold as fold_module
     import rmtrace.columns.stash as stash
 
     monkeypatch.setattr(stash, "SEGMENT", 1)
     monkeypatch.setattr(fold_module, "DECODE_BLOCK", 4)
-    decoded, chunks = _decodes(replicated, LOADS[fold], tmp_path / "cache", monkeypatch)
+    decoded, chunks = _decodes(replicated, LOADS[fold], tmp_path / "cache" if cache == "empty" else "off",
+                               monkeypatch)
     assert chunks > 8  # more than TraceReader's chunk cache: a second read would decompress again
     assert len(decoded) == chunks
     assert [offset for offset, n in decoded.items() if n > 1] == []

@@ -88,14 +88,19 @@ def call_table(reader: TraceReader, decoders: DecoderSet, *, cache: bool = True)
     """The trace's call table: from the cache when an entry is there, else built (and stored)."""
     root = cache_root() if cache and cacheable(reader) else None
     if root is None:
-        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta))
-        builder.update()
-        return builder.table()
+        return built_table(reader, decoders)
     key = entry_key(reader, decoders)
     found = load(root / key)
     if found is not None:
         return found
     return build_into(root, key, reader, decoders, stash=False)  # no fold follows
+
+
+def built_table(reader: TraceReader, decoders: DecoderSet, stash: bool = False, params: bool = False) -> CallTable:
+    """The trace's call table built in memory, outside any cache; ``stash`` and ``params`` as ``build_into``'s."""
+    builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta), stash=stash, params=params)
+    builder.update()
+    return builder.table()
 
 
 def load(entry: Path) -> CallTable | None:
@@ -121,9 +126,7 @@ def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet, 
         root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".tmp", dir=root))
     except OSError:  # a cache we cannot write is no cache
-        builder = CallTableBuilder(reader, decoders, client_ids=client_ids(reader.meta), stash=stash, params=params)
-        builder.update()
-        return builder.table()
+        return built_table(reader, decoders, stash, params)
     rows = FileColumns(work, CALL_DTYPES)
     try:
         builder = CallTableBuilder(reader, decoders, rows=rows, client_ids=client_ids(reader.meta), stash=stash,

@@ -27,7 +27,7 @@ from typing import Any
 
 from rmtrace.decoders import DecoderSet
 
-from rmtrace.columns.cache import build_into, cache_root, cacheable, call_table, entry_key, load
+from rmtrace.columns.cache import build_into, built_table, cache_root, cacheable, entry_key, load
 from rmtrace.columns.collector import young_collections
 from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_columns, load_frame, save_frame
 from rmtrace.columns.table import CallTable
@@ -61,7 +61,7 @@ def unkept_session(reader: TraceReader, decoders: DecoderSet, snapshot_every: in
     caller that shows the model before it pays for storing it (the TUI's lanes and wedges)."""
     found = _entry(reader, decoders, cache)
     if found is None:
-        return fold(reader, decoders, call_table(reader, decoders, cache=False), snapshot_every), _kept
+        return fold(reader, decoders, built_table(reader, decoders, stash=True, params=True), snapshot_every), _kept
     entry, table = found
     model = load_model(entry, reader, decoders, table, snapshot_every)
     if model is not None:
@@ -97,7 +97,7 @@ def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache:
     ``fold`` over its call table (loaded, or built into the entry), stored in ``entry/objects``."""
     found = _entry(reader, decoders, cache, params=False)  # the objects' fold reads no params
     if found is None:
-        return fold(reader, decoders, call_table(reader, decoders, cache=False))
+        return fold(reader, decoders, built_table(reader, decoders, stash=True))
     entry, table = found
     for kept in (MODEL, OBJECTS):
         objects_ = load_objects_of(entry / kept, table)
@@ -119,7 +119,7 @@ def channels_or_whole(reader: TraceReader, decoders: DecoderSet, fold: FoldChann
     """``channels``' model, and whether it is the whole model (the entry held one)."""
     found = _entry(reader, decoders, cache)
     if found is None:
-        return fold(reader, decoders, call_table(reader, decoders, cache=False)), False
+        return fold(reader, decoders, built_table(reader, decoders, stash=True, params=True)), False
     entry, table = found
     model = load_model(entry, reader, decoders, table, SNAPSHOT_EVERY)
     return (model, True) if model is not None else (fold(reader, decoders, table), False)
