@@ -21,11 +21,22 @@ add_shims() {
     done
 }
 
-# add_floors BIN TREE [N...]: TREE's shim built again as the floors N (default 1 2) of kmod_shim/interposer.c
-# (RMTRACE_BENCH_FLOOR: floor-forward forwards every ioctl and does nothing else; floor-clock does a traced
-# ioctl's state checks, call id and two timestamps and writes no record; floor-records writes its two
-# records without buffers; between them, floor-begin begins each record (rec_init, rec_fast) and writes nothing,
-# floor-ctl adds the ring control's stores but no header), added to SHIMS beside the shim itself.
+# build_floor TREE N SO: TREE's shim built again as floor N of bench/shim_floor.c into SO: that file first on
+# the compiler's line with -DRMTRACE_BENCH_FLOOR=N, then TREE's own sources, linked with
+# --allow-multiple-definition so that the ioctl hook the library exports is the floor's (the first definition).
+build_floor() {
+    python3 -c 'import sys, subprocess; sys.path.insert(0, sys.argv[1]); import shim_build; from pathlib import Path
+cmd = shim_build.compile_command(Path(sys.argv[3]), source_dir=Path(sys.argv[1]))
+at = cmd.index("-o") + 2
+cmd[at:at] = [sys.argv[4], f"-DRMTRACE_BENCH_FLOOR={sys.argv[2]}", "-Wl,--allow-multiple-definition"]
+sys.exit(subprocess.run(cmd).returncode)' "$1/kmod_shim" "$2" "$3" "$(dirname "${BASH_SOURCE[0]}")/shim_floor.c"
+}
+
+# add_floors BIN TREE [N...]: TREE's shim built again as the floors N (default 1 2) of bench/shim_floor.c
+# (floor-forward forwards every ioctl and does nothing else; floor-clock does a traced ioctl's state checks,
+# call id and two timestamps and writes no record; floor-records writes its two records without buffers;
+# between them, floor-begin begins each record (rec_init, rec_fast) and writes nothing, floor-ctl adds the ring
+# control's stores but no header), added to SHIMS beside the shim itself.
 add_floors() {
     local bin=$1 tree=$2 n name
     shift 2
@@ -36,7 +47,7 @@ add_floors() {
         [ "$n" = 3 ] && name=floor-records
         [ "$n" = 4 ] && name=floor-begin
         [ "$n" = 5 ] && name=floor-ctl
-        CFLAGS="${CFLAGS:-} -DRMTRACE_BENCH_FLOOR=$n" build_shim "$tree" "$bin/$name.so" || return 1
+        build_floor "$tree" "$n" "$bin/$name.so" || return 1
         SHIMS+=(--shim "$name=$bin/$name.so")
     done
 }

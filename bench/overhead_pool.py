@@ -4,7 +4,7 @@ this tree's shim (``rmtrace``) adds above each other way round by round (bench/r
 Each report's rounds are split at its own cut between the CPU's two modes (its "below or above N ns" line); a
 round's pair counts only where both ways' processes drew the same mode.  Printed per case and mode: each way's
 median added ns (rounds), and ``rmtrace``'s added minus the way's, median [range], quartiles (rounds): where the
-way is a floor (kmod_shim/interposer.c's RMTRACE_BENCH_FLOOR), what the shim adds above it.  With
+way is a floor (bench/shim_floor.c, RMTRACE_BENCH_FLOOR), what the shim adds above it.  With
 ``--above WAY``, WAY takes ``rmtrace``'s place: what one floor adds above another, round by round.
 
   python bench/overhead_pool.py [--above WAY] OUT1/overhead-fast.md [OUT2/overhead-fast.md ...]

@@ -110,6 +110,8 @@ struct shim_real {
 };
 extern struct shim_real shim_real;
 void shim_resolve(void);
+/* The real function: resolved on first use, also before our constructor ran. */
+#define RESOLVED(field) (unlikely(shim_real.ioctl == NULL) ? shim_resolve() : (void)0, shim_real.field)
 
 /* ------------------------------------------------------- process state */
 struct shim_process {
