@@ -61,15 +61,13 @@ class BuildPyWithShim(build_py):
     def run(self):
         super().run()
         shim = _shim_build()
-        if getattr(self, "editable_mode", False):
-            target = HERE / "kmod_shim" / shim.LIBRARY
-        else:
-            target = Path(self.build_lib) / "rmtrace" / "kmod_shim" / shim.LIBRARY
-        shim.build(target)
-        self._shim = str(target)
+        folder = HERE / "kmod_shim" if getattr(self, "editable_mode", False) else Path(self.build_lib) / "rmtrace" / "kmod_shim"
+        shim.build(folder / shim.LIBRARY)
+        shim.build(folder / shim.SCAN_LIBRARY, sources=shim.SCAN_SOURCES)  # the record walk of rmtrace.columns.scan
+        self._shim = [str(folder / shim.LIBRARY), str(folder / shim.SCAN_LIBRARY)]
 
     def get_outputs(self, include_bytecode=True):
-        return [*super().get_outputs(include_bytecode), *([self._shim] if getattr(self, "_shim", None) else [])]
+        return [*super().get_outputs(include_bytecode), *getattr(self, "_shim", [])]
 
 
 class NativeDistribution(Distribution):

@@ -27,20 +27,27 @@ CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra
           "-Werror=implicit-function-declaration")
 LIBS = ("-ldl", "-lpthread")
 TEST_DEFINE = "-DRMTRACE_TEST_HOOKS=1"
+SCAN_LIBRARY = "librmtrace_scan.so"
+"""The record walk of ``rmtrace.columns.scan`` (scan_walk.c): plain C too, loaded with ctypes, not preloaded."""
+SCAN_SOURCES = ("scan_walk.c",)
 
 
-def compile_command(out: Path, *, test_hooks: bool = False, source_dir: Path = HERE) -> list[str]:
-    """The compiler command line that builds the shim into ``out`` ($CC, default cc; $CFLAGS appended)."""
+def compile_command(out: Path, *, test_hooks: bool = False, source_dir: Path = HERE,
+                    sources: tuple[str, ...] = SOURCES) -> list[str]:
+    """The compiler command line that builds ``sources`` (the shim's by default) into ``out`` ($CC, default
+    cc; $CFLAGS appended)."""
     cc = shlex.split(os.environ.get("CC") or "cc")
     extra = shlex.split(os.environ.get("CFLAGS", ""))
+    libs = LIBS if sources == SOURCES else ()
     return [*cc, *CFLAGS, *((TEST_DEFINE,) if test_hooks else ()), *extra, "-shared", f"-I{source_dir}",
-            "-o", str(out), *(str(source_dir / s) for s in SOURCES), *LIBS]
+            "-o", str(out), *(str(source_dir / s) for s in sources), *libs]
 
 
-def build(out: Path, *, test_hooks: bool = False, source_dir: Path = HERE) -> Path:
-    """Compile the shim into ``out``; RuntimeError with the compiler's messages when it fails."""
+def build(out: Path, *, test_hooks: bool = False, source_dir: Path = HERE, sources: tuple[str, ...] = SOURCES) -> Path:
+    """Compile the shim (or ``sources``: SCAN_SOURCES) into ``out``; RuntimeError with the compiler's messages
+    when it fails."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = compile_command(out, test_hooks=test_hooks, source_dir=source_dir)
+    cmd = compile_command(out, test_hooks=test_hooks, source_dir=source_dir, sources=sources)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except FileNotFoundError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -68,10 +69,13 @@ class Where:
     def __init__(self, local: np.ndarray, chunk: np.ndarray) -> None:
         self.local, self.chunk = local, chunk
 
-    def check(self, bad: np.ndarray, what: str, rows: np.ndarray | None = None) -> None:
+    def check(self, bad: np.ndarray, what: str) -> None:
+        """RecordError naming the first record ``bad`` marks, if any."""
         if bad.any():
-            k = int(np.argmax(bad)) if rows is None else int(rows[np.argmax(bad)])
-            raise RecordError(f"record at byte {self.local[k]} of chunk {self.chunk[k]}: {what}")
+            self.fail(int(np.argmax(bad)), what)
+
+    def fail(self, k: int, what: str) -> NoReturn:
+        raise RecordError(f"record at byte {self.local[k]} of chunk {self.chunk[k]}: {what}")
 
 
 BATCH_RECORDS = 16_384

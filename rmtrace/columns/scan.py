@@ -2,9 +2,10 @@
 
 ``scan_chunks`` takes a batch of chunks in one buffer, with its record headers
 read and checked (``rmtrace.columns.batch``), walks the buffers of all records
-in step (one pass per buffer index, over the records that have that many), and
-reads the argument members the call table needs at the offsets
-``rmtrace.columns.argspec`` worked out.  It checks what
+in one C pass (``rmt_scan_walk`` of kmod_shim/scan_walk.c, loaded with ctypes
+and checked at import against the construct mirror), and reads the argument
+members the call table needs at the offsets ``rmtrace.columns.argspec`` worked
+out.  It checks what
 ``rmtrace.record.decode_record`` checks; a record that fails raises the same
 ``RecordError``.
 
@@ -15,6 +16,7 @@ contiguous columns are what numpy is fast on.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -22,8 +24,8 @@ import numpy as np
 from rmtrace.columns.argspec import MAX_HANDLES, ArgLayout, Kind, Plan
 from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import ByteViews, Where, read_headers
-from rmtrace.columns.dtypes import BUFFER_DTYPE
-from rmtrace.record import ALIGN, BufferFlag, Role, Source, When
+from rmtrace.errors import RmtraceError
+from rmtrace.record import ALIGN, BUFFER_LAYOUT, BufferFlag, Role, Source, When
 from rmtrace.trace import ChunkSpan
 
 Records = dict[str, np.ndarray]
@@ -122,6 +124,47 @@ class ArgRegistry:
         return found
 
 
+_FOUND = ("b", "a", "path")
+"""What ``rmt_scan_walk`` finds, in the order of its FOUND_* rows."""
+_WALK_ERRORS = {1: "a buffer header runs past the record's end", 2: "a buffer runs past the record's end"}
+"""``rmt_scan_walk``'s WALK_* codes: what a record it stops at has wrong."""
+
+
+def _buffer_layout() -> tuple[int, ...]:
+    """What scan_walk.c takes from rmtrace_record.h, as ``rmt_scan_buffer_layout`` lists it, from the
+    construct mirror: sizeof(struct rmt_buffer), offset and size of the fields it reads, and the constants."""
+    fields = [BUFFER_LAYOUT[name] for name in ("role", "when", "flags", "len")]
+    constants = (Role.ARG, Role.PATH, When.BEFORE, When.AFTER, ALIGN)
+    return (BUFFER_LAYOUT.size, *(v for f in fields for v in (f.offset, f.codec.size)), *map(int, constants))
+
+
+def _load_walk() -> Callable[..., int]:
+    """``rmt_scan_walk`` of the library the install builds (kmod_shim/shim_build.py), once its view of the
+    record format is checked against the construct mirror's."""
+    from rmtrace.kmod_shim import HERE
+    from rmtrace.kmod_shim.shim_build import SCAN_LIBRARY
+
+    path = HERE / SCAN_LIBRARY
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        raise RmtraceError(f"the record walk is not built ({e}): reinstall rmtrace with a C compiler present "
+                           f"(pip install -e . builds kmod_shim/{SCAN_LIBRARY})") from None
+    size = ctypes.c_int64.in_dll(lib, "rmt_scan_buffer_layout_len").value
+    theirs = tuple((ctypes.c_int64 * size).in_dll(lib, "rmt_scan_buffer_layout"))
+    ours = _buffer_layout()
+    if theirs != ours:
+        raise RmtraceError(f"{path} was built from another record format than rmtrace.record's (struct rmt_buffer "
+                           f"and constants {list(theirs)}, the mirror's {list(ours)}): reinstall rmtrace")
+    walk = lib.rmt_scan_walk
+    walk.argtypes = [ctypes.c_void_p, ctypes.c_int64, *[ctypes.c_void_p] * 7, ctypes.POINTER(ctypes.c_int64)]
+    walk.restype = ctypes.c_int
+    return walk
+
+
+_WALK = _load_walk()
+
+
 def scan_chunks(buffer: bytearray, spans: Sequence[ChunkSpan], args: ArgRegistry, first_pos: int,
                 path_prefix: bytes = b"") -> Records:
     """The record columns of consecutive chunks, in file order, that ``TraceReader.read_chunks`` put in
@@ -136,7 +179,7 @@ def scan_chunks(buffer: bytearray, spans: Sequence[ChunkSpan], args: ArgRegistry
     out["pos"] = np.arange(first_pos, first_pos + n, dtype=np.int64)
     out["chunk"] = where.chunk
     out["offset"] = where.local.astype(np.uint32)
-    found = _walk_buffers(data, where, off + headers.header_size, off + headers.total, head["nbufs"].astype(np.int64), out)
+    found = walk_buffers(data, where, off + headers.header_size, off + headers.total, head["nbufs"].astype(np.int64), out)
     ioctl = np.isin(out["source"], _IOCTL_SOURCES)
     for side in SIDES:
         start, length, flags = found[side]
@@ -147,43 +190,22 @@ def scan_chunks(buffer: bytearray, spans: Sequence[ChunkSpan], args: ArgRegistry
     return out
 
 
-def _walk_buffers(data: ByteViews, where: Where, pos: np.ndarray, limit: np.ndarray, nbufs: np.ndarray,
+def walk_buffers(data: ByteViews, where: Where, pos: np.ndarray, limit: np.ndarray, nbufs: np.ndarray,
                   out: Records) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Every record's buffers in step: the bytes they hold (``out["bytes"]``), and where the first ARG
-    buffer before the call ("b") and after it ("a"), and the first PATH buffer ("path") are: the
-    data's start (-1: none), its length and its flags.  The records still walking are kept as their own
-    short columns (where each is, its end, its buffers left), shrunk at each step, not gathered again
-    from the full-length ones."""
+    """Every record's buffers, walked in C (``rmt_scan_walk``, kmod_shim/scan_walk.c): the bytes they hold
+    (``out["bytes"]``), and where the first ARG buffer before the call ("b") and after it ("a"), and the
+    first PATH buffer ("path") are: the data's start (-1: none), its length and its flags."""
     n = len(pos)
-    hsize = BUFFER_DTYPE.itemsize
-    total = np.zeros(n, dtype=np.int64)
-    found = {side: (np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64))
-             for side in (*SIDES, "path")}
-    live = np.flatnonzero(nbufs > 0)
-    p, end, left = pos[live], limit[live], nbufs[live]
-    while live.size:
-        where.check(p + hsize > end, "a buffer header runs past the record's end", live)
-        buf = data.rows(p, BUFFER_DTYPE)
-        length = buf["len"].astype(np.int64)
-        start = p + hsize
-        where.check(start + length > end, "a buffer runs past the record's end", live)
-        total[live] += length
-        role = buf["role"]
-        is_arg = role == Role.ARG
-        for side, first in (("b", is_arg & (buf["when"] == When.BEFORE)), ("a", is_arg & (buf["when"] == When.AFTER)),
-                            ("path", role == Role.PATH)):
-            at, size, flags = found[side]
-            if first.any():
-                rows = live[first]
-                fresh = at[rows] < 0
-                rows, first = rows[fresh], np.flatnonzero(first)[fresh]
-                at[rows], size[rows], flags[rows] = start[first], length[first], buf["flags"][first]
-        left = left - 1
-        more = left > 0
-        p = (start + ((length + ALIGN - 1) & ~(ALIGN - 1)))[more]
-        live, end, left = live[more], end[more], left[more]
+    total = np.empty(n, dtype=np.int64)
+    start, length, flags = (np.empty((len(_FOUND), n), dtype=np.int64) for _ in range(3))
+    bad = ctypes.c_int64(-1)
+    pos, limit, nbufs = (np.ascontiguousarray(a, dtype=np.int64) for a in (pos, limit, nbufs))
+    code = _WALK(data.u1.ctypes.data, n, *(a.ctypes.data for a in (pos, limit, nbufs, total, start, length, flags)),
+                 ctypes.byref(bad))
+    if code:
+        where.fail(bad.value, _WALK_ERRORS[code])
     out["bytes"] = total
-    return found
+    return {kind: (start[k], length[k], flags[k]) for k, kind in enumerate(_FOUND)}
 
 
 def _arg_members(data: ByteViews, args: ArgRegistry, out: Records, ioctl: np.ndarray, side: str, start: np.ndarray,

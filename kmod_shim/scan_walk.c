@@ -1,0 +1,100 @@
+/*
+ * The buffer walk of a batch of records, for rmtrace.columns.scan: every
+ * record's buffers in turn, the bytes they hold, and where its first ARG
+ * buffer before the call, after it, and its first PATH buffer are.  numpy
+ * could only walk the buffers one index at a time over all records (a gather
+ * and a dozen passes per step); here it is one pass over the records.  The layout
+ * is rmtrace_record.h's; rmtrace.columns.scan checks at import that the
+ * construct mirror agrees with the sizes and offsets this file reports.
+ *
+ * Plain C, no Python: built by kmod_shim/shim_build.py beside the shim.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rmtrace_record.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { FOUND_B, FOUND_A, FOUND_PATH, FOUND_KINDS };
+
+/* What rmt_scan_walk found wrong: the record's index, and which check. */
+enum { WALK_OK = 0, WALK_HEADER_PAST_END = 1, WALK_DATA_PAST_END = 2 };
+
+#define FIELD(f) offsetof(struct rmt_buffer, f), sizeof(((struct rmt_buffer *)0)->f)
+
+/*
+ * What this file takes from rmtrace_record.h, for rmtrace.columns.scan to
+ * check at import against the construct mirror: sizeof(struct rmt_buffer),
+ * offset and size of each field read here, and the
+ * role / when / alignment constants.
+ */
+EXPORT const int64_t rmt_scan_buffer_layout[] = {
+	sizeof(struct rmt_buffer),
+	FIELD(role),
+	FIELD(when),
+	FIELD(flags),
+	FIELD(len),
+	RMT_BUF_ARG,
+	RMT_BUF_PATH,
+	RMT_WHEN_BEFORE,
+	RMT_WHEN_AFTER,
+	RMT_ALIGN,
+};
+EXPORT const int64_t rmt_scan_buffer_layout_len = sizeof rmt_scan_buffer_layout / sizeof rmt_scan_buffer_layout[0];
+
+/*
+ * Records i < n start their buffers at data + pos[i], end at data + limit[i]
+ * (both within data's size) and have nbufs[i] buffers.  Fills total[i] (the
+ * bytes of its buffers) and, per kind k (FOUND_*), start[k*n+i] (-1: none),
+ * length[k*n+i] and flags[k*n+i] of its first such buffer.  Returns WALK_OK,
+ * or the failed check that comes first in the order of a walk one buffer
+ * index at a time over all records (lowest buffer index, a header check
+ * before a data check, then lowest record: the order the vectorised walk this
+ * replaced reported them in, so a damaged batch names the same record), with
+ * the record's index in *bad.
+ */
+EXPORT int rmt_scan_walk(const uint8_t *data, int64_t n, const int64_t *pos, const int64_t *limit,
+                         const int64_t *nbufs, int64_t *total, int64_t *start, int64_t *length,
+                         int64_t *flags, int64_t *bad)
+{
+	int code = WALK_OK;
+	int64_t bad_rank = INT64_MAX; /* 2 * buffer index, + 1 for a data check */
+	for (int64_t k = 0; k < FOUND_KINDS * n; k++) {
+		start[k] = -1;
+		length[k] = 0;
+		flags[k] = 0;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		int64_t p = pos[i], end = limit[i], sum = 0;
+		for (int64_t step = 0; step < nbufs[i]; step++) {
+			if (2 * step > bad_rank)
+				break; /* a record before this one failed at an earlier check */
+			if (p + (int64_t)sizeof(struct rmt_buffer) > end) {
+				if (2 * step < bad_rank) { bad_rank = 2 * step; *bad = i; code = WALK_HEADER_PAST_END; }
+				break;
+			}
+			struct rmt_buffer b;
+			memcpy(&b, data + p, sizeof b);
+			int64_t at = p + (int64_t)sizeof b, len = b.len;
+			if (at + len > end) {
+				if (2 * step + 1 < bad_rank) { bad_rank = 2 * step + 1; *bad = i; code = WALK_DATA_PAST_END; }
+				break;
+			}
+			sum += len;
+			int kind = b.role == RMT_BUF_PATH ? FOUND_PATH
+			         : b.role != RMT_BUF_ARG ? -1
+			         : b.when == RMT_WHEN_BEFORE ? FOUND_B
+			         : b.when == RMT_WHEN_AFTER ? FOUND_A : -1;
+			if (kind >= 0 && start[kind * n + i] < 0) {
+				start[kind * n + i] = at;
+				length[kind * n + i] = len;
+				flags[kind * n + i] = b.flags;
+			}
+			p = at + (int64_t)RMT_ALIGN_UP((uint64_t)len);
+		}
+		total[i] = sum;
+	}
+	return code;
+}
