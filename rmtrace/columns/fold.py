@@ -47,7 +47,7 @@ from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.arrays import distinct, within
 from rmtrace.columns.collector import young_collections
-from rmtrace.columns.params import ParamsReader
+from rmtrace.columns.params import ParamsReader, params_values
 from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers, params_view
@@ -602,6 +602,7 @@ class _EffectRows:
             "params_seq": _last_records(table, rows, c)}
         self._clients = [m.id for m in table.clients]
         self._start = self._end = 0
+        self._values: dict[int, Any] = {}
         self._class_names: dict[int | None, str] = {}
         self._defs = context(folder.decoders.profile).defs
 
@@ -629,13 +630,32 @@ class _EffectRows:
             self.category = [CATEGORIES[k] for k in got["category"]]
             if self.params is not None and self.params.stash is not None:  # the fold is at effect i's row: it
                 self.params.stash.forget_before(self.first_seq[i - self._start])  # reads no earlier record again
+            self._values = self._block_params(got)
         return i - self._start
+
+    def _block_params(self, got: dict[str, list[int]]) -> dict[int, Any]:
+        """The block's params values (``params_value``) that its AFTER buffers give, found and read for the
+        whole block at once (``ParamsReader.after_buffers``, ``params_values``), by effect in the block."""
+        if self.params is None:
+            return {}
+        picked = np.flatnonzero(np.array(got["with_params"], dtype=bool))
+        control = np.array(got["kind"], dtype=np.int64)[picked] == EffectKind.CONTROL
+        roles = np.where(control, int(Role.PARAMS), int(Role.ALLOC_PARAMS))
+        classes = np.array(got["class_id"], dtype=np.int64)[picked]
+        keys = np.where(control, np.array(got["command"], dtype=np.int64)[picked],
+                        np.where(classes == NO_CLASS, 0, classes))
+        found = self.params.after_buffers(np.array(got["params_seq"], dtype=np.int64)[picked], roles)
+        values = params_values(self._defs, self.folder.profile, found, roles, keys)
+        return {k: value for k, value in zip(picked.tolist(), values) if value is not None}
 
     def params_value(self, k: int, role: Role, key: int) -> Any:
         """The value of the params buffer of ``role`` of the records of effect ``k`` of the block, as
         ``buffer_value`` reads it from the Decoded the interpreter is given (``params_buffers``: views by
         the class or command ``key``)."""
         assert self.params is not None
+        value = self._values.get(k)
+        if value is not None:
+            return value
         # ``value_of`` takes the first readable AFTER copy, and only the call's last record (its exit) holds
         # one: the others are read only when that one is not there (or not whole)
         after = self.params.buffer(self.params_seq[k], role, When.AFTER)
