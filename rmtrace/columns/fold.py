@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import enum
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ from rmtrace.calls import Call, CallState
 from rmtrace.columns.argspec import CLASS_MEMBER, MAX_HANDLES, Kind, Plan
 from rmtrace.columns.arrays import distinct, within
 from rmtrace.columns.collector import young_collections
-from rmtrace.columns.params import ParamsReader
+from rmtrace.columns.params import ParamsReader, params_values
 from rmtrace.columns.stash import RecordStash, Rereader
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers, params_view
@@ -231,8 +232,14 @@ class TableFold:
         self.window = window
         self.plan = Plan(folder.decoders)
         self.next_row = 0
-        self._processes: set[int] = set()
-        self._clients: set[str] = set()
+        self._touches: list[tuple[int, ProcessTouch]] = []
+        """The processes of the table not made yet, by their first record (``table.processes`` is in the order
+        the build met them, not in row order); ``_next_touch`` indexes the next to make."""
+        self._next_touch = 0
+        self._seen_processes = 0
+        """How many of ``table.processes`` are in ``_touches`` (or made): a followed trace's table finds more."""
+        self._next_client = 0
+        """The index in ``table.clients`` (appended in row order) of the next client to make."""
         self._unfinished: set[int] = set()
 
     def advance(self, table: CallTable, final: bool = False, flush: bool = False, until: int | None = None) -> None:
@@ -263,9 +270,9 @@ class TableFold:
         self.next_row = stop
         if until is not None:
             return
-        for pid, touch in table.processes.items():
+        for pid in table.processes:
             if pid in folder.processes:
-                proc = folder.processes[pid]
+                touch, proc = table.processes[pid], folder.processes[pid]
                 proc.last_ns = max(proc.last_ns, touch.last_ns)
                 proc.threads |= touch.threads
         _client_ends(folder, table)
@@ -292,20 +299,13 @@ class TableFold:
         merged = np.concatenate([slow, by_row.rows[by_row.effects.at]])
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")
-        # a final fold's ``stop`` is the table's length (made all), or a block's end (made as far as that)
-        touches = iter(sorted(((pid, t) for pid, t in table.processes.items() if pid not in self._processes
-                               and t.first[0] < stop), key=lambda item: item[1].first[:2]))
-        creations = iter(sorted((m for m in table.clients if m.id not in self._clients and m.row < stop),
-                                key=lambda m: m.row))
-        next_touch, next_client = next(touches, None), next(creations, None)
+        touches = self._process_touches(table)
+        clients = table.clients
         blocks = _blocks(table, slow, slow_need, folder, self.plan, Rereader(self.reader, self.stash))
+        due = self._make(touches, clients, 0)
         for row, effect in in_blocks(merged[order], tags[order]):
-            while next_touch is not None and next_touch[1].first[0] <= row:
-                self._process(*next_touch)
-                next_touch = next(touches, None)
-            while next_client is not None and next_client.row <= row:
-                self._client(next_client)
-                next_client = next(creations, None)
+            if row >= due:
+                due = self._make(touches, clients, row + 1)
             if effect >= 0:  # what the row says it did: applied without a CallMeaning
                 effects.apply(effect)
                 continue
@@ -313,12 +313,34 @@ class TableFold:
             self._apply(meaning, info, row)
             if not final and meaning.call.state is CallState.IN_FLIGHT:
                 self._unfinished.add(row)
-        while next_touch is not None:
-            self._process(*next_touch)
-            next_touch = next(touches, None)
-        while next_client is not None:
-            self._client(next_client)
-            next_client = next(creations, None)
+        # a final fold's ``stop`` is the table's length (made all), or a block's end (made as far as that)
+        self._make(touches, clients, stop)
+
+    def _process_touches(self, table: CallTable) -> list[tuple[int, ProcessTouch]]:
+        """``_touches``, with the processes the table found since the last fold (sorted again only then)."""
+        processes = table.processes
+        if len(processes) > self._seen_processes:
+            new = [(pid, processes[pid]) for pid in islice(processes, self._seen_processes, None)]
+            self._seen_processes = len(processes)
+            self._touches = sorted(self._touches[self._next_touch:] + new, key=lambda item: item[1].first[:2])
+            self._next_touch = 0
+        return self._touches
+
+    def _make(self, touches: list[tuple[int, ProcessTouch]], clients: Sequence[ClientRow], before: int) -> int:
+        """Make the processes and clients whose first row comes before row ``before``; the row the next one
+        is made at (``_NEVER`` when none is left)."""
+        at = self._next_touch
+        while at < len(touches) and touches[at][1].first[0] < before:
+            _process(self.folder, *touches[at])
+            at += 1
+        self._next_touch = at
+        due = touches[at][1].first[0] if at < len(touches) else _NEVER
+        at = self._next_client
+        while at < len(clients) and clients[at].row < before:
+            _client(self.folder, clients[at])
+            at += 1
+        self._next_client = at
+        return min(due, clients[at].row) if at < len(clients) else due
 
     def _apply(self, meaning: CallMeaning, info: CallInfo, row: int = -1) -> None:
         """What one call (of ``row``) did, as ``Folder.fold`` applies it; with ``objects``, what it did to
@@ -332,14 +354,6 @@ class TableFold:
             effect = EFFECTS.get(type(event))
             if effect is not None:
                 effect(folder, event, meaning, info)
-
-    def _process(self, pid: int, touch: ProcessTouch) -> None:
-        self._processes.add(pid)
-        _process(self.folder, pid, touch)
-
-    def _client(self, made: ClientRow) -> None:
-        self._clients.add(made.id)
-        _client(self.folder, made)
 
 
 def _process(folder: Folder, pid: int, touch: ProcessTouch) -> None:
@@ -588,6 +602,7 @@ class _EffectRows:
             "params_seq": _last_records(table, rows, c)}
         self._clients = [m.id for m in table.clients]
         self._start = self._end = 0
+        self._values: dict[int, Any] = {}
         self._class_names: dict[int | None, str] = {}
         self._defs = context(folder.decoders.profile).defs
 
@@ -615,13 +630,32 @@ class _EffectRows:
             self.category = [CATEGORIES[k] for k in got["category"]]
             if self.params is not None and self.params.stash is not None:  # the fold is at effect i's row: it
                 self.params.stash.forget_before(self.first_seq[i - self._start])  # reads no earlier record again
+            self._values = self._block_params(got)
         return i - self._start
+
+    def _block_params(self, got: dict[str, list[int]]) -> dict[int, Any]:
+        """The block's params values (``params_value``) that its AFTER buffers give, found and read for the
+        whole block at once (``ParamsReader.after_buffers``, ``params_values``), by effect in the block."""
+        if self.params is None:
+            return {}
+        picked = np.flatnonzero(np.array(got["with_params"], dtype=bool))
+        control = np.array(got["kind"], dtype=np.int64)[picked] == EffectKind.CONTROL
+        roles = np.where(control, int(Role.PARAMS), int(Role.ALLOC_PARAMS))
+        classes = np.array(got["class_id"], dtype=np.int64)[picked]
+        keys = np.where(control, np.array(got["command"], dtype=np.int64)[picked],
+                        np.where(classes == NO_CLASS, 0, classes))
+        found = self.params.after_buffers(np.array(got["params_seq"], dtype=np.int64)[picked], roles)
+        values = params_values(self._defs, self.folder.profile, found, roles, keys)
+        return {k: value for k, value in zip(picked.tolist(), values) if value is not None}
 
     def params_value(self, k: int, role: Role, key: int) -> Any:
         """The value of the params buffer of ``role`` of the records of effect ``k`` of the block, as
         ``buffer_value`` reads it from the Decoded the interpreter is given (``params_buffers``: views by
         the class or command ``key``)."""
         assert self.params is not None
+        value = self._values.get(k)
+        if value is not None:
+            return value
         # ``value_of`` takes the first readable AFTER copy, and only the call's last record (its exit) holds
         # one: the others are read only when that one is not there (or not whole)
         after = self.params.buffer(self.params_seq[k], role, When.AFTER)
@@ -797,6 +831,8 @@ def _header_records(cols: dict[str, list], i: int, state: CallState,
     return enter, record(_EXIT, cols["exit_seq"][i], cols["t_exit"][i])
 
 
+_NEVER = 1 << 62
+"""A row after every row (``TableFold._make``: nothing left to make)."""
 # enum members looked up once: in a loop, each ``Enum.MEMBER`` is a class attribute lookup
 _ROW = Need.ROW
 _ENTER, _EXIT = Phase.ENTER, Phase.EXIT

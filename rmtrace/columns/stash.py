@@ -53,6 +53,8 @@ class RecordStash:
         """Each record's offset in its segment."""
         self._sealed = False
         self._forgotten = 0
+        self._columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        """``_seqs``, ``_starts`` and ``_firsts`` as arrays, for ``find_all`` (made once the stash is sealed)."""
         """The segments before this one are let go of."""
 
     def add(self, seq: int, view: memoryview | bytes, offset: int) -> None:
@@ -72,17 +74,36 @@ class RecordStash:
         self._segments.append(bytes(self._open))  # exact, where the bytearray grew by more than it holds
         self._open = bytearray()
 
-    def find(self, seq: int) -> tuple[bytes, int] | None:
-        """(buffer, offset) of record ``seq``; None when it was not kept (or was let go of)."""
+    def _seal_all(self) -> None:
         if not self._sealed:  # read only from now on
             if self._open:
                 self._seal()
             self._sealed = True
+
+    def find(self, seq: int) -> tuple[bytes, int] | None:
+        """(buffer, offset) of record ``seq``; None when it was not kept (or was let go of)."""
+        self._seal_all()
         at = bisect.bisect_left(self._seqs, seq)
         if at == len(self._seqs) or self._seqs[at] != seq:
             return None
         segment = self._segments[bisect.bisect_right(self._firsts, at) - 1]
         return None if segment is None else (segment, self._starts[at])
+
+    def find_all(self, seqs: np.ndarray) -> tuple[list[bytes | None], np.ndarray, np.ndarray]:
+        """``find`` of each of ``seqs`` at once: the segments, and for each record the index of its segment
+        there (-1 where it was not kept, or was let go of) and its offset in it."""
+        self._seal_all()
+        if self._columns is None:
+            self._columns = (np.frombuffer(self._seqs, dtype=np.int64).copy(),
+                             np.frombuffer(self._starts, dtype=np.int64).copy(),
+                             np.frombuffer(self._firsts, dtype=np.int64).copy())
+        kept, starts, firsts = self._columns
+        at = np.minimum(np.searchsorted(kept, seqs), max(len(kept) - 1, 0))
+        found = (kept[at] == seqs) if len(kept) else np.zeros(len(seqs), dtype=bool)
+        segment = np.searchsorted(firsts, at, side="right") - 1
+        gone = np.array([k for k, data in enumerate(self._segments) if data is None], dtype=np.int64)
+        found &= ~np.isin(segment, gone)
+        return self._segments, np.where(found, segment, -1), np.where(found, starts[at] if len(kept) else 0, 0)
 
     def forget_before(self, seq: int) -> None:
         """Let go of the segments all of whose records come before record ``seq``: a fold at a call whose
