@@ -69,7 +69,8 @@ def session_stats(model: Objects) -> dict[str, Any]:
 
 
 def stats_parts(model: Objects) -> dict[str, Any]:
-    """``session_stats`` with its operations an iterator: each row's dict is made as it is taken."""
+    """``session_stats`` with its operations an ``Operations`` (``rmtrace.columns.stats``): the groups as
+    columns, each row's dict made as it is taken (iterated, or ``rows``), or none (``blocks``)."""
     ops = operations(model.table)
     per_client = ops.client_sources()
     objects = _object_counts(model)
@@ -79,7 +80,7 @@ def stats_parts(model: Objects) -> dict[str, Any]:
         "clients": [{"id": c.id, "pid": c.pid, "label": c.label, "sources": dict(per_client.get(c.id, {})),
                      "objects": objects.get(c.id, _counts(Counter()))}
                     for c in model.clients],
-        "operations": ops.rows(),
+        "operations": ops,
     }
 
 

