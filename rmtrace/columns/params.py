@@ -197,11 +197,10 @@ class _Group:
     def __init__(self, defs: Definitions, layout: Layout, found: Located, rows: np.ndarray) -> None:
         self.defs, self.layout, self.found, self.rows = defs, layout, found, rows
         self.members = _members(layout)
-        self.bytes = np.zeros((len(rows), layout.size), dtype=np.uint8)
-        for k, data in enumerate(found.sources):
-            mine = np.flatnonzero(found.source[rows] == k)
-            if mine.size:
-                self.bytes[mine] = _gather(np.frombuffer(data, dtype=np.uint8), found.start[rows[mine]], layout.size)
+        size, sources = layout.size, found.sources
+        # sliced row by row: a gather of every byte by its index held 8 bytes of index per byte (13 MB a block)
+        self.bytes = np.frombuffer(b"".join(sources[source][start:start + size] for source, start in zip(
+            found.source[rows].tolist(), found.start[rows].tolist())), dtype=np.uint8).reshape(len(rows), size)
         self._columns: dict[str, list[Any] | None] = {}
 
     def column(self, name: str) -> list[Any] | None:
