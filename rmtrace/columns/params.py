@@ -22,6 +22,7 @@ import numpy as np
 from rmtrace.decoders.profiles.model import DriverProfile
 from rmtrace.decoders.structs import SCALAR_KINDS, SIGNED_KINDS, Definitions
 
+from rmtrace.columns.arrays import distinct
 from rmtrace.columns.stash import RecordStash
 from rmtrace.columns.view import StructView, _members, _params_layout, _scalars
 from rmtrace.flat import Scalar
@@ -101,7 +102,7 @@ class ParamsReader:
         record = np.zeros(len(seqs), dtype=np.int64)
         if self.stash is not None:
             segments, segment, record = self.stash.find_all(seqs)
-            used = np.unique(segment[segment >= 0])
+            used = distinct(segment[segment >= 0])
             for k, used_segment in enumerate(used.tolist()):
                 sources.append(segments[used_segment])
                 source[segment == used_segment] = k
@@ -177,7 +178,7 @@ def params_values(defs: Definitions, profile: DriverProfile, found: Located, rol
     None where ``params_view`` makes None (no buffer, no layout, a buffer not read whole)."""
     out: list[Mapping[str, Any] | None] = [None] * len(keys)
     pairs = (roles.astype(np.int64) << 32) | (keys.astype(np.int64) & 0xFFFFFFFF)
-    for pair in np.unique(pairs[found.source >= 0]).tolist():
+    for pair in distinct(pairs[found.source >= 0]).tolist():
         name = _params_layout(profile, pair >> 32, pair & 0xFFFFFFFF)
         layout = defs.layout(name) if name else None
         if layout is None:
