@@ -53,9 +53,9 @@ class RecordStash:
         """Each record's offset in its segment."""
         self._sealed = False
         self._forgotten = 0
+        """The segments before this one are let go of."""
         self._columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         """``_seqs``, ``_starts`` and ``_firsts`` as arrays, for ``find_all`` (made once the stash is sealed)."""
-        """The segments before this one are let go of."""
 
     def add(self, seq: int, view: memoryview | bytes, offset: int) -> None:
         """Keep the record at ``offset`` of ``view`` (a chunk's records, checked by the scan)."""
