@@ -17,7 +17,7 @@ from rmtrace.decoders.roles import EscapeRole, roles
 
 from rmtrace.columns.cache import built_table
 from rmtrace.columns.params import ParamsReader, params_values
-from rmtrace.columns.view import _members, params_view
+from rmtrace.columns.view import layout_members, params_view
 from rmtrace.record import Role, Source, When
 from rmtrace.trace import TraceReader
 from tests.test_columns import CAPTURES
@@ -55,7 +55,7 @@ def test_params_of_many_records_are_each_records_params(name, stashed):
         if view is None:
             continue
         read += 1
-        names = [*_members(view._layout), *view, "noSuchMember"]
+        names = [*layout_members(view._layout), *view, "noSuchMember"]
         assert [name in values[i] for name in names] == [name in view for name in names]
         assert {name: values[i][name] for name in names if name in view} == {name: view[name] for name in names
                                                                              if name in view}

@@ -24,7 +24,7 @@ from rmtrace.decoders.structs import SCALAR_KINDS, SIGNED_KINDS, Definitions
 
 from rmtrace.columns.arrays import distinct
 from rmtrace.columns.stash import RecordStash
-from rmtrace.columns.view import StructView, _members, _params_layout, _scalars
+from rmtrace.columns.view import StructView, layout_members, layout_scalars, params_layout
 from rmtrace.flat import Scalar
 from rmtrace.layout import Layout
 from rmtrace.record import ALIGN, BUFFER, BUFFER_HEADER_SIZE, BUFFER_LAYOUT, RECORD, Buffer, BufferFlag, Role, When
@@ -179,7 +179,7 @@ def params_values(defs: Definitions, profile: DriverProfile, found: Located, rol
     out: list[Mapping[str, Any] | None] = [None] * len(keys)
     pairs = (roles.astype(np.int64) << 32) | (keys.astype(np.int64) & 0xFFFFFFFF)
     for pair in distinct(pairs[found.source >= 0]).tolist():
-        name = _params_layout(profile, pair >> 32, pair & 0xFFFFFFFF)
+        name = params_layout(profile, pair >> 32, pair & 0xFFFFFFFF)
         layout = defs.layout(name) if name else None
         if layout is None:
             continue
@@ -197,7 +197,7 @@ class _Group:
 
     def __init__(self, defs: Definitions, layout: Layout, found: Located, rows: np.ndarray) -> None:
         self.defs, self.layout, self.found, self.rows = defs, layout, found, rows
-        self.members = _members(layout)
+        self.members = layout_members(layout)
         size, sources = layout.size, found.sources
         # sliced row by row: a gather of every byte by its index held 8 bytes of index per byte (13 MB a block)
         self.bytes = np.frombuffer(b"".join(sources[source][start:start + size] for source, start in zip(
@@ -212,7 +212,7 @@ class _Group:
         return self._columns[name]
 
     def _read(self, name: str) -> list[Any] | None:
-        scalar = _scalars(self.layout).get(name)
+        scalar = layout_scalars(self.layout).get(name)
         if scalar is not None:
             offset, codec = scalar
             return _numbers(self.bytes[:, offset:offset + codec.size], codec.format).ravel().tolist()

@@ -40,7 +40,7 @@ class StructView(Mapping[str, Any]):
         self._data = data
         self._base = base
         self._parent, self._name = parent, name  # a nested struct: member ``name`` of ``parent``
-        self._members, self._scalars = _members(layout), _scalars(layout)
+        self._members, self._scalars = layout_members(layout), layout_scalars(layout)
 
     @cached_property
     def _parsed(self) -> Any:
@@ -69,7 +69,7 @@ class StructView(Mapping[str, Any]):
         return sum(1 for _ in self)
 
     def _read(self, f: Field) -> Any:
-        at = self._base + f.offset  # not a number: __getitem__ reads those (``_scalars``)
+        at = self._base + f.offset  # not a number: __getitem__ reads those (``layout_scalars``)
         if f.kind == "array" and len(f.dims) <= 1 and f.count and f.elem_kind in SCALAR_KINDS:
             size = f.size // f.count
             if size == 1:
@@ -104,26 +104,26 @@ _SCALARS = {(size, signed): struct.Struct("<" + _code(size, signed)) for size in
 
 
 _SCALAR_MEMBERS: dict[int, tuple[Layout, dict[str, tuple[int, struct.Struct]]]] = {}
-"""``_scalars`` of each layout by its identity (as ``_MEMBERS``)."""
+"""``layout_scalars`` of each layout by its identity (as ``_MEMBERS``)."""
 
 
-def _scalars(layout: Layout) -> dict[str, tuple[int, struct.Struct]]:
-    """(offset, codec) of each of ``_members(layout)`` that is one number (``is_scalar``), as ``scalar_codec``
+def layout_scalars(layout: Layout) -> dict[str, tuple[int, struct.Struct]]:
+    """(offset, codec) of each of ``layout_members(layout)`` that is one number (``is_scalar``), as ``scalar_codec``
     reads it."""
     found = _SCALAR_MEMBERS.get(id(layout))
     if found is None:
         scalars = {name: (f.offset, scalar_codec(f))
-                   for name, f in _members(layout).items() if is_scalar(f)}
+                   for name, f in layout_members(layout).items() if is_scalar(f)}
         found = _SCALAR_MEMBERS[id(layout)] = (layout, scalars)
     return found[1]
 
 
 _MEMBERS: dict[int, tuple[Layout, dict[str, Field]]] = {}
-"""``_members`` of each layout by its identity (the layout kept, so its id is not reused): a Layout's hash
+"""``layout_members`` of each layout by its identity (the layout kept, so its id is not reused): a Layout's hash
 walks every one of its fields, more than reading the members costs."""
 
 
-def _members(layout: Layout) -> dict[str, Field]:
+def layout_members(layout: Layout) -> dict[str, Field]:
     """The named members a parse of ``layout`` holds under their own name (not bitfields, which live in
     their units; none for a union, whose parse the view asks for)."""
     found = _MEMBERS.get(id(layout))
@@ -157,13 +157,13 @@ def params_view(defs: Definitions, profile: DriverProfile, buf: Buffer, key: int
 
 def _readable_layout(defs: Definitions, profile: DriverProfile, buf: Buffer, key: int) -> Layout | None:
     """The layout ``buf`` is read with, None when there is none or the buffer is not whole."""
-    name = _params_layout(profile, buf.role, key)
+    name = params_layout(profile, buf.role, key)
     layout = defs.layout(name) if name else None
     readable = not buf.flags & BufferFlag.UNREADABLE
     return layout if layout is not None and readable and len(buf.data) >= layout.size else None
 
 
-def _params_layout(profile: DriverProfile, role: int, key: int) -> str | None:
+def params_layout(profile: DriverProfile, role: int, key: int) -> str | None:
     """The layout a params buffer is parsed with (``rmparams.alloc_params`` / ``control_params``)."""
     if role == Role.ALLOC_PARAMS:
         info = profile.classes.get(key)
