@@ -27,7 +27,6 @@ call's first record, the order ``pair_calls`` yields calls in.
 from __future__ import annotations
 
 import enum
-import mmap
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -45,7 +44,7 @@ from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import BATCH_RECORDS, batches
 from rmtrace.columns.scan import ABSENT, ArgRegistry, KeyCache, Records, scan_chunks
 from rmtrace.columns.stash import RecordStash, rereads
-from rmtrace.columns.store import FileColumns, MemoryColumns
+from rmtrace.columns.store import FileColumns, MemoryColumns, release_rows
 from rmtrace.columns.strings import NONE, Strings
 from rmtrace.record import Phase, Record, Source, SysOp, decode_record
 from rmtrace.semantics.locks import UVM_LOCKS, LockKind
@@ -265,15 +264,7 @@ class CallTable:
         columns only): the kernel keeps them in its page cache, the process no longer holds them (a pass
         over the table stays small)."""
         for column in (self.columns.values() if names is None else (self.columns[name] for name in names)):
-            held = getattr(column, "_mmap", None)
-            if held is None or end <= start:
-                continue
-            size = column.dtype.itemsize
-            base = column.offset % mmap.ALLOCATIONGRANULARITY if isinstance(column, np.memmap) else 0
-            first = (base + start * size) // mmap.PAGESIZE * mmap.PAGESIZE
-            last = (base + end * size) // mmap.PAGESIZE * mmap.PAGESIZE
-            if last > first:
-                held.madvise(mmap.MADV_DONTNEED, first, last - first)
+            release_rows(column, start, end)
 
     def _handles(self, row: int, c: dict[str, list], i: int) -> dict[str, int]:
         extra = self.extra_handles.get(row)

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from rmtrace.columns.argspec import MAX_HANDLES
+from rmtrace.columns.store import FAULT_AROUND_ROWS, release_rows
 from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable
 from rmtrace.export.source import ExportInput
 from rmtrace.record import Source, enum_name
@@ -31,48 +32,122 @@ _SEQ_BITS = 40
 
 
 class ObjectNames:
-    """The stable name of the newest object of (client, handle) allocated at or before a record.
+    """The stable name of the newest object of (client, handle) allocated at or before a record, asked
+    for block after block of calls in order (``find``, then ``past``).
 
-    What it keeps is a few numbers per object: the sorted search keys and, for the names, the objects'
-    bases, classes and orders (mapped when the objects come from the cache).  A name is made when a
-    block's call asks for it (``find``), not for every object up front: a million objects' names as
-    strings held some 200 bytes each for the whole export."""
+    The objects come in allocation order (``ObjectColumns``): a block's calls need only the objects
+    allocated since the last block's (searched among themselves) and, for each (client, handle), the
+    newest object before those.  What is kept is that newest object of each (client, handle) of the
+    clients still to make a call, as two sorted arrays; a client's go once its last call is past.  A
+    search over every object of the trace (sorted keys and their allocations) held some 24 bytes an
+    object, 56 while it was made (19 and 44 MB at 10M records); this holds the live clients' objects.
+    A name is made when a block's call asks for it, not for every object up front."""
 
     def __init__(self, table: CallTable, objects: ObjectColumns) -> None:
         index = {client: i for i, client in enumerate(objects.client_ids)}
         self.client_map = np.array([index.get(c.id, -1) for c in table.clients] + [-1], dtype=np.int64)
         """The table's client index (-1 last) -> the objects' one (-1: none)."""
         self.objects = objects
-        keys = _key(np.asarray(objects.client, dtype=np.int64), np.asarray(objects.handle, dtype=np.int64))
-        self.keys, key_ids = np.unique(keys, return_inverse=True)
-        del keys
-        seqs = np.asarray(objects.alloc_seq, dtype=np.int64)
-        if len(seqs) and (int(seqs.max()) >> _SEQ_BITS or len(self.keys) >> (63 - _SEQ_BITS)):
-            raise ValueError("too many records or objects for the objects' search keys")
-        combined = key_ids.astype(np.int64) << _SEQ_BITS | seqs
-        del key_ids, seqs
-        self.order = np.argsort(combined, kind="stable")  # equal keys: the later allocation last
-        self.combined = combined[self.order]
+        seqs = objects.alloc_seq
+        if not _ascending(seqs):
+            raise ValueError("the objects are not in allocation order")
+        if len(seqs) and int(seqs[-1]) >> _SEQ_BITS:
+            raise ValueError("too many records for the objects' search keys")
+        self._next = 0
+        """The first object not taken in yet: those before it are allocated before the next query's record."""
+        self._keys = np.zeros(0, dtype=np.int64)
+        self._newest = np.zeros(0, dtype=np.int64)
+        """Sorted keys (client, handle) of the live clients' objects taken in, and the newest object of each."""
+        last = _last_rows(table)
+        self._ends = np.argsort(last, kind="stable")  # the table's clients by their last row
+        self._last = last[self._ends]
+        self._ended = 0
 
     def find(self, client: np.ndarray, handle: np.ndarray, seq: np.ndarray) -> np.ndarray:
         """Per query (the table's client index, a handle, the call's first record): the object's stable
-        name, or None."""
+        name, or None.  A block's queries come after every earlier block's (by record)."""
         out = np.full(len(client), None, dtype=object)
         mine = self.client_map[client]
         ok = (mine >= 0) & (handle >= 0) & (handle < 1 << 32)
-        if not ok.any() or not len(self.keys):
+        if not ok.any():
             return out
-        key = _key(mine[ok], handle[ok])
-        at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
-        known = self.keys[at] == key
-        query = at.astype(np.int64) << _SEQ_BITS | seq[ok]
-        found = np.searchsorted(self.combined, query, side="right") - 1
-        hit = known & (found >= 0)
-        hit[hit] = (self.combined[found[hit]] >> _SEQ_BITS) == at[hit]
-        rows = np.flatnonzero(ok)[hit]
-        objects, inverse = np.unique(self.order[found[hit]], return_inverse=True)
-        out[rows] = np.array(self.objects.stable_names(objects.tolist()), dtype=object)[inverse.ravel()]
+        key, at_seq = _key(mine[ok], handle[ok]), seq[ok]
+        objects = self.objects
+        end = self._next + int(np.searchsorted(objects.alloc_seq[self._next:], int(at_seq.max()), side="right"))
+        new_keys = _key(np.asarray(objects.client[self._next:end], dtype=np.int64),
+                        np.asarray(objects.handle[self._next:end], dtype=np.int64))
+        new_seqs = np.asarray(objects.alloc_seq[self._next:end], dtype=np.int64)
+        # the objects allocated since the last block: the newest of the key at or before each query's record
+        keys, key_ids = np.unique(new_keys, return_inverse=True)
+        combined = key_ids.ravel().astype(np.int64) << _SEQ_BITS | new_seqs
+        order = np.argsort(combined, kind="stable")  # equal keys: the later allocation last
+        combined = combined[order]
+        found = np.full(len(key), -1, dtype=np.int64)
+        if len(keys):
+            at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+            below = np.searchsorted(combined, at.astype(np.int64) << _SEQ_BITS | at_seq, side="right") - 1
+            hit = (keys[at] == key) & (below >= 0)
+            hit[hit] = (combined[below[hit]] >> _SEQ_BITS) == at[hit]
+            found[hit] = self._next + order[below[hit]]
+        # else the newest before them (every object taken in was allocated before this block's records)
+        rest = np.flatnonzero(found < 0)
+        if len(rest) and len(self._keys):
+            at = np.minimum(np.searchsorted(self._keys, key[rest]), len(self._keys) - 1)
+            hit = self._keys[at] == key[rest]
+            found[rest[hit]] = self._newest[at[hit]]
+        if len(keys):
+            last = np.append(np.flatnonzero(np.diff(combined >> _SEQ_BITS)), len(combined) - 1)
+            kept = ~np.isin(self._keys, keys)
+            merged = np.concatenate([self._keys[kept], keys])
+            sort = np.argsort(merged)
+            self._keys = merged[sort]
+            self._newest = np.concatenate([self._newest[kept], self._next + order[last]])[sort]
+        self._next = end
+        rows = np.flatnonzero(ok)[found >= 0]
+        wanted, inverse = np.unique(found[found >= 0], return_inverse=True)
+        out[rows] = np.array(objects.stable_names(wanted.tolist()), dtype=object)[inverse.ravel()]
+        for name in _OBJECT_COLUMNS:  # pages read of mapped columns (the base names' chains are anywhere)
+            column = getattr(objects, name)
+            release_rows(column, 0, len(column))
         return out
+
+    def past(self, row: int) -> None:
+        """Every call before ``row`` has been asked for: forget the objects of clients with no call after."""
+        stop = int(np.searchsorted(self._last, row))
+        if stop > self._ended:
+            gone = self.client_map[self._ends[self._ended:stop]]
+            self._ended = stop
+            live = ~np.isin(self._keys >> 32, gone[gone >= 0])
+            self._keys, self._newest = self._keys[live], self._newest[live]
+
+
+_OBJECT_COLUMNS = ("client", "handle", "alloc_seq", "base", "class_name", "order")
+"""The objects' columns ``ObjectNames`` reads."""
+_SCAN_ROWS = 1 << 20
+"""Items of a mapped column read at a time by a pass over all of it (its pages let go after each)."""
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Whether ``values`` never go down, read a part at a time."""
+    for start in range(0, len(values), _SCAN_ROWS):
+        part = np.asarray(values[max(start - 1, 0):start + _SCAN_ROWS])
+        if np.any(part[1:] < part[:-1]):
+            return False
+        release_rows(values, start, start + _SCAN_ROWS)
+    return True
+
+
+def _last_rows(table: CallTable) -> np.ndarray:
+    """Each of the table's clients' last row (-1: none), read a part of the client column at a time."""
+    last = np.full(len(table.clients), -1, dtype=np.int64)
+    column = table.columns["client"]
+    for start in range(0, len(table), _SCAN_ROWS):
+        part = np.asarray(column[start:start + _SCAN_ROWS])[::-1]
+        clients, at = np.unique(part, return_index=True)
+        mine = clients >= 0
+        last[clients[mine]] = start + len(part) - 1 - at[mine]
+        table.release(start, start + _SCAN_ROWS, ("client",))
+    return last
 
 
 def _key(client: np.ndarray, handle: np.ndarray) -> np.ndarray:
@@ -113,7 +188,8 @@ class CallColumns:
         duration = np.where(in_flight, self.src.end_ns - t_enter, latency)
         ok = col["ok"]
         handles, objects = self._handles(rows, col, enter)
-        self.table.release(int(rows[0]), int(rows[-1]) + 1, _READ)
+        self.names.past(int(rows[-1]) + 1)
+        self.table.release(max(int(rows[0]) - FAULT_AROUND_ROWS, 0), int(rows[-1]) + 1, _READ)
         return {
             "wall": wall,
             "time": pa.array(wall // 1000, pa.timestamp("us", tz="UTC")),

@@ -51,6 +51,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from rmtrace.calls import Call, CallState
+from rmtrace.columns.store import FAULT_AROUND_ROWS
 from rmtrace.columns.table import STATES, CallTable
 from rmtrace.export.fold import BLOCK_ROWS, TableStream, TransitionStream, tracked
 from rmtrace.export.source import ExportInput
@@ -422,12 +423,6 @@ class PerfettoWriter:
             self._close(entity, seg, max(end, seg.t0 + 1))
         self._segments.clear()
 
-
-FAULT_AROUND_ROWS = 65_536
-"""Rows before a block whose pages are let go again after it: a read fault on a mapped file maps the pages
-around it that the page cache holds (the kernel's fault-around, 64 KiB aligned in the address space), which
-puts back pages of the block before (of a column of bytes, up to 65,536 rows), let go once already; without
-this, a third of the table's columns came back a block at a time and the process held them to the end."""
 
 _COLUMNS = ("source", "op", "state", "pid", "tid", "t_enter", "t_exit", "enter_seq", "exit_seq", "name", "detail",
             "status_name", "client")
