@@ -14,6 +14,7 @@ from rmtrace.decoders import decoders_for
 from rmtrace.analysis.stats import session_stats
 from rmtrace.analysis.wedges import find_wedges
 from rmtrace.columns import cache, modelcache
+from rmtrace.columns.table import ClientColumns, ClientRow, ProcessColumns, ProcessTouch
 from rmtrace.session import load_session
 from rmtrace.trace import TraceReader
 from tests.golden_outputs import session_digest
@@ -50,6 +51,42 @@ def test_second_open_loads_the_stored_table(cache_dir, trace):
     assert isinstance(loaded.columns["enter_seq"], np.memmap)
     assert list(loaded.infos()) == list(built.infos()) == list(load_session(trace).calls)
     assert [c.id for c in loaded.clients] == [c.id for c in built.clients]
+
+
+@pytest.mark.parametrize("shipped", ["cuda-streams-3x-sequential", "cuda-streams-2-together", "nvidia-smi-q"])
+def test_stored_clients_and_processes_are_the_builds(cache_dir, tmp_path, shipped):
+    """A loaded table's clients and processes are columns, each made when read as the build made it."""
+    path = tmp_path / f"{shipped}.trace"
+    path.write_bytes((SHIPPED.parent / f"{shipped}.trace").read_bytes())
+    reader = TraceReader(path)
+    built = cache.built_table(reader, decoders_for(reader))  # in memory: a list and a dict
+    assert isinstance(built.clients, list) and isinstance(built.processes, dict)
+    for stored in (table(path), table(path)):  # built into the entry, then loaded from it
+        assert isinstance(stored.clients, ClientColumns) and isinstance(stored.processes, ProcessColumns)
+        assert list(stored.clients) == built.clients and len(stored.clients) == len(built.clients)
+        assert [stored.clients[i] for i in range(-len(built.clients), len(built.clients))] == built.clients * 2
+        assert stored.clients[1::2] == built.clients[1::2]
+        assert stored.client_ids() == [c.id for c in built.clients]
+        assert list(stored.processes.items()) == list(built.processes.items())
+        assert all(stored.processes[pid] == touch for pid, touch in built.processes.items())
+        assert 0 not in stored.processes and stored.processes.get(1 << 31) is None
+    with pytest.raises(IndexError):
+        stored.clients[len(built.clients)]
+
+
+def test_client_and_process_columns_keep_every_field():
+    """What the captures do not have: a GSP session's client (keyed by its session, no pid), threads, no process."""
+    clients = [ClientRow(0, "c1", 517, 517, 3, 4, 100, None), ClientRow(1, "gsp0", ("gsp", 2), 0, 9, 20, 300, 2)]
+    stored = ClientColumns([c.id for c in clients], ClientColumns.columns_of(clients))
+    assert list(stored) == clients and stored[-1] == clients[1] and stored[:1] == clients[:1]
+    processes = {7: ProcessTouch((5, 1, 50), 90, {7, 9, 8}), 3: ProcessTouch((0, 0, 10), 10, {3}),
+                 4: ProcessTouch((6, 0, 60), 60, set())}
+    columns, tids = ProcessColumns.columns_of(processes)
+    kept = ProcessColumns(columns, tids)
+    assert list(kept.items()) == list(processes.items()) and list(kept) == [7, 3, 4]
+    assert kept[7].threads == {7, 8, 9} and kept[4].threads == set() and 5 not in kept
+    empty = ProcessColumns(*ProcessColumns.columns_of({}))
+    assert list(empty.items()) == [] and len(empty) == 0 and empty.get(1) is None
 
 
 def test_a_changed_file_is_a_new_entry(cache_dir, trace):

@@ -1,7 +1,9 @@
 """The call table of a trace, kept in the user's cache directory: reopening a trace is a load, not a fold.
 
-An entry is a directory of ``.npy`` columns (memory-mapped when loaded) and a
-``manifest.json`` with the string tables and the clients.  It is keyed by the
+An entry is a directory of ``.npy`` columns (memory-mapped when loaded): the
+rows', the clients' and the processes' (``ClientColumns``, ``ProcessColumns``:
+a client or process is made when read, so a loaded table does not hold one
+object each); and a ``manifest.json`` with the string tables and the clients' ids.  It is keyed by the
 trace file's identity (real path, size, modification time, inode and device),
 rmtrace's version and files, the cache layout's version, the driver profile
 and the user's decoders, so any of them changing makes a new entry.  Only
@@ -26,20 +28,23 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rmtrace.decoders import DecoderSet
 
 import rmtrace
 from rmtrace.columns.store import FileColumns, open_columns
 from rmtrace.columns.strings import Strings
-from rmtrace.columns.table import CALL_DTYPES, CallTable, CallTableBuilder, ClientRow, ProcessTouch
+from rmtrace.columns.table import CALL_DTYPES, CLIENT_COLUMNS, PROCESS_COLUMNS, CallTable, CallTableBuilder, ClientColumns, ProcessColumns
 from rmtrace.semantics.locks import LockKind
 from rmtrace.session.planned import client_ids
 from rmtrace.trace import TraceReader
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 """Bumped whenever what an entry holds changes meaning."""
 DEFAULT_MAX_BYTES = 8 << 30
 MANIFEST = "manifest.json"
+CLIENTS, PROCESSES = "clients", "processes"
+"""Prefixes of the entry's files of the clients' and processes' columns (``CLIENTS.pid.npy``, ...)."""
 
 
 def cache_root() -> Path | None:
@@ -110,7 +115,7 @@ def load(entry: Path) -> CallTable | None:
         if manifest.get("cache") != CACHE_VERSION:
             return None
         columns = open_columns(entry, list(CALL_DTYPES))
-        table = _table(columns, manifest)
+        table = _table(columns, manifest, entry)
         os.utime(entry / MANIFEST)  # recently used
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -134,12 +139,13 @@ def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet, 
         builder.update()
         table = builder.table()
         table.columns = rows.finish()
-        (work / MANIFEST).write_text(json.dumps(_manifest(table)))
+        (work / MANIFEST).write_text(json.dumps(_manifest(table, work)))
         try:
             os.rename(work, root / key)
         except OSError:  # another process stored the same entry first: use ours, drop it later
             return table
         table.columns = open_columns(root / key, list(CALL_DTYPES))
+        table.clients, table.processes = _people(root / key, [c.id for c in table.clients])  # mapped, as loaded
         _evict(root, keep=key)
         return table
     except BaseException:
@@ -151,28 +157,40 @@ def build_into(root: Path, key: str, reader: TraceReader, decoders: DecoderSet, 
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _manifest(table: CallTable) -> dict[str, Any]:
+def _manifest(table: CallTable, work: Path) -> dict[str, Any]:
+    """The entry's manifest; the clients' and processes' columns are written to ``work`` beside the rows'."""
+    for name, values in ClientColumns.columns_of(table.clients).items():
+        np.save(work / f"{CLIENTS}.{name}.npy", values)
+    processes, tids = ProcessColumns.columns_of(table.processes)
+    for name, values in processes.items():
+        np.save(work / f"{PROCESSES}.{name}.npy", values)
+    np.save(work / f"{PROCESSES}.tids.npy", tids)
     return {
         "cache": CACHE_VERSION, "rows": len(table), "names": table.names.values, "details": table.details.values,
         "status_names": table.status_names.values, "handle_sets": [list(s) for s in table.handle_sets.values],
         "lock_sets": [[lock.value for lock in s] for s in table.lock_sets.values],
-        "clients": [{"index": c.index, "id": c.id, "key": c.key if isinstance(c.key, int) else [*c.key], "pid": c.pid,
-                     "row": c.row, "first_seq": c.first_seq, "first_ns": c.first_ns, "gsp_session": c.gsp_session}
-                    for c in table.clients],
-        "processes": {str(pid): [*p.first, p.last_ns, sorted(p.threads)] for pid, p in table.processes.items()},
+        "clients": table.client_ids(),
         "extra_handles": {str(row): handles for row, handles in table.extra_handles.items()},
         "members": {str(row): [list(m) for m in members] for row, members in table.members.items()},
     }
 
 
-def _table(columns: dict[str, Any], manifest: dict[str, Any]) -> CallTable:
-    clients = [ClientRow(c["index"], c["id"], c["key"] if isinstance(c["key"], int) else (c["key"][0], c["key"][1]),
-                         c["pid"], c["row"], c["first_seq"], c["first_ns"], c["gsp_session"])
-               for c in manifest["clients"]]
+def _people(entry: Path, client_ids: list[str]) -> tuple[ClientColumns, ProcessColumns]:
+    """The entry's clients and processes, their columns mapped."""
+    clients = open_columns(entry, [f"{CLIENTS}.{name}" for name in CLIENT_COLUMNS])
+    processes = open_columns(entry, [f"{PROCESSES}.{name}" for name in (*PROCESS_COLUMNS, "tids")])
+    if any(len(c) != len(client_ids) for c in clients.values()):
+        raise ValueError("a client column of the wrong length")
+    tids = processes.pop(f"{PROCESSES}.tids")
+    return (ClientColumns(client_ids, {name.partition(".")[2]: c for name, c in clients.items()}),
+            ProcessColumns({name.partition(".")[2]: c for name, c in processes.items()}, tids))
+
+
+def _table(columns: dict[str, Any], manifest: dict[str, Any], entry: Path) -> CallTable:
+    clients, processes = _people(entry, manifest["clients"])
     return CallTable(columns, Strings(manifest["names"]), Strings(manifest["details"]),
                      Strings(manifest["status_names"]), Strings(tuple(s) for s in manifest["handle_sets"]),
-                     Strings(tuple(LockKind(v) for v in s) for s in manifest["lock_sets"]), clients,
-                     {int(pid): ProcessTouch((p[0], p[1], p[2]), p[3], set(p[4])) for pid, p in manifest["processes"].items()},
+                     Strings(tuple(LockKind(v) for v in s) for s in manifest["lock_sets"]), clients, processes,
                      {int(row): handles for row, handles in manifest["extra_handles"].items()},
                      {int(row): tuple((m[0], m[1]) for m in members) for row, members in manifest["members"].items()})
 
