@@ -13,6 +13,10 @@ the ``zstd -dc`` run timed right before it (bench/columns.py's pairing: the medi
 and range of the rounds' ratios, which this machine's moving CPU speed leaves
 alone), and the largest over the smallest of each across the sizes.
 
+Each step's second line is its CPU per record added from one size to the next:
+the start-up, paid once whatever the size, cancels there, so it says whether
+the step itself scales (at 100k the start-up is most of a command's time).
+
 Goals (issue 13): time per record within 1.3x across 100k, 1M and 10M
 records; peak RSS at most 100 B/record with the columns mapped (the cache
 warm).  ``--sizes 100000000 --steps "stats, cache warm"`` is the 100M-record
@@ -89,8 +93,21 @@ def main() -> int:
         mids = [ratios[n][0] for n in args.sizes]
         rows.append((step, " | ".join(per) + f" | spread {max(wall) / min(wall):.2f}x, {max(cpu) / min(cpu):.2f}x, "
                                              f"paired {max(mids) / min(mids):.2f}x"))
+        if len(args.sizes) > 1:
+            rows.append(("  per added record", _added(figures)))
     print_rows(rows)
     return 0
+
+
+def _added(figures: dict[int, tuple[float, float, float]]) -> str:
+    """CPU µs per record between each size and the next: the step's start-up (the interpreter, its imports),
+    paid once whatever the size, cancels, so a step that scales linearly shows the same figure at every size."""
+    sizes = sorted(figures)
+    slopes = [(a, b, (figures[b][1] - figures[a][1]) / (b - a) * 1e6) for a, b in zip(sizes, sizes[1:])]
+    parts = [f"{a:,}-{b:,}: {us:6.2f}" for a, b, us in slopes]
+    values = [us for _, _, us in slopes]
+    spread = f"{max(values) / min(values):.2f}x" if min(values) > 0 else "none (a larger size took less: noise)"
+    return "CPU µs/record " + " | ".join(parts) + f" | spread {spread}"
 
 
 if __name__ == "__main__":
