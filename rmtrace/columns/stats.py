@@ -124,9 +124,10 @@ class Operations:
                         for p, cl, so, o, n, st, lat, by, f in zip(b.pid, b.client, b.source, b.operation, b.calls,
                                                                    statuses, latency, b.bytes, b.in_flight)]
 
-    def blocks(self, block: int = 4096) -> Iterator[OperationsBlock]:
-        """The groups ``block`` at a time, each figure as a Python list (one ``tolist`` per column and block)."""
-        texts = self.status_names
+    def blocks(self, block: int = 4096, texts: Sequence[str] | None = None) -> Iterator[OperationsBlock]:
+        """The groups ``block`` at a time, each figure as a Python list (one ``tolist`` per column and block);
+        the statuses as ``texts`` gives them (by default ``status_names``: a writer passes them formatted)."""
+        texts = self.status_names if texts is None else texts
         for at in range(0, len(self), block):
             end = min(at + block, len(self))
             bounds = self.status_bounds[at:end + 1]
