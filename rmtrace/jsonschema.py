@@ -288,8 +288,8 @@ def stats_rows_lines(ops: Operations) -> Iterator[bytes]:
         st = [f"{{{text[a]}:{counted[a]}}}" if z - a == 1 else
               "{" + ",".join([f"{k}:{v}" for k, v in zip(text[a:z], counted[a:z])]) + "}"
               for a, z in zip(bounds, bounds[1:])]
-        latency = [f'{{"min":{lat[0]},"median":{lat[1]},"p99":{lat[2]},"max":{lat[3]}}}' if t else "null"
-                   for lat, t in zip(b.latency, b.timed)]
+        latency = [f'{{"min":{lo},"median":{med},"p99":{p99},"max":{hi}}}' if t else "null"
+                   for lo, med, p99, hi, t in zip(b.latency_min, b.latency_median, b.latency_p99, b.latency_max, b.timed)]
         yield "".join([
             f'{{"type":"stats","pid":{p},"client":{clients[cl]},"source":{sources[so]},"operation":{names[o]},'
             f'"count":{n},"statuses":{s},"latency_ns":{lat},"bytes":{by},"in_flight":{f}}}\n'

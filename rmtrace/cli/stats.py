@@ -83,7 +83,8 @@ def _operation_lines(ops: Operations) -> Iterator[str]:
                     ", ".join(f"{k} {v}" for k, v in sorted(dict(zip(text[a:z], counted[a:z])).items(),
                                                             key=lambda kv: -kv[1]))
                     for a, z in zip(bounds, bounds[1:])]
-        latency = [f"{d[lat[0]]}/{d[lat[1]]}/{d[lat[2]]}/{d[lat[3]]}" if t else "-" for lat, t in zip(b.latency, b.timed)]
+        latency = [f"{d[lo]}/{d[med]}/{d[p99]}/{d[hi]}" if t else "-"
+                   for lo, med, p99, hi, t in zip(b.latency_min, b.latency_median, b.latency_p99, b.latency_max, b.timed)]
         yield from [f"{p:>7} {clients[cl]} {sources[so]} {names[o]} {n:>6}  {lat:<34} {by:>9}  {st}"
                     for p, cl, so, o, n, lat, by, st in zip(b.pid, b.client, b.source, b.operation, b.calls,
                                                             latency, b.bytes, statuses)]
