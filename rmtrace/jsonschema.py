@@ -275,7 +275,8 @@ def stats_rows_lines(ops: Operations) -> Iterator[bytes]:
     not ASCII is json's, and where it is, orjson's text is json's: they differ only on non-ASCII and DEL,
     for which ``encode`` takes json's), and each row's line made by one format.  Where two statuses
     have the same text (a row's dict would hold one), the rows' dicts are encoded instead.
-    1M records' 74,200 rows: ..."""
+    1M records' 74,200 rows, cache warm, in-process best of 5 (load ~20): 0.596 -> 0.263 s CPU against
+    ``write_lines`` of ``stats``' dicts; the whole ``stats --json`` 1.85 -> 1.41 s (bench/results/stats_ab.txt)."""
     if len(set(ops.status_names)) != len(ops.status_names):
         yield from encoded({"type": "stats", **row} for row in ops.rows())
         return
