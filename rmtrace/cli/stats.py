@@ -45,7 +45,7 @@ class Section(NamedTuple):  # not a dataclass: dataclasses imports inspect, a co
     help: str
     compute: Callable[[str, argparse.Namespace], dict[str, Any]]  # (trace path, arguments) -> JSON-ready dict
     text: Callable[[dict[str, Any]], Iterable[str]]
-    objects: Callable[[dict[str, Any]], Iterable[dict[str, Any]]]  # the dict as docs/json-schema.md's objects
+    lines: Callable[[dict[str, Any]], Iterable[bytes]]  # the dict as docs/json-schema.md's objects, encoded lines
     default: bool = False
 
 
@@ -83,7 +83,8 @@ def _operation_lines(ops: Operations) -> Iterator[str]:
                     ", ".join(f"{k} {v}" for k, v in sorted(dict(zip(text[a:z], counted[a:z])).items(),
                                                             key=lambda kv: -kv[1]))
                     for a, z in zip(bounds, bounds[1:])]
-        latency = [f"{d[lat[0]]}/{d[lat[1]]}/{d[lat[2]]}/{d[lat[3]]}" if t else "-" for lat, t in zip(b.latency, b.timed)]
+        latency = [f"{d[lo]}/{d[med]}/{d[p99]}/{d[hi]}" if t else "-"
+                   for lo, med, p99, hi, t in zip(b.latency_min, b.latency_median, b.latency_p99, b.latency_max, b.timed)]
         yield from [f"{p:>7} {clients[cl]} {sources[so]} {names[o]} {n:>6}  {lat:<34} {by:>9}  {st}"
                     for p, cl, so, o, n, lat, by, st in zip(b.pid, b.client, b.source, b.operation, b.calls,
                                                             latency, b.bytes, statuses)]
@@ -101,14 +102,14 @@ def _decode(path: str, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _stats_objects(stats: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _stats_lines(stats: dict[str, Any]) -> Iterator[bytes]:
     from rmtrace import jsonschema
-    return jsonschema.stats(stats)
+    return jsonschema.stats_lines(stats)
 
 
-def _coverage_objects(c: dict[str, Any]) -> list[dict[str, Any]]:
+def _coverage_lines(c: dict[str, Any]) -> Iterator[bytes]:
     from rmtrace import jsonschema
-    return [jsonschema.coverage(c)]
+    return jsonschema.encoded([jsonschema.coverage(c)])
 
 
 def _decode_text(c: dict[str, Any]) -> list[str]:
@@ -138,8 +139,8 @@ def _decode_text(c: dict[str, Any]) -> list[str]:
 
 SECTIONS = (
     Section("calls", "per process, client, source and operation: counts, statuses, latency, bytes (default)",
-            _calls, _calls_text, _stats_objects, default=True),
-    Section("decode", "decode coverage for the trace's driver profile", _decode, _decode_text, _coverage_objects),
+            _calls, _calls_text, _stats_lines, default=True),
+    Section("decode", "decode coverage for the trace's driver profile", _decode, _decode_text, _coverage_lines),
 )
 
 
@@ -157,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     results = {s.name: s.compute(path, args) for s in chosen}
     if args.json:
         from rmtrace import jsonschema
-        jsonschema.write_lines((obj for s in chosen for obj in s.objects(results[s.name])), sys.stdout)
+        jsonschema.write_encoded((line for s in chosen for line in s.lines(results[s.name])), sys.stdout)
         return ExitCode.OK
     lines = _text(chosen, results)
     while batch := list(islice(lines, LINES_AT_ONCE)):

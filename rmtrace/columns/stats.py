@@ -67,7 +67,11 @@ class OperationsBlock(NamedTuple):
     """``Operations.count`` (a tuple has a ``count``)."""
     bytes: list[int]
     in_flight: list[int]
-    latency: list[list[int]]
+    latency_min: list[int]
+    """``Operations.latency``'s four figures, each a list of its own (a list per group cost 5x their tolist)."""
+    latency_median: list[int]
+    latency_p99: list[int]
+    latency_max: list[int]
     timed: list[bool]
     status_bounds: list[int]
     """Group k's statuses are ``status_text[a:b]`` and ``status_count[a:b]`` for a, b = bounds[k], bounds[k + 1]."""
@@ -117,24 +121,29 @@ class Operations:
             text, counted, bounds = b.status_text, b.status_count, b.status_bounds
             statuses = [{text[a]: counted[a]} if z - a == 1 else dict(zip(text[a:z], counted[a:z]))
                         for a, z in zip(bounds, bounds[1:])]
-            latency = [{"min": lat[0], "median": lat[1], "p99": lat[2], "max": lat[3]} if t else None
-                       for lat, t in zip(b.latency, b.timed)]
+            latency = [{"min": lo, "median": med, "p99": p99, "max": hi} if t else None
+                       for lo, med, p99, hi, t in zip(b.latency_min, b.latency_median, b.latency_p99, b.latency_max,
+                                                      b.timed)]
             yield from [{"pid": p, "client": clients[cl] or None, "source": sources[so], "operation": names[o],
                          "count": n, "statuses": st, "latency_ns": lat, "bytes": by, "in_flight": f}
                         for p, cl, so, o, n, st, lat, by, f in zip(b.pid, b.client, b.source, b.operation, b.calls,
                                                                    statuses, latency, b.bytes, b.in_flight)]
 
-    def blocks(self, block: int = 4096) -> Iterator[OperationsBlock]:
-        """The groups ``block`` at a time, each figure as a Python list (one ``tolist`` per column and block)."""
-        texts = self.status_names
+    def blocks(self, block: int = 4096, texts: Sequence[str] | None = None) -> Iterator[OperationsBlock]:
+        """The groups ``block`` at a time, each figure as a Python list (one ``tolist`` per column and block);
+        the statuses as ``texts`` gives them (by default ``status_names``: a writer passes them formatted)."""
+        texts = self.status_names if texts is None else texts
         for at in range(0, len(self), block):
             end = min(at + block, len(self))
             bounds = self.status_bounds[at:end + 1]
             first, last = int(bounds[0]), int(bounds[-1])
+            latency = self.latency[at:end]
             yield OperationsBlock(
                 self.pid[at:end].tolist(), self.client[at:end].tolist(), self.source[at:end].tolist(),
                 self.operation[at:end].tolist(), self.count[at:end].tolist(), self.bytes[at:end].tolist(),
-                self.in_flight[at:end].tolist(), self.latency[at:end].tolist(), self.timed[at:end].tolist(),
+                self.in_flight[at:end].tolist(), latency[:, 0].tolist(), latency[:, 1].tolist(),
+                latency[:, 2].tolist(), latency[:, 3].tolist(),
+                self.timed[at:end].tolist(),
                 (bounds - first).tolist(), [texts[i] for i in self.status_text[first:last].tolist()],
                 self.status_count[first:last].tolist())
 
