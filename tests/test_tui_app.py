@@ -195,6 +195,22 @@ async def test_the_model_is_stored_in_the_cache_after_the_screen_has_it(boots, m
 
 
 @pilot_test
+async def test_what_the_app_keeps_is_out_of_collections_until_it_exits(boots):
+    """The first screen (with the startup heap), then the model once attached, are frozen: out of every
+    generation ``gc.get_objects`` lists, so no full collection walks them again; the app's exit hands them
+    back to the collector."""
+    import gc
+    app = open_app(boots[0])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        run = app.workspace.run
+        assert run.loaded
+        collected = {id(o) for o in gc.get_objects()}
+        assert {id(app.main), id(run.model), id(run.folded)} & collected == set()
+    assert gc.get_freeze_count() == 0
+
+
+@pilot_test
 async def test_the_main_screen_is_the_bottom_of_the_stack(boots):
     app = open_app(boots[0])
     async with app.run_test(size=SIZE) as pilot:

@@ -94,6 +94,25 @@ def test_call_index_finds_both_ends(folded):
     assert index.call_at(folded.record_count) is None
 
 
+def test_call_index_of_a_table_whose_exits_are_out_of_order():
+    """The index from the table's columns finds both ends of every call when its exits are not in seq order
+    (a slow call returns after later calls did) and when they are (its columns read as they are)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    enter = [0, 1, 2, 5, 6]
+    for exit_ in ([9, 3, 4, -1, 7], [3, 4, 8, -1, 9]):
+        calls = [f"call{i}" for i in range(len(enter))]
+        model = SimpleNamespace(calls=calls, table=SimpleNamespace(columns={
+            "enter_seq": np.array(enter, dtype=np.uint64), "exit_seq": np.array(exit_, dtype=np.int64)}))
+        index = CallIndex.of_model(model)
+        for i, (e, x) in enumerate(zip(enter, exit_)):
+            assert index.call_at(e) == calls[i]
+            if x >= 0:
+                assert index.call_at(x) == calls[i]
+        assert index.call_at(10) is None and index.call_at(-1) is None
+
+
 def test_scans_filter_by_header_client_and_row(folded):
     run = folded
 

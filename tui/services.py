@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.decoders.base import Level
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from rmtrace.analysis.diff import Divergence
     from rmtrace.analysis.wedges import Wedge
     from rmtrace.session import SessionModel
-    from rmtrace.trace import TraceReader
 
 
 @dataclass(frozen=True)
@@ -34,8 +33,8 @@ class Services:
     """Two session models -> where they first differ, or None."""
     symbols: Mapping[str, str]
     """Lane state -> one character, so a lane reads without colour."""
-    decoders_for: Callable[[TraceReader], DecoderSet] | None = None
-    """Trace reader -> its DecoderSet, so rows are named before the model is built (cheap; a worker)."""
+    decoders_for: Callable[[Mapping[str, Any]], DecoderSet] | None = None
+    """A trace's metadata -> its DecoderSet, so rows are named before the model is built (cheap; a worker)."""
     row_level: Level = Level.CALL
     """How deep a row of the events table is decoded (name, status, handles)."""
     full_level: Level = Level.FULL

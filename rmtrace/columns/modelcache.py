@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtrace.decoders import DecoderSet
 
@@ -32,12 +32,14 @@ from rmtrace.columns.collector import young_collections
 from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_columns, load_frame, save_frame
 from rmtrace.columns.table import CallTable
 from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition
-from rmtrace.session.fold import Folder
 from rmtrace.session.model import SNAPSHOT_EVERY, Objects, ObjectsModel, SessionModel
 from rmtrace.session.objects import NewestObjects, ObjectColumns, ObjectList
 from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
+
+if TYPE_CHECKING:
+    from rmtrace.session.fold import Folder
 
 MODEL = "model"
 OBJECTS = "objects"
@@ -199,6 +201,7 @@ def load_objects_of(where: Path, table: CallTable) -> ObjectsModel | None:
 def load_model(entry: Path, reader: TraceReader, decoders: DecoderSet, table: CallTable,
                snapshot_every: int) -> SessionModel | None:
     """The model ``entry`` holds, on ``table``; None when there is none or it cannot be read."""
+    from rmtrace.session.fold import Folder  # with the semantic layer's interpreter: not for ``objects``' loads
     where = entry / MODEL
     # a load makes the model's objects and transitions (hundreds of thousands, none garbage): a full
     # collection meanwhile walks them and the caller's whole heap (the TUI's) again, half the load's time

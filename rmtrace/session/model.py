@@ -33,8 +33,6 @@ from rmtrace.session.entities import (
     State,
     Transition,
 )
-from rmtrace.session.fold import Folder
-from rmtrace.session.objects import Ambiguous, ObjectColumns, ObjectList
 from rmtrace.session.planned import client_ids
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import Recovery, TraceReader
@@ -44,8 +42,12 @@ SNAPSHOT_EVERY = 20_000
 LIVE = "live"
 """``Recovery.reason`` of a trace still being written (read as it grows): not cut, only unfinished."""
 
-if TYPE_CHECKING:  # the call table's module reads the session's entities: imported where it is used
+# the call table's module reads the session's entities, and the fold and the objects' module bring the
+# semantic layer's events and interpreter (25 ms of a warm ``stats``, which folds nothing): imported where used
+if TYPE_CHECKING:
     from rmtrace.columns.table import CallTable
+    from rmtrace.session.fold import Folder
+    from rmtrace.session.objects import ObjectColumns
 
 
 class SessionModel:
@@ -163,6 +165,7 @@ class SessionModel:
 
     def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
         """Objects per client id, per how they went (None: not freed)."""
+        from rmtrace.session.objects import ObjectList
         if isinstance(self.object_list, ObjectList):  # loaded from the cache: counted in its columns, none made
             return self.object_list.columns.counts()
         by: dict[str, Counter[FreedBy | None]] = defaultdict(Counter)
@@ -244,6 +247,7 @@ class ObjectsModel:
 
     @cached_property
     def object_list(self) -> Sequence[RmObject]:
+        from rmtrace.session.objects import ObjectList
         return ObjectList(self.columns)
 
     def object_counts(self) -> Mapping[str, Mapping[FreedBy | None, int]]:
@@ -268,6 +272,8 @@ def load_objects(source: str | os.PathLike | TraceReader, driver: str | None = N
 def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) -> ObjectsModel:
     """The processes, clients and objects of the trace whose call table is ``table``."""
     from rmtrace.columns.fold import fold_table_objects
+    from rmtrace.session.fold import Folder
+    from rmtrace.session.objects import Ambiguous, ObjectColumns
     folder = Folder(decoders, Timeline(), client_ids(reader.meta))
     try:
         columns = fold_table_objects(folder, table, reader)
@@ -312,6 +318,7 @@ def fold_session(reader: TraceReader, decoders: DecoderSet, table: CallTable, sn
     """The model of the trace whose call table is ``table`` (``rmtrace.columns.fold``); with
     ``channels_only``, as far as its channels, ranks and host state go (``CHANNELS_ONLY``)."""
     from rmtrace.columns.fold import fold_table
+    from rmtrace.session.fold import Folder
     timeline = Timeline(snapshot_every)
     folder = Folder(decoders, timeline, client_ids(reader.meta))
     fold_table(folder, table, reader, channels_only=channels_only)

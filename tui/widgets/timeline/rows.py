@@ -20,8 +20,12 @@ SEVERITY = {state: look.severity for state, look in LOOKS.items()}
 KIND_ORDER = {"client": 0, "channel": 1, "rank": 2}
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class TimelineRow:
+    """One line of the timeline: a group's heading, or a lane.  Plain (not frozen, equal only to itself, as
+    the drawn lines' cache keys it by id): ``build_rows`` makes one per lane, 12,537 at 1M records, and a
+    frozen dataclass's ``__init__`` made that a third slower on the UI thread."""
+
     group: str
     label: str
     run: int = 0
