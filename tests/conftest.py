@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,3 +38,27 @@ def sequential_boots(tmp_path_factory) -> list[Path]:
     from tests import scenarios
     d = tmp_path_factory.mktemp("boots")
     return [scenarios.sequential(d / "wedged.trace", wedge=True), scenarios.sequential(d / "green.trace", wedge=False)]
+
+
+@pytest.fixture(scope="session")
+def replicated(tmp_path_factory) -> Callable[[int], Path]:
+    """``replicated(n)``: the shipped capture of three CUDA clients in a row replicated to ``n`` records, as the
+    bench traces are (bench/session.py's ``replicate``), made once per ``n`` a session."""
+    bench = REPO / "bench"
+    sys.path.insert(0, str(bench))  # bench/session.py imports its neighbour ``report``
+    try:
+        spec = importlib.util.spec_from_file_location("bench_session", bench / "session.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench))
+    made: dict[int, Path] = {}
+
+    def make(records: int) -> Path:
+        if records not in made:
+            out = tmp_path_factory.mktemp("replicated") / f"replicated-{records}.trace"
+            module.replicate(str(REPO / "captures" / "cuda-streams-3x-sequential.trace"), str(out), records)
+            made[records] = out
+        return made[records]
+    return make

@@ -4,8 +4,6 @@ trace a second time, even with the stash let go of behind the fold a record at a
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,29 +11,15 @@ import pytest
 
 from rmtrace.session.model import load_channels, load_objects, load_session
 from rmtrace.trace import TraceReader
-from tests.test_columns import CAPTURES
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
 RECORDS = 12_000
 """Records of the replicated trace: a few dozen chunks, more than the reader's chunk cache holds."""
 LOADS = {"model": load_session, "channels": load_channels, "objects": load_objects}
 
 
 @pytest.fixture(scope="module")
-def replicated(tmp_path_factory) -> Path:
-    """The three CUDA clients in a row, replicated as the bench traces are (bench/session.py's ``replicate``)."""
-    sys.path.insert(0, str(BENCH))  # bench/session.py imports its neighbour ``report``
-    try:
-        spec = importlib.util.spec_from_file_location("bench_session", BENCH / "session.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    source = next(p for p in CAPTURES if p.name == "cuda-streams-3x-sequential.trace")
-    out = tmp_path_factory.mktemp("replicated") / "replicated.trace"
-    module.replicate(str(source), str(out), RECORDS)
-    return out
+def replicated_trace(replicated) -> Path:
+    return replicated(RECORDS)
 
 
 def _decodes(path: Path, load, cache: Path | str, monkeypatch) -> tuple[Counter, int]:
@@ -57,7 +41,7 @@ def _decodes(path: Path, load, cache: Path | str, monkeypatch) -> tuple[Counter,
 
 @pytest.mark.parametrize("cache", ["empty", "off"])
 @pytest.mark.parametrize("fold", list(LOADS))
-def test_a_cold_fold_of_a_replicated_trace_reads_no_chunk_twice(replicated, fold, cache, monkeypatch, tmp_path):
+def test_a_cold_fold_of_a_replicated_trace_reads_no_chunk_twice(replicated_trace, fold, cache, monkeypatch, tmp_path):
     """Stash segments of one record and fold blocks of 4 rows, so that the stash is let go of behind the fold
     as it moves on (``forget_before``, from the rows' and the effects' blocks both): every chunk is still
     decompressed once, by the build, and none again by the fold; with an empty cache, and with the cache off
@@ -67,7 +51,7 @@ def test_a_cold_fold_of_a_replicated_trace_reads_no_chunk_twice(replicated, fold
 
     monkeypatch.setattr(stash, "SEGMENT", 1)
     monkeypatch.setattr(fold_module, "DECODE_BLOCK", 4)
-    decoded, chunks = _decodes(replicated, LOADS[fold], tmp_path / "cache" if cache == "empty" else "off",
+    decoded, chunks = _decodes(replicated_trace, LOADS[fold], tmp_path / "cache" if cache == "empty" else "off",
                                monkeypatch)
     assert chunks > 8  # more than TraceReader's chunk cache: a second read would decompress again
     assert len(decoded) == chunks
@@ -75,12 +59,12 @@ def test_a_cold_fold_of_a_replicated_trace_reads_no_chunk_twice(replicated, fold
 
 
 @pytest.mark.parametrize("fold", ["model", "objects"])
-def test_a_fold_without_its_stash_reads_chunks_again(replicated, fold, monkeypatch, tmp_path):
+def test_a_fold_without_its_stash_reads_chunks_again(replicated_trace, fold, monkeypatch, tmp_path):
     """What the count above would see were the stash to miss the records the fold reads again (each found
     nowhere): the fold decompresses chunks a second time."""
     import rmtrace.columns.stash as stash
 
     monkeypatch.setattr(stash.RecordStash, "find", lambda self, seq: None)
-    decoded, chunks = _decodes(replicated, LOADS[fold], tmp_path / "cache", monkeypatch)
+    decoded, chunks = _decodes(replicated_trace, LOADS[fold], tmp_path / "cache", monkeypatch)
     assert len(decoded) == chunks
     assert sum(n > 1 for n in decoded.values()) > chunks // 4

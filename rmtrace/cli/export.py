@@ -9,6 +9,7 @@ import sys
 from rmtrace.errors import RmtraceError
 
 NAME = "export"
+COLUMNS = True  # reads the call table: numpy loaded with one BLAS thread (cli/main.py)
 HELP = "write a trace for Wireshark (pcapng + dissector), Perfetto, JSON Lines or a Parquet dataset"
 DESCRIPTION = """\
 Write a trace in a format other tools read:

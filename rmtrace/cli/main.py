@@ -14,10 +14,11 @@ for its one-line help, and adds no command's arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 from rmtrace import __version__
@@ -83,24 +84,29 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         if argv is None or module.NAME == named:
             module.add_arguments(cmd)
-        cmd.set_defaults(_run=module.run, _big_arrays=getattr(module, "BIG_ARRAYS", False))
+        cmd.set_defaults(_run=module.run, _big_arrays=getattr(module, "BIG_ARRAYS", False),
+                         _columns=getattr(module, "COLUMNS", False))
     return parser
 
 
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
-def import_numpy_without_blas_threads() -> None:
-    """numpy imported with its OpenBLAS on one thread, for commands that use numpy for columns only (rmtrace
-    calls no BLAS routine): the library starts a thread per core as it loads, which spin, ~0.1 s of CPU per
-    process on 2 cores (`python -c "import numpy"` 0.23 -> 0.13 s CPU).  The variable is set only while numpy
-    loads (OpenBLAS reads it then), so the processes a command starts inherit the environment as it was;
-    one already set, or numpy already loaded, is left alone."""
+@contextlib.contextmanager
+def blas_on_one_thread() -> Iterator[None]:
+    """OpenBLAS told to start one thread if numpy loads while a command runs that uses numpy for columns only
+    (rmtrace calls no BLAS routine; a command module says so with BIG_ARRAYS or COLUMNS): as it loads, the
+    library starts a thread per core, which spin: ~0.1 s of CPU per process on 2 cores (`python -c "import
+    numpy"` 0.23 -> 0.13 s CPU), ~1.9 s of `show`'s 5.7 on the H200 host's 16.  numpy is not imported here (a
+    small trace's `show` needs none); the variable is there only while the command runs, and these commands
+    start no process, so whatever runs after it finds the environment as it was.  One the user set, or numpy
+    already loaded, is left alone."""
     if BLAS_THREADS in os.environ or "numpy" in sys.modules:
+        yield
         return
     os.environ[BLAS_THREADS] = "1"
     try:
-        import numpy  # noqa: F401
+        yield
     finally:
         del os.environ[BLAS_THREADS]
 
@@ -118,9 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args._big_arrays:  # before the command's first big array: its temporaries' memory given back as they go
         from rmtrace.columns.heap import map_big_arrays
         map_big_arrays()
-        import_numpy_without_blas_threads()
     try:
-        return int(args._run(args) or 0)
+        with blas_on_one_thread() if args._big_arrays or args._columns else contextlib.nullcontext():
+            return int(args._run(args) or 0)
     except RmtraceError as exc:
         print(f"rmtrace {args.command}: error: {exc}", file=sys.stderr)
         discard_saved_outputs()

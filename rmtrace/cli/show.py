@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from rmtrace.trace import RecordFilter, TraceReader
 
 NAME = "show"
+COLUMNS = True  # reads the call table: numpy loaded with one BLAS thread (cli/main.py)
 HELP = "print calls, one line each, decoded (strace-like); -V for every field, --json for tools"
 DESCRIPTION = """\
 Print the calls of a trace in order, one line each, as strace would: an enter
