@@ -1,4 +1,4 @@
-"""The column commands (stats, wedges, diff, show, export) run with OpenBLAS told to start one thread
+"""The column commands (stats, wedges, diff, show, export, tui) run with OpenBLAS told to start one thread
 (``rmtrace.cli.main.blas_on_one_thread``), and leave the environment as it was."""
 
 from __future__ import annotations

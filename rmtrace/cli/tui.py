@@ -8,6 +8,7 @@ from rmtrace.cli.common import STDIN, _trace_path, trace_input, trace_or_default
 from rmtrace.errors import RmtraceError
 
 NAME = "tui"
+COLUMNS = True  # reads the call table: numpy loaded with one BLAS thread (cli/main.py)
 HELP = "interactive timeline, events, objects and wedges (two traces: a diff; --follow: live)"
 DESCRIPTION = """\
 Open a trace in a terminal UI: one lane per channel and per rank, grouped by
