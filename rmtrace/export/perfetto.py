@@ -433,7 +433,7 @@ def call_rows(src: ExportInput, table: CallTable, start: int, stop: int) -> list
     """Rows [start, stop) of the table as the writer takes them (the records read of the few that need them)."""
     c = {name: table.columns[name][start:stop].tolist() for name in _COLUMNS}
     names, details, statuses = table.names.values, table.details.values, table.status_names.values
-    clients = [m.id for m in table.clients]
+    clients = table.client_ids()  # not a ClientRow made of each of the trace's clients for every block
     members = {row: parts for row, parts in table.members.items() if start <= row < stop}
     states = [STATES[s] for s in c["state"]]
     read = [i for i, (source, op, state) in enumerate(zip(c["source"], c["op"], states))
