@@ -121,7 +121,80 @@ def _kept(b: DecodedBuffer) -> list[Any]:
 def _buffer_object(b: DecodedBuffer) -> dict[str, Any]:
     return {"buffer": b.label, "role": enum_name(Role, b.role), "when": enum_name(When, b.when), "slot": b.slot,
             "title": b.title, "layout": getattr(b.layout, "name", None), "fields": _fields(b), "note": b.note,
-            "hex": b.data.hex()}
+            "hex": _hex(b.data)}
+
+
+_LAST_HEX: list[Any] = [b"", ""]
+"""The bytes ``_hex`` took last and their hex."""
+
+
+def _hex(data: bytes) -> str:
+    """``data.hex()``, the last one's given again where the bytes are the same: a call's buffer before and
+    after is most often as it was (a UVM_MAP_EXTERNAL_ALLOCATION's 9 KB params twice)."""
+    last = _LAST_HEX
+    if data == last[0]:
+        return last[1]
+    text = last[1] = data.hex()
+    last[0] = data
+    return text
+
+
+def plain_args(d: Decoded) -> dict[str, Any]:
+    """``plain(d.args)``, an argument that is a member of a buffer's parsed struct (the summary shows the
+    params' members) taken from that buffer's fields (``_fields``) where its type makes ``plain`` the same with
+    its layout as without (``_as_is``): that member made once, the same object in ``args`` and ``fields``
+    (jsonl encodes it once for both; a UVM_MAP_EXTERNAL_ALLOCATION's 256 per-GPU slots are most of its line)."""
+    out: dict[str, Any] = {}
+    for k, v in d.args.items():
+        if str(k).startswith("_"):  # as plain leaves them out
+            continue
+        if type(v) in ATOMS:
+            out[k] = v
+            continue
+        for b in d.buffers:
+            value, layout = b.value, b.layout
+            if layout is not None and hasattr(value, "get") and value.get(k) is v and _as_is(layout, b.layouts, k):
+                out[k] = _fields(b)[k]
+                break
+        else:
+            out[k] = plain(v)
+    return out
+
+
+_AS_IS: dict[tuple[int, int, str], tuple[Any, Any, bool]] = {}
+"""``_as_is`` by the ids of the layout and layouts (kept beside the answer, so that the ids stay theirs) and the member."""
+
+
+def _as_is(layout: Any, layouts: Mapping[str, Any] | None, name: str) -> bool:
+    """Whether ``plain`` of member ``name`` of ``layout`` by the layout (``_plain_struct``) is ``plain`` of it
+    without: no float, char array, bitfield, union or member named ``_...`` in its type, all the way down."""
+    key = (id(layout), id(layouts), name)
+    found = _AS_IS.get(key)
+    if found is not None and found[0] is layout and found[1] is layouts:
+        return found[2]
+    fields = [f for f in layout.fields if f.name == name]
+    answer = len(fields) == 1 and _member_as_is(fields[0], layouts or {})
+    _AS_IS[key] = (layout, layouts, answer)
+    return answer
+
+
+def _member_as_is(f: Any, layouts: Mapping[str, Any]) -> bool:
+    if f.bit_size is not None or not f.name or f.name.startswith("_") or f.kind in ("float", "union"):
+        return False
+    if f.kind == "struct":
+        return _layout_as_is(layouts.get(f.type), layouts)
+    if f.kind == "array":
+        if f.elem_kind in ("char", "float", "union"):
+            return False
+        return f.elem_kind != "struct" or _layout_as_is(layouts.get(f.elem), layouts)
+    return True
+
+
+def _layout_as_is(layout: Any, layouts: Mapping[str, Any]) -> bool:
+    """``_member_as_is`` for every member of ``layout`` (None: no layout, so ``plain`` takes the value as it is)."""
+    if layout is None:
+        return True
+    return getattr(layout, "kind", None) != "union" and all(_member_as_is(f, layouts) for f in layout.fields)
 
 
 def _fields(b: DecodedBuffer) -> Any:

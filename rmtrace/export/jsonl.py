@@ -148,17 +148,71 @@ def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
     with the buffers' objects spliced in already encoded (``render.buffer_fragments``, ``RECORD_BUFFERS``).
     Where a part is not what orjson writes alone, or the line is not what ``encode`` would take from
     orjson (text beyond ASCII), the plain object is encoded."""
-    buffers = buffer_fragments(decoded.buffers)
-    if buffers is not None:
+    obj = _spliced(decoded, folded, start_ns)
+    if obj is not None:
         try:
-            line = orjson.dumps(jsonschema.call(decoded, folded, start_ns, buffers, _record_buffer_fragment),
-                                default=jsonschema.encode_default, option=_LINE_OPTIONS)
+            line = orjson.dumps(obj, default=jsonschema.encode_default, option=_LINE_OPTIONS)
         except TypeError:
             pass
         else:
             if jsonschema.orjson_as_is(line):
                 return line
     return jsonschema.encode(jsonschema.call(decoded, folded, start_ns), newline=True)
+
+
+def _spliced(decoded: Decoded, folded: Call, start_ns: int) -> dict[str, Any] | None:
+    """``jsonschema.call``'s object with its parts already encoded where they can be: the buffers' objects
+    (``render.buffer_fragments``, ``RECORD_BUFFERS``), and each value the object holds more than once
+    (``_shared``); None where a part is not what orjson writes alone."""
+    buffers = buffer_fragments(decoded.buffers)
+    if buffers is None:
+        return None
+    obj = jsonschema.call(decoded, folded, start_ns, buffers, _record_buffer_fragment)
+    return obj if _shared(obj) else None
+
+
+def _shared(obj: dict[str, Any]) -> bool:
+    """Encode once what a call's object holds twice: the fields of a buffer the call left as it was (its
+    objects before and after hold one fields object: ``render._fields``) and a member of the params that is an
+    argument too (``render.plain_args`` gives the fields' own), each then spliced in (``orjson.Fragment``)
+    where it was.  False where one is not what orjson writes alone (``jsonschema.fragment``)."""
+    made = [b for b in obj["buffers"] if type(b) is dict]  # the rest came encoded
+    if not made:
+        return True
+    fields: dict[int, Any] = {}
+    twice: set[int] = set()
+    for b in made:
+        f = b["fields"]
+        if type(f) is dict:
+            if id(f) in fields:
+                twice.add(id(f))
+            fields[id(f)] = f
+    args = obj["args"]
+    members: dict[int, Any] = {}  # id -> an argument that is a member of a fields object
+    for k, v in args.items():
+        if type(v) is list or type(v) is dict:
+            for f in fields.values():
+                if f.get(k) is v:
+                    members[id(v)] = v
+                    twice.add(id(f))
+                    break
+    if not twice:
+        return True
+    encoded: dict[int, Any] = {}
+    for key, v in members.items():
+        encoded[key] = jsonschema.fragment(v)
+    for key in twice:
+        f = fields[key]
+        if members:
+            f = {k: encoded.get(id(v), v) for k, v in f.items()}
+        encoded[key] = jsonschema.fragment(f)
+    if None in encoded.values():
+        return False
+    if members:
+        obj["args"] = {k: encoded.get(id(v), v) for k, v in args.items()}
+    obj["buffers"] = [{**b, "fields": encoded[id(b["fields"])]} if type(b) is dict and id(b["fields"]) in encoded else b
+                      for b in obj["buffers"]]
+    return True
 
 
 VOLATILE_KEYS = ("seq", "t_ns", "time_ns", "pid", "tid", "call_id")
@@ -175,10 +229,9 @@ def template(decoded: Decoded, folded: Call, start_ns: int) -> bytes | None:
     """``encoded_line``'s bytes with a ``%d`` for each of the ``VOLATILE_KEYS`` of the call and of its
     records and a ``%s`` for the duration (``bytes % volatile(call)`` fills them), or None where that line
     is not orjson's bytes."""
-    buffers = buffer_fragments(decoded.buffers)
-    if buffers is None:
+    obj = _spliced(decoded, folded, start_ns)
+    if obj is None:
         return None
-    obj = jsonschema.call(decoded, folded, start_ns, buffers, _record_buffer_fragment)
     obj.update(_CALL_HOLES)  # the keys are there: they keep their places
     for record in obj["records"]:
         record.update(_RECORD_HOLES)
