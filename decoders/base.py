@@ -115,7 +115,7 @@ class Decoded:
             "source": enum_name(Source, self.source), "op": self.op, "name": self.name, "detail": self.detail,
             "known": self.known, "status": self.status, "status_name": self.status_name, "ok": self.ok,
             "errno": self.errno, "handles": dict(self.handles), "args": plain_args(self),
-            "notes": list(self.notes), "extra": plain(self.extra),
+            "notes": list(self.notes), "extra": plain(self.extra) if self.extra else {},
             "buffers": buffer_objects(self.buffers) if buffers is None else buffers,
         }
 
