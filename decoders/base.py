@@ -110,12 +110,12 @@ class Decoded:
     def to_dict(self, buffers: list[Any] | None = None) -> dict[str, Any]:
         """JSON-ready: every decoded field, and each buffer's bytes as hex (``buffers``: the buffers' objects
         as the caller made them, jsonl's pre-encoded ones; by default ``render.buffer_objects``)."""
-        from rmtrace.decoders.render import buffer_objects, plain  # render knows how to show each field type
+        from rmtrace.decoders.render import buffer_objects, plain, plain_args  # render knows how to show each field type
         return {
             "source": enum_name(Source, self.source), "op": self.op, "name": self.name, "detail": self.detail,
             "known": self.known, "status": self.status, "status_name": self.status_name, "ok": self.ok,
-            "errno": self.errno, "handles": dict(self.handles), "args": plain(self.args),
-            "notes": list(self.notes), "extra": plain(self.extra),
+            "errno": self.errno, "handles": dict(self.handles), "args": plain_args(self),
+            "notes": list(self.notes), "extra": plain(self.extra) if self.extra else {},
             "buffers": buffer_objects(self.buffers) if buffers is None else buffers,
         }
 

@@ -110,7 +110,8 @@ def _kept(b: DecodedBuffer) -> list[Any]:
         return [layout, b.layouts, _buffer_object(b), _UNENCODED]
     # by the ids of the layouts: the entry holds them (beside its object), so while it is kept no other
     # layout can take their ids
-    key = (id(layout), id(b.layouts), b.role, b.when, b.slot, b.title, b.note, bytes(b.data))
+    data = b.data
+    key = (id(layout), id(b.layouts), b.role, b.when, b.slot, b.title, b.note, data if type(data) is bytes else bytes(data))
     found = BUFFER_OBJECTS.get(key)
     if found is None:
         found = [layout, b.layouts, _buffer_object(b), _UNENCODED]
@@ -119,25 +120,111 @@ def _kept(b: DecodedBuffer) -> list[Any]:
 
 
 def _buffer_object(b: DecodedBuffer) -> dict[str, Any]:
-    return {"buffer": b.label, "role": enum_name(Role, b.role), "when": enum_name(When, b.when), "slot": b.slot,
+    place = (b.role, b.when, b.slot)
+    names = _PLACES.get(place)
+    if names is None:
+        names = _PLACES[place] = (b.label, enum_name(Role, b.role), enum_name(When, b.when))
+    return {"buffer": names[0], "role": names[1], "when": names[2], "slot": b.slot,
             "title": b.title, "layout": getattr(b.layout, "name", None), "fields": _fields(b), "note": b.note,
-            "hex": b.data.hex()}
+            "hex": _hex(b.data)}
+
+
+_PLACES: dict[tuple[int, int, int], tuple[str, str, str]] = {}
+"""(role, when, slot) -> a buffer's label and its role's and when's names, made once (a trace has a few dozen)."""
+
+
+_LAST_HEX: list[Any] = [b"", ""]
+"""The bytes ``_hex`` took last and their hex."""
+
+
+def _hex(data: bytes) -> str:
+    """``data.hex()``, the last one's given again where the bytes are the same: a call's buffer before and
+    after is most often as it was (a UVM_MAP_EXTERNAL_ALLOCATION's 9 KB params twice)."""
+    last = _LAST_HEX
+    if data == last[0]:
+        return last[1]
+    text = last[1] = data.hex()
+    last[0] = data
+    return text
+
+
+def plain_args(d: Decoded) -> dict[str, Any]:
+    """``plain(d.args)``, an argument that is a member of a buffer's parsed struct (the summary shows the
+    params' members) taken from that buffer's fields (``_fields``) where its type makes ``plain`` the same with
+    its layout as without (``_as_is``): that member made once, the same object in ``args`` and ``fields``
+    (jsonl encodes it once for both; a UVM_MAP_EXTERNAL_ALLOCATION's 256 per-GPU slots are most of its line)."""
+    out: dict[str, Any] = {}
+    for k, v in d.args.items():
+        if str(k).startswith("_"):  # as plain leaves them out
+            continue
+        if type(v) in ATOMS:
+            out[k] = v
+            continue
+        for b in d.buffers:
+            value, layout = b.value, b.layout
+            if layout is not None and hasattr(value, "get") and value.get(k) is v and _as_is(layout, b.layouts, k):
+                out[k] = _fields(b)[k]
+                break
+        else:
+            out[k] = plain(v)
+    return out
+
+
+_AS_IS: dict[tuple[int, int, str], tuple[Any, Any, bool]] = {}
+"""``_as_is`` by the ids of the layout and layouts (kept beside the answer, so that the ids stay theirs) and the member."""
+
+
+def _as_is(layout: Any, layouts: Mapping[str, Any] | None, name: str) -> bool:
+    """Whether ``plain`` of member ``name`` of ``layout`` by the layout (``_plain_struct``) is ``plain`` of it
+    without: no float, char array, bitfield, union or member named ``_...`` in its type, all the way down."""
+    key = (id(layout), id(layouts), name)
+    found = _AS_IS.get(key)
+    if found is not None and found[0] is layout and found[1] is layouts:
+        return found[2]
+    fields = [f for f in layout.fields if f.name == name]
+    answer = len(fields) == 1 and _member_as_is(fields[0], layouts or {})
+    _AS_IS[key] = (layout, layouts, answer)
+    return answer
+
+
+def _member_as_is(f: Any, layouts: Mapping[str, Any]) -> bool:
+    if f.bit_size is not None or not f.name or f.name.startswith("_") or f.kind in ("float", "union"):
+        return False
+    if f.kind == "struct":
+        return _layout_as_is(layouts.get(f.type), layouts)
+    if f.kind == "array":
+        if f.elem_kind in ("char", "float", "union"):
+            return False
+        return f.elem_kind != "struct" or _layout_as_is(layouts.get(f.elem), layouts)
+    return True
+
+
+def _layout_as_is(layout: Any, layouts: Mapping[str, Any]) -> bool:
+    """``_member_as_is`` for every member of ``layout`` (None: no layout, so ``plain`` takes the value as it is)."""
+    if layout is None:
+        return True
+    return getattr(layout, "kind", None) != "union" and all(_member_as_is(f, layouts) for f in layout.fields)
 
 
 def _fields(b: DecodedBuffer) -> Any:
-    """``plain(b.value, b.layout, b.layouts)``, made once per parsed value: the parse cache hands one
-    (frozen) value to every buffer of a layout and bytes, and two buffers of one value are often two
-    objects (a struct a call leaves as it was, before and after), so the fields are kept in ``FIELDS``
-    by the ids of what makes them, the entry holding those (while it is kept, no other object takes an id)."""
+    """``plain(b.value, b.layout, b.layouts)``, the last one's given again for the same parsed value: the parse
+    cache hands one (frozen) value to every buffer of a layout and bytes, and the two buffers of a call that
+    left its struct as it was (before and after, one after the other here) are two objects of one value, whose
+    fields are then one object (jsonl encodes it once).  A value that comes again in a later call most often
+    comes in a buffer ``BUFFER_OBJECTS`` keeps, whose object holds its fields."""
     value, layout, layouts = b.value, b.layout, b.layouts
     if layout is None:
         return plain(value, layout, layouts)
-    key = (id(value), id(layout), id(layouts))
-    found = FIELDS.get(key)
-    if found is None:
-        found = (value, layout, layouts, plain(value, layout, layouts))
-        FIELDS.put(key, found, len(b.data))
-    return found[3]
+    last = _LAST_FIELDS
+    if last[0] is value and last[1] is layout and last[2] is layouts:
+        return last[3]
+    found = plain(value, layout, layouts)
+    last[:] = value, layout, layouts, found  # the entry holds what it is of: no other object takes their ids
+    return found
+
+
+_LAST_FIELDS: list[Any] = [None, None, None, None]
+"""The value, layout and layouts ``_fields`` took last, and their plain value."""
 
 
 BUFFERS_KEPT = 2 * PARSE_KEPT
@@ -150,8 +237,6 @@ holds the bytes twice in hex (and their fields), and once jsonl asks for it its 
 again, so at this budget the cache's share of a process's memory is some tens of MB (jsonl's peak, docs/export.md)."""
 BUFFER_OBJECTS: BoundedLRU[tuple[Any, ...], list[Any]] = BoundedLRU(BUFFERS_KEPT, BUFFERS_KEPT_BYTES)
 """``buffer_objects``' objects by their buffer, and its hits and misses (bench/export.py prints the rate)."""
-FIELDS: BoundedLRU[tuple[int, int, int], tuple[Any, Any, Any, Any]] = BoundedLRU(PARSE_KEPT, PARSE_KEPT_BYTES)
-"""``_fields``' plain values by the parsed value, its layout and layouts (as many as the parse cache keeps)."""
 
 
 def members(layout: Any, value: Any) -> Iterator[tuple[str, Any, Any]]:
@@ -197,7 +282,8 @@ def _plain_struct(value: Any, layout: Any, layouts: Mapping[str, Any] | None) ->
     """A parsed struct by its layout, each member (as ``members`` finds them) by its kind, the kinds
     worked out once per layout (jsonl converts every field of every call)."""
     get = value.get
-    plan, scalars = _plan(layout)
+    found = _PLANS.get(id(layout))  # _plan's lookup, here: a call less per struct
+    plan, scalars = (found[1], found[2]) if found is not None and found[0] is layout else _plan(layout)
     if scalars is not None:  # one pass, as a comprehension: no member but numbers (or what plain makes of them)
         return {name: v if type(v) in ATOMS else plain(v) for name in scalars if (v := get(name, _ABSENT)) is not _ABSENT}
     out: dict[str, Any] = {}

@@ -20,6 +20,7 @@ from rmtrace import jsonschema
 from rmtrace.cli.main import main
 from rmtrace.export.progress import Progress
 from rmtrace.layout import Field, Layout
+from rmtrace.record import Role
 from tests.export_support import legacy_replay, shipped  # noqa: F401 -- legacy_replay is a fixture
 
 
@@ -149,6 +150,40 @@ def test_plain_takes_every_member_as_members_finds_it():
                         assert render.plain(b.value, b.layout, b.layouts) == _oracle(b.value, b.layout, b.layouts)
                         checked += 1
     assert checked > 1000
+
+
+def test_args_share_the_params_fields_where_plain_makes_them_the_same():
+    """render.plain_args against the plain way (the same bytes: 0 and 0.0 are equal, their JSON is not), on every
+    call of every shipped capture; a UVM_MAP_EXTERNAL_ALLOCATION's per-GPU slots are its params' fields' own
+    object, and jsonl encodes that object once, spliced into args and into both copies of the params."""
+    import orjson
+    from rmtrace.decoders import Level
+
+    from rmtrace import captures
+    from rmtrace.export import jsonl
+    from rmtrace.export.source import ExportInput
+    shared = 0
+    for path in sorted(Path(captures.__file__).parent.glob("*.trace")):
+        with ExportInput(str(path), progress=False) as src:
+            for call in src.calls():
+                decoded = src.decoders.decode(call, Level.FULL)
+                args = render.plain_args(decoded)
+                assert orjson.dumps(args) == orjson.dumps(_oracle(decoded.args)), (path, call.first.seq)
+                if decoded.name != "UVM_MAP_EXTERNAL_ALLOCATION":
+                    continue
+                before, after = (b for b in decoded.buffers if b.role == Role.ARG)
+                render.BUFFER_OBJECTS.clear()  # a kept object of an earlier call holds the fields made then
+                assert args["perGpuAttributes"] is render.buffer_objects([before])[0]["fields"]["perGpuAttributes"]
+                obj = jsonl._spliced(decoded, call, src.start_ns)
+                assert obj is not None
+                made = [b for b in obj["buffers"] if type(b) is dict]  # the others came encoded, as seen before
+                if not made:
+                    continue
+                assert type(obj["args"]["perGpuAttributes"]) is orjson.Fragment
+                if len(made) == 2 and before.data == after.data:
+                    assert type(made[0]["fields"]) is orjson.Fragment and made[0]["fields"] is made[1]["fields"]
+                shared += 1
+    assert shared >= 100
 
 
 def test_the_writer_splices_buffers_into_the_bytes_of_the_plain_objects(legacy_replay):  # noqa: F811

@@ -42,8 +42,9 @@ RECORD_BUFFERS_KEPT = 8192
 same address again and again)."""
 RECORD_BUFFERS_KEPT_BYTES = 8 << 20
 """...and the buffer bytes they stand for (an entry takes about three times that: the bytes in its key, and their hex, twice their size)."""
-RECORD_BUFFERS: BoundedLRU[tuple[Any, ...], orjson.Fragment] = BoundedLRU(RECORD_BUFFERS_KEPT,
-                                                                          RECORD_BUFFERS_KEPT_BYTES)
+RECORD_BUFFERS: BoundedLRU[tuple[Any, ...], list[orjson.Fragment | None]] = BoundedLRU(RECORD_BUFFERS_KEPT,
+                                                                                      RECORD_BUFFERS_KEPT_BYTES)
+"""Each buffer's [its fragment], None in it the first time it comes (the second time makes its fragment)."""
 _LINE_OPTIONS = jsonschema.ORJSON_OPTIONS | orjson.OPT_APPEND_NEWLINE
 
 
@@ -69,13 +70,17 @@ def _lines(src: ExportInput, memo: LineMemo | None = None) -> Iterator[bytes]:
     decoders, start = src.decoders, src.start_ns
     memo = memo if memo is not None else LineMemo(decoders)
     stable: dict[int, bytes] = {}
-    """seq -> a record of an operation the memo keeps, its bytes but its ``memokey.VOLATILE`` fields, until its call comes."""
+    """seq -> a record of an operation the memo keeps, its bytes but its ``memokey.VOLATILE`` fields (its stable
+    parts, ``memo_key``), until its call comes."""
 
-    wants = memo.wants
+    wants, wanted = memo.wants, memo.wanted
 
-    def keep(view: memoryview, rec: Record) -> None:
-        if wants(rec.source, rec.op):
-            stable[rec.seq] = b"".join(stable_parts(view))
+    def keep(view: memoryview, rec: Record) -> None:  # for every record: memo.wants' lookup inlined
+        found = wanted.get(rec.source << 32 | rec.op)
+        if found is None:
+            found = wants(rec.source, rec.op)
+        if found:
+            stable[rec.seq] = b"".join((view[:_VOLATILE_START], view[_VOLATILE_END:]))
 
     for call in decoders.calls(src.records(keep)):
         parts = [part for part in (stable.pop(r.seq, None) for r in call.records) if part is not None]
@@ -89,15 +94,10 @@ _VOLATILE_START, _VOLATILE_END = VOLATILE_SPAN
 _STATE_BYTES = {state: bytes((i,)) for i, state in enumerate(CallState)}
 
 
-def stable_parts(record: memoryview) -> tuple[memoryview, memoryview]:
-    """A record but the header fields that say which call it is (``memokey.VOLATILE``, which show's memo
-    keys leave out too): the bytes before them and the bytes after."""
-    return record[:_VOLATILE_START], record[_VOLATILE_END:]
-
-
 def memo_key(state: CallState, parts: list[bytes]) -> bytes:
-    """A call's key in ``LineMemo``: its state, then its records' ``stable_parts`` one after the other
-    (each record says its length, so the bytes one after the other are one key)."""
+    """A call's key in ``LineMemo``: its state, then its records' stable parts one after the other (a record but
+    the header fields that say which call it is, ``memokey.VOLATILE``, which show's memo keys leave out too: the
+    bytes before them and the bytes after; each record says its length, so the bytes one after the other are one key)."""
     return b"".join((_STATE_BYTES[state], *parts))
 
 
@@ -109,16 +109,17 @@ class LineMemo:
         self.templates: BoundedLRU[bytes, bytes] = BoundedLRU(kept, kept_bytes)
         """key -> the template; ``_SEEN`` for a key that came once; b"" for a call whose line is not kept
         (not orjson's bytes, as ``encoded_line`` finds, or too long)."""
-        self._wanted: dict[int, bool] = {}
+        self.wanted: dict[int, bool] = {}
+        """source << 32 | op -> ``wants``' answer, as found."""
         self.filled = 0
         """Lines written from a template (neither decoded nor encoded, but for the template's making)."""
 
     def wants(self, source: int, op: int) -> bool:
         """Whether calls of (source, op) are kept (``memoizable``)."""
         key = source << 32 | op
-        found = self._wanted.get(key)
+        found = self.wanted.get(key)
         if found is None:
-            found = self._wanted[key] = memoizable(self.decoders.op(source, op))
+            found = self.wanted[key] = memoizable(self.decoders.op(source, op))
         return found
 
     def line(self, call: Call, key: bytes, start_ns: int) -> bytes:
@@ -148,17 +149,82 @@ def encoded_line(decoded: Decoded, folded: Call, start_ns: int) -> bytes:
     with the buffers' objects spliced in already encoded (``render.buffer_fragments``, ``RECORD_BUFFERS``).
     Where a part is not what orjson writes alone, or the line is not what ``encode`` would take from
     orjson (text beyond ASCII), the plain object is encoded."""
-    buffers = buffer_fragments(decoded.buffers)
-    if buffers is not None:
+    obj = _spliced(decoded, folded, start_ns)
+    if obj is not None:
         try:
-            line = orjson.dumps(jsonschema.call(decoded, folded, start_ns, buffers, _record_buffer_fragment),
-                                default=jsonschema.encode_default, option=_LINE_OPTIONS)
+            line = orjson.dumps(obj, default=jsonschema.encode_default, option=_LINE_OPTIONS)
         except TypeError:
             pass
         else:
             if jsonschema.orjson_as_is(line):
                 return line
     return jsonschema.encode(jsonschema.call(decoded, folded, start_ns), newline=True)
+
+
+def _spliced(decoded: Decoded, folded: Call, start_ns: int) -> dict[str, Any] | None:
+    """``jsonschema.call``'s object with its parts already encoded where they can be: the buffers' objects
+    (``render.buffer_fragments``, ``RECORD_BUFFERS``), and each value the object holds more than once
+    (``_shared``); None where a part is not what orjson writes alone."""
+    buffers = buffer_fragments(decoded.buffers)
+    if buffers is None:
+        return None
+    obj = jsonschema.call(decoded, folded, start_ns, buffers, _record_buffer_fragment)
+    return obj if _shared(obj) else None
+
+
+SHARED_MIN = 256
+"""The smallest buffer whose fields ``_shared`` encodes once: a smaller one's cost less to encode twice with
+the line than to encode alone (a call of jsonschema.fragment, a copy of the buffer's object)."""
+_SHARED_MIN_HEX = 2 * SHARED_MIN
+
+
+def _shared(obj: dict[str, Any]) -> bool:
+    """Encode once what a call's object holds twice: the fields of a buffer the call left as it was (its
+    objects before and after hold one fields object: ``render._fields``) and a member of the params that is an
+    argument too (``render.plain_args`` gives the fields' own), each then spliced in (``orjson.Fragment``)
+    where it was, in buffers of ``SHARED_MIN`` bytes or more.  False where one is not what orjson writes alone
+    (``jsonschema.fragment``)."""
+    buffers = obj["buffers"]
+    for b in buffers:  # most lines have none: a loop, not a comprehension's call
+        if type(b) is dict and len(b["hex"]) >= _SHARED_MIN_HEX:
+            break
+    else:
+        return True
+    made = [b for b in buffers if type(b) is dict and len(b["hex"]) >= _SHARED_MIN_HEX]  # the rest came encoded
+    fields: dict[int, Any] = {}
+    twice: set[int] = set()
+    for b in made:
+        f = b["fields"]
+        if type(f) is dict:
+            if id(f) in fields:
+                twice.add(id(f))
+            fields[id(f)] = f
+    args = obj["args"]
+    members: dict[int, Any] = {}  # id -> an argument that is a member of a fields object
+    for k, v in args.items():
+        if type(v) is list or type(v) is dict:
+            for f in fields.values():
+                if f.get(k) is v:
+                    members[id(v)] = v
+                    twice.add(id(f))
+                    break
+    if not twice:
+        return True
+    encoded: dict[int, Any] = {}
+    for key, v in members.items():
+        encoded[key] = jsonschema.fragment(v)
+    for key in twice:
+        f = fields[key]
+        if members:
+            f = {k: encoded.get(id(v), v) for k, v in f.items()}
+        encoded[key] = jsonschema.fragment(f)
+    if None in encoded.values():
+        return False
+    if members:
+        obj["args"] = {k: encoded.get(id(v), v) for k, v in args.items()}
+    obj["buffers"] = [{**b, "fields": encoded[id(b["fields"])]} if type(b) is dict and id(b["fields"]) in encoded else b
+                      for b in obj["buffers"]]
+    return True
 
 
 VOLATILE_KEYS = ("seq", "t_ns", "time_ns", "pid", "tid", "call_id")
@@ -175,10 +241,9 @@ def template(decoded: Decoded, folded: Call, start_ns: int) -> bytes | None:
     """``encoded_line``'s bytes with a ``%d`` for each of the ``VOLATILE_KEYS`` of the call and of its
     records and a ``%s`` for the duration (``bytes % volatile(call)`` fills them), or None where that line
     is not orjson's bytes."""
-    buffers = buffer_fragments(decoded.buffers)
-    if buffers is None:
+    obj = _spliced(decoded, folded, start_ns)
+    if obj is None:
         return None
-    obj = jsonschema.call(decoded, folded, start_ns, buffers, _record_buffer_fragment)
     obj.update(_CALL_HOLES)  # the keys are there: they keep their places
     for record in obj["records"]:
         record.update(_RECORD_HOLES)
@@ -206,17 +271,15 @@ def _record_buffer_fragment(b: Buffer) -> orjson.Fragment | dict[str, Any]:
     """``jsonschema.record_buffer(b)``: the first time a buffer comes, the object (orjson encodes it with the
     line); from the second, encoded (numbers and hex: always what orjson writes), kept by what makes it (most
     of a trace as recorded comes once: encoding each alone too would encode it twice)."""
-    data = b.data if type(b.data) is bytes else bytes(b.data)
+    data = b.data
+    if type(data) is not bytes:
+        data = bytes(data)
     key = (b.role, b.when, b.flags, b.addr, b.orig_len, b.slot, data)
     found = RECORD_BUFFERS.get(key)
     if found is None:
-        RECORD_BUFFERS.put(key, _SEEN_BUFFER, len(data))
+        RECORD_BUFFERS.put(key, [None], len(data))
         return jsonschema.record_buffer(b)
-    if found is _SEEN_BUFFER:
-        found = orjson.Fragment(orjson.dumps(jsonschema.record_buffer(b)))
-        RECORD_BUFFERS.put(key, found, len(data))
-    return found
-
-
-_SEEN_BUFFER = orjson.Fragment(b"")
-"""``RECORD_BUFFERS``' entry for a buffer that came once (never written: the second time makes its fragment)."""
+    fragment = found[0]
+    if fragment is None:  # the second time: its fragment, in the entry as it is (no second put)
+        fragment = found[0] = orjson.Fragment(orjson.dumps(jsonschema.record_buffer(b)))
+    return fragment
