@@ -100,6 +100,22 @@ EXPORT int rmt_scan_walk(const uint8_t *data, int64_t n, const int64_t *pos, con
 	return code;
 }
 
+/*
+ * Rows of width bytes at data + pos[i], i < n, copied to out back to back (the
+ * record headers: half the CPU of numpy's gather of rows).  Returns -1, or the first
+ * i whose row would run past the data's size bytes (nothing copied from it on).
+ */
+EXPORT int64_t rmt_scan_rows(const uint8_t *data, int64_t size, int64_t n, const int64_t *pos, int64_t width,
+                             uint8_t *out)
+{
+	for (int64_t i = 0; i < n; i++) {
+		if (pos[i] < 0 || pos[i] + width > size)
+			return i;
+		memcpy(out + i * width, data + pos[i], (size_t)width);
+	}
+	return -1;
+}
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "rmt_scan_members reads the records' little-endian members as the host's numbers"
 #endif

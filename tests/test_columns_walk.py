@@ -1,10 +1,11 @@
-"""The C buffer walk and member reads (kmod_shim/scan_walk.c) against the construct mirror's decode.
+"""The C buffer walk, header and member reads (kmod_shim/scan_walk.c) against the construct mirror's decode.
 
-For every record of every committed capture and replay, the bytes of its
-buffers and where its first ARG buffer before the call, after it, and its
-first PATH buffer lie must be what ``rmtrace.record.decode_record`` finds, and
-the argument members read in C (``rmt_scan_members``) what that decode's
-argument bytes hold at the plan's offsets; a damaged record must stop the call
+For every record of every committed capture and replay, its header as read
+in C (``rmt_scan_rows``) must be the one ``rmtrace.record.decode_record``
+decodes, the bytes of its buffers and where its first ARG buffer before the
+call, after it, and its first PATH buffer lie what that decode finds, and the
+argument members read in C (``rmt_scan_members``) what the decode's argument
+bytes hold at the plan's offsets; a damaged record must stop the call
 table with the RecordError text the column reader has always given (the
 record's byte and chunk, and what is wrong).
 """
@@ -26,7 +27,9 @@ from rmtrace.kmod_shim.shim_build import SCAN_LIBRARY, SCAN_SOURCES, build
 
 from rmtrace.columns.argspec import MAX_HANDLES, Plan, Scalar
 from rmtrace.columns.batch import BATCH_RECORDS, batches, read_headers
-from rmtrace.columns.scan import ABSENT, SIDES, ArgRegistry, Records, _load_walk, scan_chunks, walk_buffers
+from rmtrace.columns.dtypes import HEADER_DTYPE
+from rmtrace.columns.native import load
+from rmtrace.columns.scan import ABSENT, SIDES, ArgRegistry, Records, scan_chunks, walk_buffers
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.errors import RecordError, RmtraceError
 from rmtrace.record import (
@@ -79,6 +82,10 @@ def test_walk_is_the_mirror_decode(path: Path) -> None:
                                  headers.off + headers.total, headers.head["nbufs"].astype(np.int64), out)
             data = memoryview(room)
             for k, off in enumerate(headers.off.tolist()):
+                rec = decode_record(data[:headers.end[k]], off)
+                head = headers.head[k]
+                assert {name: int(head[name]) for name in HEADER_DTYPE.names} == RECORD.unpack(data, off)._asdict(), k
+                assert (int(head["seq"]), int(head["time_ns"]), int(head["op"])) == (rec.seq, rec.time_ns, rec.op)
                 total, first = expected(data[:headers.end[k]], off)
                 assert int(out["bytes"][k]) == total
                 for kind, want in first.items():
@@ -232,7 +239,7 @@ def test_damaged_record_errors(tmp_path: Path, damage: dict[int, Callable[[bytes
 def test_walk_library_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rmtrace.kmod_shim, "HERE", tmp_path, raising=False)
     with pytest.raises(RmtraceError, match="the record walk is not built .*pip install -e . builds kmod_shim/librmtrace_scan.so"):
-        _load_walk()
+        load()
 
 
 def test_walk_library_of_another_record_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -247,4 +254,4 @@ def test_walk_library_of_another_record_format(tmp_path: Path, monkeypatch: pyte
     build(tmp_path / SCAN_LIBRARY, source_dir=tmp_path, sources=SCAN_SOURCES)
     monkeypatch.setattr(rmtrace.kmod_shim, "HERE", tmp_path, raising=False)
     with pytest.raises(RmtraceError, match="built from another record format than rmtrace.record's"):
-        _load_walk()
+        load()

@@ -2,10 +2,10 @@
 
 ``scan_chunks`` takes a batch of chunks in one buffer, with its record headers
 read and checked (``rmtrace.columns.batch``), walks the buffers of all records
-in one C pass (``rmt_scan_walk`` of kmod_shim/scan_walk.c, loaded with ctypes
-and checked at import against the construct mirror), and reads the argument
+in one C pass (``rmt_scan_walk`` of kmod_shim/scan_walk.c, loaded by
+``rmtrace.columns.native``), and reads the argument
 members the call table needs at the offsets ``rmtrace.columns.argspec`` worked
-out.  It checks what
+out (``rmt_scan_members``).  It checks what
 ``rmtrace.record.decode_record`` checks; a record that fails raises the same
 ``RecordError``.
 
@@ -24,8 +24,9 @@ import numpy as np
 from rmtrace.columns.argspec import MAX_HANDLES, ArgLayout, Kind, Plan
 from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import ByteViews, Where, read_headers
+from rmtrace.columns.native import SCAN
 from rmtrace.errors import RmtraceError
-from rmtrace.record import ALIGN, BUFFER_LAYOUT, BufferFlag, Role, Source, When
+from rmtrace.record import BufferFlag, Source
 from rmtrace.trace import ChunkSpan
 
 Records = dict[str, np.ndarray]
@@ -122,45 +123,6 @@ _WALK_ERRORS = {1: "a buffer header runs past the record's end", 2: "a buffer ru
 """``rmt_scan_walk``'s WALK_* codes: what a record it stops at has wrong."""
 
 
-def _buffer_layout() -> tuple[int, ...]:
-    """What scan_walk.c takes from rmtrace_record.h, as ``rmt_scan_buffer_layout`` lists it, from the
-    construct mirror: sizeof(struct rmt_buffer), offset and size of the fields it reads, and the constants."""
-    fields = [BUFFER_LAYOUT[name] for name in ("role", "when", "flags", "len")]
-    constants = (Role.ARG, Role.PATH, When.BEFORE, When.AFTER, ALIGN)
-    return (BUFFER_LAYOUT.size, *(v for f in fields for v in (f.offset, f.codec.size)), *map(int, constants))
-
-
-def _load_walk() -> tuple[Callable[..., int], Callable[..., int]]:
-    """``rmt_scan_walk`` and ``rmt_scan_members`` of the library the install builds (kmod_shim/shim_build.py), once its view of the
-    record format is checked against the construct mirror's."""
-    from rmtrace.kmod_shim import HERE
-    from rmtrace.kmod_shim.shim_build import SCAN_LIBRARY
-
-    path = HERE / SCAN_LIBRARY
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as e:
-        raise RmtraceError(f"the record walk is not built ({e}): reinstall rmtrace with a C compiler present "
-                           f"(pip install -e . builds kmod_shim/{SCAN_LIBRARY})") from None
-    size = ctypes.c_int64.in_dll(lib, "rmt_scan_buffer_layout_len").value
-    theirs = tuple((ctypes.c_int64 * size).in_dll(lib, "rmt_scan_buffer_layout"))
-    ours = _buffer_layout()
-    if theirs != ours:
-        raise RmtraceError(f"{path} was built from another record format than rmtrace.record's (struct rmt_buffer "
-                           f"and constants {list(theirs)}, the mirror's {list(ours)}): reinstall rmtrace")
-    walk = lib.rmt_scan_walk
-    walk.argtypes = [ctypes.c_void_p, ctypes.c_int64, *[ctypes.c_void_p] * 7, ctypes.POINTER(ctypes.c_int64)]
-    walk.restype = ctypes.c_int
-    members = lib.rmt_scan_members
-    members.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                        ctypes.c_int64, *[ctypes.c_void_p] * 6]
-    members.restype = ctypes.c_int64
-    return walk, members
-
-
-_WALK, _MEMBERS = _load_walk()
-
-
 def scan_chunks(buffer: bytearray, spans: Sequence[ChunkSpan], args: ArgRegistry, first_pos: int,
                 path_prefix: bytes = b"") -> Records:
     """The record columns of consecutive chunks, in file order, that ``TraceReader.read_chunks`` put in
@@ -196,7 +158,7 @@ def walk_buffers(data: ByteViews, where: Where, pos: np.ndarray, limit: np.ndarr
     start, length, flags = (np.empty((len(_FOUND), n), dtype=np.int64) for _ in range(3))
     bad = ctypes.c_int64(-1)
     pos, limit, nbufs = (np.ascontiguousarray(a, dtype=np.int64) for a in (pos, limit, nbufs))
-    code = _WALK(data.u1.ctypes.data, n, *(a.ctypes.data for a in (pos, limit, nbufs, total, start, length, flags)),
+    code = SCAN.walk(data.u1.ctypes.data, n, *(a.ctypes.data for a in (pos, limit, nbufs, total, start, length, flags)),
                  ctypes.byref(bad))
     if code:
         where.fail(bad.value, _WALK_ERRORS[code])
@@ -231,7 +193,7 @@ def read_members(data: ByteViews, args: ArgRegistry, start: np.ndarray, layout: 
     layout = np.ascontiguousarray(layout, dtype=np.int32)
     # row l * slots + k of these C-contiguous tables is layout l's slot k, as the C reads them
     tables = [np.ascontiguousarray(a) for a in (args.offsets, args.widths, args.signed)]
-    bad = _MEMBERS(data.u1.ctypes.data, len(data.u1), n, start.ctypes.data, layout.ctypes.data, _SLOTS,
+    bad = SCAN.members(data.u1.ctypes.data, len(data.u1), n, start.ctypes.data, layout.ctypes.data, _SLOTS,
                    *(a.ctypes.data for a in tables), key.ctypes.data, status.ctypes.data, handles.ctypes.data)
     if bad >= 0:
         raise RmtraceError(f"record {bad} of the batch: an argument member of layout "
