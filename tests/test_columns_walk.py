@@ -1,26 +1,35 @@
-"""The C buffer walk (``rmt_scan_walk``, kmod_shim/scan_walk.c) against the construct mirror's decode.
+"""The C buffer walk, header and member reads (kmod_shim/scan_walk.c) against the construct mirror's decode.
 
-For every record of every committed capture and replay, the bytes of its
-buffers and where its first ARG buffer before the call, after it, and its
-first PATH buffer lie must be what ``rmtrace.record.decode_record`` finds; a
-damaged record must stop the call table with the RecordError text the column
-reader has always given (the record's byte and chunk, and what is wrong).
+For every record of every committed capture and replay, its header as read
+in C (``rmt_scan_rows``) must be the one ``rmtrace.record.decode_record``
+decodes, the bytes of its buffers and where its first ARG buffer before the
+call, after it, and its first PATH buffer lie what that decode finds, and the
+argument members read in C (``rmt_scan_members``) what the decode's argument
+bytes hold at the plan's offsets; a damaged record must stop the call
+table with the RecordError text the column reader has always given (the
+record's byte and chunk, and what is wrong).
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import rmtrace.kmod_shim
-from rmtrace.decoders import decoders_for
+from rmtrace.decoders import DecoderSet, decoders_for
+from rmtrace.decoders.profiles import available_profiles, load_profile
 from rmtrace.kmod_shim.shim_build import SCAN_LIBRARY, SCAN_SOURCES, build
 
+from rmtrace.columns.argspec import MAX_HANDLES, Plan, Scalar
 from rmtrace.columns.batch import BATCH_RECORDS, batches, read_headers
-from rmtrace.columns.scan import _load_walk, walk_buffers
+from rmtrace.columns.dtypes import HEADER_DTYPE
+from rmtrace.columns.native import load
+from rmtrace.columns.scan import ABSENT, SIDES, ArgRegistry, Records, scan_chunks, walk_buffers
 from rmtrace.columns.table import CallTableBuilder
 from rmtrace.errors import RecordError, RmtraceError
 from rmtrace.record import (
@@ -38,6 +47,7 @@ from rmtrace.record import (
 )
 from rmtrace.session.planned import client_ids
 from rmtrace.trace import TraceReader, TraceWriter
+from tests.test_columns import _calls
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = sorted((REPO / "captures").glob("*.trace")) + sorted((REPO / "captures" / "replays").glob("*.trace"))
@@ -72,6 +82,10 @@ def test_walk_is_the_mirror_decode(path: Path) -> None:
                                  headers.off + headers.total, headers.head["nbufs"].astype(np.int64), out)
             data = memoryview(room)
             for k, off in enumerate(headers.off.tolist()):
+                rec = decode_record(data[:headers.end[k]], off)
+                head = headers.head[k]
+                assert {name: int(head[name]) for name in HEADER_DTYPE.names} == RECORD.unpack(data, off)._asdict(), k
+                assert (int(head["seq"]), int(head["time_ns"]), int(head["op"])) == (rec.seq, rec.time_ns, rec.op)
                 total, first = expected(data[:headers.end[k]], off)
                 assert int(out["bytes"][k]) == total
                 for kind, want in first.items():
@@ -79,6 +93,77 @@ def test_walk_is_the_mirror_decode(path: Path) -> None:
                     assert (int(start[k]), int(length[k]), int(flags[k])) == want, (k, kind)
             records += len(headers.off)
         assert records == sum(chunk.count for chunk in reader.chunks) > 0
+
+
+def _member_mismatches(path: Path, shift: int = 0) -> tuple[int, int]:
+    """(members read, members that differ from the mirror's decode) over every record of ``path``: per
+    side, the first such ARG buffer of ``decode_record``'s record, each member slot of the layout the
+    scan gave it read at the plan's offset.  ``shift``: move every offset the C is given that far (a
+    wrong offset, which must show)."""
+    read = wrong = 0
+    with TraceReader(path) as reader:
+        decoders = decoders_for(reader)
+        args = ArgRegistry(Plan(decoders))
+        room = None
+        for indices in batches(reader.chunks, 0, BATCH_RECORDS):
+            room, spans = reader.read_chunks(indices, room)
+            if shift:
+                scan_chunks(room, spans, args, 0)  # registers the layouts, so their offsets can be moved
+                args.offsets += shift
+            recs: Records = scan_chunks(room, spans, args, 0)
+            if shift:
+                args.offsets -= shift
+            views = {span.index: memoryview(room)[span.start:span.end] for span in spans}
+            for i in range(len(recs["pos"])):
+                rec = decode_record(views[int(recs["chunk"][i])], int(recs["offset"][i]))
+                for side, when in zip(SIDES, (When.BEFORE, When.AFTER)):
+                    data = next((b.data for b in rec.buffers if b.role == Role.ARG and b.when == when), None)
+                    layout = int(recs[f"{side}_arg"][i])
+                    assert (layout == ABSENT) == (data is None), (i, side)
+                    slots: list[Scalar | None] = [None] * (2 + MAX_HANDLES)
+                    if layout >= 0:
+                        found = args.layouts[layout]
+                        slots[:2 + len(found.handles)] = [found.key, found.status, *(h for _, h in found.handles)]
+                    got = [int(recs[f"{side}_key"][i]), int(recs[f"{side}_status"][i]),
+                           *map(int, recs[f"{side}_h"][i])]
+                    for k, slot in enumerate(slots):
+                        want = 0 if slot is None or data is None else int.from_bytes(
+                            data[slot.offset:slot.offset + slot.size], "little", signed=slot.signed)
+                        if k >= 2:
+                            want &= 0xFFFFFFFF  # the handle columns are 32-bit
+                        read += slot is not None
+                        wrong += got[k] != want
+    return read, wrong
+
+
+def _layouts_trace(tmp_path: Path, version: str) -> Path:
+    """Calls of every ioctl argument layout of profile ``version`` (tests/test_columns.py's ``_calls``:
+    random members, short and unreadable arguments, exits only)."""
+    decoders = DecoderSet(load_profile(version), user=False)
+    path = tmp_path / f"layouts-{version}.trace"
+    with TraceWriter(path, {"driver_version": version}) as writer:
+        for t, rec in enumerate(rec for records in _calls(decoders, random.Random(version)) for rec in records):
+            writer.write(replace(rec, time_ns=1000 * t))
+    return path
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+def test_members_are_the_mirror_decode(path: Path) -> None:
+    read, wrong = _member_mismatches(path)
+    assert wrong == 0
+    assert read > 0 or path.name.startswith("nvidia-smi")
+
+
+@pytest.mark.parametrize("version", available_profiles())
+def test_members_of_every_layout(tmp_path: Path, version: str) -> None:
+    read, wrong = _member_mismatches(_layouts_trace(tmp_path, version))
+    assert (read > 0, wrong) == (True, 0)
+
+
+def test_members_at_a_wrong_offset_differ(tmp_path: Path) -> None:
+    """The comparison sees an offset one byte off (so the tests above would catch the C reading elsewhere)."""
+    read, wrong = _member_mismatches(_layouts_trace(tmp_path, available_profiles()[0]), shift=1)
+    assert read > 0 and wrong > read // 2
 
 
 def _record(seq: int, buffers: int) -> bytes:
@@ -154,7 +239,7 @@ def test_damaged_record_errors(tmp_path: Path, damage: dict[int, Callable[[bytes
 def test_walk_library_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rmtrace.kmod_shim, "HERE", tmp_path, raising=False)
     with pytest.raises(RmtraceError, match="the record walk is not built .*pip install -e . builds kmod_shim/librmtrace_scan.so"):
-        _load_walk()
+        load()
 
 
 def test_walk_library_of_another_record_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,4 +254,4 @@ def test_walk_library_of_another_record_format(tmp_path: Path, monkeypatch: pyte
     build(tmp_path / SCAN_LIBRARY, source_dir=tmp_path, sources=SCAN_SOURCES)
     monkeypatch.setattr(rmtrace.kmod_shim, "HERE", tmp_path, raising=False)
     with pytest.raises(RmtraceError, match="built from another record format than rmtrace.record's"):
-        _load_walk()
+        load()

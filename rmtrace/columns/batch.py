@@ -21,6 +21,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from rmtrace.chunk import ChunkInfo
 from rmtrace.columns.dtypes import HEADER_DTYPE
+from rmtrace.columns.native import SCAN
 from rmtrace.errors import RecordError
 from rmtrace.record import ALIGN, RECORD_MAGIC, RECORD_VERSION
 from rmtrace.trace import ChunkSpan
@@ -32,16 +33,16 @@ class ByteViews:
     def __init__(self, u1: np.ndarray) -> None:
         self.u1 = u1  # a whole number of 8-byte words
         self.typed = {1: u1, 2: u1.view("<u2"), 4: u1.view("<u4"), 8: u1.view("<u8")}
-        self._windows: dict[int, np.ndarray] = {}
 
     def rows(self, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """The structs of ``dtype`` (a whole number of words) at 8-aligned positions.  A window view of
-        the words makes it one gather of whole rows (numpy's fast path), not one per word."""
-        words = dtype.itemsize // ALIGN
-        window = self._windows.get(words)
-        if window is None:
-            window = self._windows[words] = sliding_window_view(self.typed[ALIGN], words)
-        return window[pos // ALIGN].view(dtype).ravel()
+        """The structs of ``dtype`` at byte positions ``pos``, copied in C (``rmt_scan_rows``: half the CPU of
+        numpy's gather of whole rows from a window view of the words)."""
+        out = np.empty(len(pos), dtype=dtype)
+        pos = np.ascontiguousarray(pos, dtype=np.int64)
+        bad = SCAN.rows(self.u1.ctypes.data, len(self.u1), len(pos), pos.ctypes.data, dtype.itemsize, out.ctypes.data)
+        if bad >= 0:
+            raise IndexError(f"a {dtype.itemsize}-byte row at byte {pos[bad]} runs past the batch's {len(self.u1)}")
+        return out
 
     def starts_with(self, start: np.ndarray, length: np.ndarray, prefix: bytes) -> np.ndarray:
         """Whether the data at ``start`` (-1: none) of ``length`` bytes begins with ``prefix``."""

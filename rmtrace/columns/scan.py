@@ -2,10 +2,10 @@
 
 ``scan_chunks`` takes a batch of chunks in one buffer, with its record headers
 read and checked (``rmtrace.columns.batch``), walks the buffers of all records
-in one C pass (``rmt_scan_walk`` of kmod_shim/scan_walk.c, loaded with ctypes
-and checked at import against the construct mirror), and reads the argument
+in one C pass (``rmt_scan_walk`` of kmod_shim/scan_walk.c, loaded by
+``rmtrace.columns.native``), and reads the argument
 members the call table needs at the offsets ``rmtrace.columns.argspec`` worked
-out.  It checks what
+out (``rmt_scan_members``).  It checks what
 ``rmtrace.record.decode_record`` checks; a record that fails raises the same
 ``RecordError``.
 
@@ -24,8 +24,9 @@ import numpy as np
 from rmtrace.columns.argspec import MAX_HANDLES, ArgLayout, Kind, Plan
 from rmtrace.columns.arrays import distinct
 from rmtrace.columns.batch import ByteViews, Where, read_headers
+from rmtrace.columns.native import SCAN
 from rmtrace.errors import RmtraceError
-from rmtrace.record import ALIGN, BUFFER_LAYOUT, BufferFlag, Role, Source, When
+from rmtrace.record import BufferFlag, Source
 from rmtrace.trace import ChunkSpan
 
 Records = dict[str, np.ndarray]
@@ -43,8 +44,6 @@ _UNREADABLE = int(BufferFlag.UNREADABLE)
 _IOCTL_SOURCES = (int(Source.RM), int(Source.UVM))
 _LEN_BITS = 28
 _SLOTS = 2 + MAX_HANDLES  # key, status, then the handles
-_DTYPES = [np.dtype(f"<{kind}{size}") for size in (1, 2, 4, 8) for kind in ("u", "i")]
-_CODE_OF = {(dtype.itemsize, dtype.kind == "i"): code for code, dtype in enumerate(_DTYPES, 1)}
 
 
 class KeyCache:
@@ -81,19 +80,14 @@ class ArgRegistry:
         self.handle_set: list[int] = []
         """Per layout id: the index of its handle names in ``handle_sets``."""
         self.has_status: list[bool] = []
-        self._offsets = np.zeros((0, _SLOTS), dtype=np.int64)
-        self._codes = np.zeros((0, _SLOTS), dtype=np.int64)
+        self.offsets = np.zeros((0, _SLOTS), dtype=np.int64)
+        """Per layout id (row) and member slot (0 key, 1 status, then the handles): its offset in the argument."""
+        self.widths = np.zeros((0, _SLOTS), dtype=np.int64)
+        """Its size in bytes (0: the layout has no such member)."""
+        self.signed = np.zeros((0, _SLOTS), dtype=np.uint8)
+        """Whether it is signed."""
         self.ids = KeyCache(self._id)
         """Layout ids (or RAW) of packed (source, unreadable, op, length) keys."""
-
-    def slot(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per layout id: the offset of member slot ``k`` (0 key, 1 status, then the handles) and its dtype
-        code (0: the layout has no such member)."""
-        return self._offsets[:, k], self._codes[:, k]
-
-    def codes(self, k: int) -> list[int]:
-        """The dtype codes member slot ``k`` has in any layout."""
-        return sorted(set(self._codes[:, k].tolist()) - {0})
 
     def _id(self, key: int) -> int:
         source, unreadable = key >> 61, (key >> 60) & 1
@@ -114,13 +108,12 @@ class ArgRegistry:
         self.handle_set.append(self.handle_sets.index(names))
         self.has_status.append(layout.status is not None)
         slots = [layout.key, layout.status] + [s for _, s in layout.handles]
-        offsets = np.zeros((1, _SLOTS), dtype=np.int64)
-        codes = np.zeros((1, _SLOTS), dtype=np.int64)
-        for k, s in enumerate(slots):
-            if s is not None:
-                offsets[0, k], codes[0, k] = s.offset, _CODE_OF[(s.size, s.signed)]
-        self._offsets = np.ascontiguousarray(np.vstack([self._offsets, offsets]).T).T  # columns contiguous
-        self._codes = np.ascontiguousarray(np.vstack([self._codes, codes]).T).T
+        row = [(s.offset, s.size, s.signed) if s is not None else (0, 0, False) for s in slots]
+        row += [(0, 0, False)] * (_SLOTS - len(row))
+        offsets, widths, signed = zip(*row)
+        self.offsets = np.vstack([self.offsets, np.array([offsets], dtype=np.int64)])
+        self.widths = np.vstack([self.widths, np.array([widths], dtype=np.int64)])
+        self.signed = np.vstack([self.signed, np.array([signed], dtype=np.uint8)])
         return found
 
 
@@ -128,41 +121,6 @@ _FOUND = ("b", "a", "path")
 """What ``rmt_scan_walk`` finds, in the order of its FOUND_* rows."""
 _WALK_ERRORS = {1: "a buffer header runs past the record's end", 2: "a buffer runs past the record's end"}
 """``rmt_scan_walk``'s WALK_* codes: what a record it stops at has wrong."""
-
-
-def _buffer_layout() -> tuple[int, ...]:
-    """What scan_walk.c takes from rmtrace_record.h, as ``rmt_scan_buffer_layout`` lists it, from the
-    construct mirror: sizeof(struct rmt_buffer), offset and size of the fields it reads, and the constants."""
-    fields = [BUFFER_LAYOUT[name] for name in ("role", "when", "flags", "len")]
-    constants = (Role.ARG, Role.PATH, When.BEFORE, When.AFTER, ALIGN)
-    return (BUFFER_LAYOUT.size, *(v for f in fields for v in (f.offset, f.codec.size)), *map(int, constants))
-
-
-def _load_walk() -> Callable[..., int]:
-    """``rmt_scan_walk`` of the library the install builds (kmod_shim/shim_build.py), once its view of the
-    record format is checked against the construct mirror's."""
-    from rmtrace.kmod_shim import HERE
-    from rmtrace.kmod_shim.shim_build import SCAN_LIBRARY
-
-    path = HERE / SCAN_LIBRARY
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as e:
-        raise RmtraceError(f"the record walk is not built ({e}): reinstall rmtrace with a C compiler present "
-                           f"(pip install -e . builds kmod_shim/{SCAN_LIBRARY})") from None
-    size = ctypes.c_int64.in_dll(lib, "rmt_scan_buffer_layout_len").value
-    theirs = tuple((ctypes.c_int64 * size).in_dll(lib, "rmt_scan_buffer_layout"))
-    ours = _buffer_layout()
-    if theirs != ours:
-        raise RmtraceError(f"{path} was built from another record format than rmtrace.record's (struct rmt_buffer "
-                           f"and constants {list(theirs)}, the mirror's {list(ours)}): reinstall rmtrace")
-    walk = lib.rmt_scan_walk
-    walk.argtypes = [ctypes.c_void_p, ctypes.c_int64, *[ctypes.c_void_p] * 7, ctypes.POINTER(ctypes.c_int64)]
-    walk.restype = ctypes.c_int
-    return walk
-
-
-_WALK = _load_walk()
 
 
 def scan_chunks(buffer: bytearray, spans: Sequence[ChunkSpan], args: ArgRegistry, first_pos: int,
@@ -200,7 +158,7 @@ def walk_buffers(data: ByteViews, where: Where, pos: np.ndarray, limit: np.ndarr
     start, length, flags = (np.empty((len(_FOUND), n), dtype=np.int64) for _ in range(3))
     bad = ctypes.c_int64(-1)
     pos, limit, nbufs = (np.ascontiguousarray(a, dtype=np.int64) for a in (pos, limit, nbufs))
-    code = _WALK(data.u1.ctypes.data, n, *(a.ctypes.data for a in (pos, limit, nbufs, total, start, length, flags)),
+    code = SCAN.walk(data.u1.ctypes.data, n, *(a.ctypes.data for a in (pos, limit, nbufs, total, start, length, flags)),
                  ctypes.byref(bad))
     if code:
         where.fail(bad.value, _WALK_ERRORS[code])
@@ -210,31 +168,34 @@ def walk_buffers(data: ByteViews, where: Where, pos: np.ndarray, limit: np.ndarr
 
 def _arg_members(data: ByteViews, args: ArgRegistry, out: Records, ioctl: np.ndarray, side: str, start: np.ndarray,
                  length: np.ndarray, unreadable: np.ndarray) -> None:
-    """Which layout each ioctl record's argument decodes as, and the members read from it."""
-    n = len(start)
+    """Which layout each ioctl record's argument decodes as, and the members read from it (in C,
+    ``rmt_scan_members``, at the offsets ``args`` holds per layout)."""
     layout = np.where(start >= 0, RAW, ABSENT).astype(np.int32)
-    values = np.zeros((_SLOTS, n), dtype=np.int64)
     rows = np.flatnonzero(ioctl & (start >= 0))
     if rows.size:
         keys = ((out["source"][rows].astype(np.uint64) << np.uint64(61))
                 | (unreadable[rows].astype(np.uint64) << np.uint64(60))
                 | (out["op"][rows].astype(np.uint64) << np.uint64(_LEN_BITS))
                 | np.minimum(length[rows], (1 << _LEN_BITS) - 1).astype(np.uint64))
-        ids = args.ids(keys)
-        layout[rows] = ids
-        known = ids >= 0
-        rows, ids = rows[known], ids[known]
-        base = start[rows]
-        for k in range(_SLOTS):
-            offsets, codes = args.slot(k)
-            code = codes[ids]
-            for c in args.codes(k):
-                sel = code == c
-                if sel.all():
-                    values[k, rows] = data.read(base + offsets[ids], _DTYPES[c - 1])
-                elif sel.any():
-                    values[k, rows[sel]] = data.read(base[sel] + offsets[ids[sel]], _DTYPES[c - 1])
+        layout[rows] = args.ids(keys)
     out[f"{side}_arg"] = layout
-    out[f"{side}_key"] = values[0]
-    out[f"{side}_status"] = values[1]
-    out[f"{side}_h"] = values[2:].T.astype(np.uint32)
+    out[f"{side}_key"], out[f"{side}_status"], out[f"{side}_h"] = read_members(data, args, start, layout)
+
+
+def read_members(data: ByteViews, args: ArgRegistry, start: np.ndarray, layout: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The key, status and handles (uint32, one row of ``MAX_HANDLES`` per record) of each record's
+    argument at ``start`` decoded as layout id ``layout`` (< 0: none, then 0s)."""
+    n = len(start)
+    key, status = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    handles = np.empty((n, MAX_HANDLES), dtype=np.uint32)
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    layout = np.ascontiguousarray(layout, dtype=np.int32)
+    # row l * slots + k of these C-contiguous tables is layout l's slot k, as the C reads them
+    tables = [np.ascontiguousarray(a) for a in (args.offsets, args.widths, args.signed)]
+    bad = SCAN.members(data.u1.ctypes.data, len(data.u1), n, start.ctypes.data, layout.ctypes.data, _SLOTS,
+                   *(a.ctypes.data for a in tables), key.ctypes.data, status.ctypes.data, handles.ctypes.data)
+    if bad >= 0:
+        raise RmtraceError(f"record {bad} of the batch: an argument member of layout "
+                           f"{args.layouts[layout[bad]].name} lies past the batch's bytes")
+    return key, status, handles

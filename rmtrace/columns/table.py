@@ -434,6 +434,17 @@ class TableCalls(Sequence[CallInfo]):
         return self.table.infos()
 
 
+@dataclass
+class _LayoutTables:
+    """Per argument layout id (``ArgRegistry``), and one more entry for "no layout": the table's id of its
+    handle names (NONE for none), whether it has a key member, whether that names the call, a status."""
+
+    handles: np.ndarray
+    has_key: np.ndarray
+    named: np.ndarray
+    has_status: np.ndarray
+
+
 class CallTableBuilder:
     """Builds a trace's call table from its chunks; ``update`` picks up chunks added since."""
 
@@ -491,6 +502,7 @@ class CallTableBuilder:
         self._keyed: list[int] = []  # (source, op) of operations named by a member of their argument
         self._keyed_ops = KeyCache(self._keyed_op)
         self._detail_of = KeyCache(self._detail)
+        self._tables: _LayoutTables | None = None
 
     def _op(self, key: int) -> OpPlan:
         return self.plan.op(key >> 32, key & 0xFFFFFFFF)
@@ -717,17 +729,15 @@ class CallTableBuilder:
         none = len(self.args.layouts)  # the index of the "no layout" entry appended to each per-layout table
         main = np.where(use_a, a_arg, b_arg)
         main = np.where(main >= 0, main, none)
-        translate = np.array([self.handle_sets.id(self.args.handle_sets[i]) for i in self.args.handle_set] + [NONE],
-                             dtype=np.int32)
-        out["handles"][rows] = translate[main]
+        tables = self._layout_tables()
+        out["handles"][rows] = tables.handles[main]
+        handles = np.where(use_a[:, None], recs["a_h"][main_rec], recs["b_h"][main_rec])
         for k in range(MAX_HANDLES):
-            out[f"h{k}"][rows] = np.where(use_a, recs["a_h"][main_rec, k], recs["b_h"][main_rec, k])
-        has_key = np.array([layout.key is not None for layout in self.args.layouts] + [False])[main]
-        named = np.array([layout.names_call for layout in self.args.layouts] + [False])[main]
+            out[f"h{k}"][rows] = handles[:, k]
         key = np.where(use_a, recs["a_key"][main_rec], recs["b_key"][main_rec])
-        out["key"][rows] = np.where(has_key, key, 0)
-        out["detail"][rows] = self._detail_ids(out["source"][rows], out["op"][rows], key, named)
-        has_status = np.array(self.args.has_status + [False])[main] & after
+        out["key"][rows] = np.where(tables.has_key[main], key, 0)
+        out["detail"][rows] = self._detail_ids(out["source"][rows], out["op"][rows], key, tables.named[main])
+        has_status = tables.has_status[main] & after
         status = np.where(has_status, recs["a_status"][a_rec], ret)
         kind = np.select([has_exit & ~returned & (err != 0), has_exit & ~returned, has_status, after, has_exit],
                          [_Status.ERRNO, _Status.RET, _Status.NV, _Status.TEXT, _Status.RET], 0)
@@ -736,6 +746,19 @@ class CallTableBuilder:
         out["ok"][rows] = np.where(kind == _Status.NV, ok, np.where(returned, 1, np.where(has_exit, 0, -1)))
         out["has_status"][rows] = after
         out["status"][rows] = np.where(after, status, 0)
+
+    def _layout_tables(self) -> _LayoutTables:
+        """What ``_ioctl`` looks up per argument layout id, made again only when a batch added layouts."""
+        tables = self._tables
+        if tables is None or len(tables.has_key) != len(self.args.layouts) + 1:
+            layouts = self.args.layouts
+            tables = self._tables = _LayoutTables(
+                np.array([self.handle_sets.id(self.args.handle_sets[i]) for i in self.args.handle_set] + [NONE],
+                         dtype=np.int32),
+                np.array([layout.key is not None for layout in layouts] + [False]),
+                np.array([layout.names_call for layout in layouts] + [False]),
+                np.array(self.args.has_status + [False]))
+        return tables
 
     def _syscall(self, recs: Records, first: np.ndarray, second: np.ndarray, keys: np.ndarray,
                  out: dict[str, np.ndarray], rows: np.ndarray) -> None:
@@ -967,7 +990,14 @@ def _pair(recs: Records, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     last = np.zeros(n, dtype=bool)
     if not idx.size:
         return partner, last
-    order = idx[np.lexsort((recs["pos"][idx], recs["call_id"][idx], recs["pid"][idx]))]
+    # records are in position order (the pending enters, then the batch's), so a stable sort by (pid, call_id)
+    # is the order; one sort of one key, both packed in 64 bits when they fit (a quarter of lexsort's CPU)
+    pid, call = recs["pid"][idx], recs["call_id"][idx]
+    shift = int(call.max()).bit_length()
+    if shift + int(pid.max()).bit_length() <= 64:
+        order = idx[np.argsort((pid.astype(np.uint64) << np.uint64(shift)) | call, kind="stable")]
+    else:
+        order = idx[np.lexsort((call, pid))]
     pid, call, phase = recs["pid"][order], recs["call_id"][order], recs["phase"][order]
     same = (pid[1:] == pid[:-1]) & (call[1:] == call[:-1])
     close = same & (phase[:-1] == _ENTER) & (phase[1:] == _EXIT)
