@@ -25,7 +25,7 @@ from rmtrace.session import load_session
 from rmtrace.session.entities import Client, FreedBy
 from rmtrace.session.fold import Folder, duplicate, free
 from rmtrace.session.model import ObjectsModel, fold_objects, load_objects
-from rmtrace.session.objects import CATEGORIES, ObjectColumns, ObjectsFold, Op
+from rmtrace.session.objects import CATEGORIES, ObjectColumns, ObjectsFold, Op, _Objects
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 from tests.golden_outputs import COMMITTED_TRACES
@@ -43,6 +43,20 @@ def same_objects(path: Path) -> None:
 
 @pytest.mark.parametrize("path", COMMITTED_TRACES, ids=lambda p: Path(p).name)
 def test_the_columns_are_the_folds_objects(path):
+    same_objects(path)
+
+
+def test_the_objects_one_by_one_are_the_folds_too(monkeypatch):
+    """A capture's blocks are applied at once (``_Objects._at_once``: its objects keep to a tree), and one by
+    one they give the same objects."""
+    path = captures.path("cuda-streams-3x-sequential")
+    at_once = []
+    tried = _Objects._at_once
+    monkeypatch.setattr(_Objects, "_at_once", lambda *args: at_once.append(tried(*args)) or at_once[-1])
+    monkeypatch.setattr("rmtrace.columns.fold.OBJECTS_BLOCK", 64)
+    same_objects(path)
+    assert at_once and all(bases is not None for bases in at_once)
+    monkeypatch.setattr(_Objects, "_at_once", lambda *args: None)
     same_objects(path)
 
 
@@ -145,6 +159,23 @@ OPS = st.lists(st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(ops=OPS)
 def test_random_operations_leave_what_the_fold_leaves(decoders, ops):
+    replayed(decoders, ops, ())
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=OPS, cuts=st.lists(st.integers(0, 40), max_size=6), tree=st.booleans())
+def test_random_operations_a_block_at_a_time_leave_what_the_fold_leaves(decoders, ops, cuts, tree):
+    """Applied a block at a time, at once where the objects keep to a tree (``_Objects._at_once``) and
+    one by one where they do not, or (``tree`` False) always one by one."""
+    with pytest.MonkeyPatch.context() as m:
+        if not tree:
+            m.setattr(_Objects, "_at_once", lambda *args: None)
+        replayed(decoders, ops, cuts)
+
+
+def replayed(decoders, ops, cuts) -> None:
+    """Apply ``ops`` as the fold and as ``ObjectsFold`` would (its blocks applied before the rows in
+    ``cuts``), and check they leave the same objects and root handles."""
     folder = Folder(decoders, Timeline())
     theirs = [Client(f"c{i}", 100 + i) for i in range(2)]
     ours = [Client(f"c{i}", 100 + i) for i in range(2)]
@@ -179,6 +210,8 @@ def test_random_operations_leave_what_the_fold_leaves(decoders, ops):
                 folder.free_object(h, h, seq, ns, by=FreedBy.EXIT)
             logged = (Op.EXIT, client.id, 0, 0, 0, False, -1, 0, "", seq, ns, "", 0, 0)
         objects.log.append((row, logged))
+        if row + 1 in cuts:
+            objects.apply(ours)
     columns = objects.resolve(ours)
     assert columns.objects() == folder.object_list
     assert [(c.h_client, c.rm_clients) for c in ours] == [(c.h_client, c.rm_clients) for c in theirs]

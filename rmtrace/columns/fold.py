@@ -748,12 +748,12 @@ def _blocks(table: CallTable, rows: np.ndarray, need: np.ndarray, folder: Folder
     """(row, its CallInfo, what it means) for each of ``rows`` (``need[i]``: row ``rows[i]``'s), in order,
     ``DECODE_BLOCK`` rows at a time."""
     for at in range(0, len(rows), DECODE_BLOCK):
-        block = rows[at:at + DECODE_BLOCK]
-        infos, decoded = table.infos_and_decoded(block)
+        block, wanted = rows[at:at + DECODE_BLOCK], need[at:at + DECODE_BLOCK]
+        # a row read again from its records is decoded from them: the columns' Decoded only where one is ROW
+        infos, decoded = table.infos_and_decoded(block, decoded=bool((wanted == _ROW).any()))
         if reader.stash is not None:  # the fold is at the block's first row: it reads no earlier record again
             reader.stash.forget_before(infos[0].enter_seq)
-        yield from zip(block.tolist(), infos, _meanings(table, block, need[at:at + DECODE_BLOCK], decoded, folder,
-                                                        plan, reader))
+        yield from zip(block.tolist(), infos, _meanings(table, block, wanted, decoded, folder, plan, reader))
         table.release(int(block[0]), int(block[-1]))
         if not gc.isenabled():
             gc.collect(1)

@@ -77,6 +77,7 @@ class Folder:
         self.interpreter = Interpreter(decoders)
         self.profile: DriverProfile = decoders.profile
         self.tl = timeline
+        self._engines: dict[int | None, tuple[str | None, int | None]] = {}
         self.client_names = ClientNames(client_ids)
         self.processes: dict[int, Process] = {}
         self.clients: dict[str, Client] = {}
@@ -235,7 +236,7 @@ class Folder:
         self._channel_counts[obj.client_id] += 1
         # A channel in a TSG names no engine of its own (NV2080_ENGINE_TYPE_NULL): it runs on the TSG's.
         engine_type = alloc.engine_type or self._tsg_engine.get((obj.h_client, obj.parent or 0))
-        engine, rank = self.interpreter.engine(engine_type)
+        engine, rank = self.engine(engine_type)
         tsg_obj = self._by_handle.get((obj.h_client, obj.parent)) if obj.parent is not None else None
         chan = Channel(f"{obj.client_id}/ch{n}", obj.client_id, obj.handle, obj.h_client, obj.class_name,
                        obj.stable_name, engine=engine, engine_type=engine_type, rank=rank,
@@ -246,11 +247,19 @@ class Folder:
         self._channels_by_bare_handle.setdefault(obj.handle, []).append(chan)
         if chan.tsg is not None:
             self._tsg_channels.setdefault((obj.h_client, chan.tsg), []).append(chan)
-        self.tl.set(t, seq, chan.entity, "engine", engine)
+        entity = chan.entity
+        self.tl.set(t, seq, entity, "engine", engine)
         if rank is not None:
-            self.tl.set(t, seq, chan.entity, "rank", rank)
+            self.tl.set(t, seq, entity, "rank", rank)
         self.channel_flag(chan, LaneState.ALLOCATED, True, t, seq)
         return chan
+
+    def engine(self, engine_type: int | None) -> tuple[str | None, int | None]:
+        """``Interpreter.engine``, worked out once per engine type (every channel's allocation asks)."""
+        found = self._engines.get(engine_type)
+        if found is None:
+            found = self._engines[engine_type] = self.interpreter.engine(engine_type)
+        return found
 
     def channel(self, h_client: int | None, handle: int | None, client_id: str | None = None) -> Channel | None:
         """The channel ``handle`` of RM client ``h_client``; without one (host messages name
@@ -446,7 +455,7 @@ def bound(f: Folder, e: ev.ChannelBound, t: int, seq: int) -> None:
     for chan in f.channels_of(e.h_client, e.handle):
         if e.engine_type is not None and chan.engine_type is None:
             chan.engine_type = e.engine_type
-            chan.engine, chan.rank = f.interpreter.engine(e.engine_type)
+            chan.engine, chan.rank = f.engine(e.engine_type)
         f.channel_flag(chan, LaneState.BOUND, True, t, seq)
 
 

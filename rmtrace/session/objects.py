@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rmtrace.columns.arrays import distinct
+from rmtrace.columns.arrays import distinct, group_rows
 from rmtrace.decoders.roles import Category
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
@@ -357,98 +357,308 @@ class _Objects:
     Each (hClient, handle) is one number, ``hClient << 32 | handle``: a tuple key and its ints cost four
     times as much, and a 10M-record trace has a million objects.  Each object's fields are in arrays of
     the widths ``ObjectColumns`` holds (some 90 bytes an object), which become its columns without a copy.
-    The fields an object takes from its operation as they are (``FROM_OPS``) are not appended one by one:
-    the loop notes which operation made it, and ``flush`` gathers them from the operations' columns with
-    numpy (sixteen appends an object were a fifth of the objects' fold).  What the loop works out (its
-    base, order) and what a free reads (its parent) go at once, and the arrays a free writes are made
-    long enough beforehand."""
+    Which operations make an object is known before they are applied (an allocation or copy of a client),
+    so the fields an object takes from its operation (``FROM_OPS``) and its parent are put in with numpy
+    first; one loop then applies the operations in order, each reading what those before it left (the
+    newest object of each handle, the children under each, what is freed), and notes each object's base;
+    the stable names are worked out after, with numpy (``_name``): an allocation's name depends on the
+    objects before it, never on a free.  Sixteen appends and the names' dicts per object in the loop were
+    most of the objects' fold."""
 
     def __init__(self) -> None:
         self.by_handle: dict[int, int] = {}  # the newest object of each (hClient, handle)
-        self.children: dict[int, list[int]] = {}  # handles allocated under each, until it is freed
+        self.children: dict[int, list[int]] = {}  # handles allocated under each, until it is freed (``_loop``'s)
+        self.live: np.ndarray | None = np.zeros(0, dtype=np.int64)
+        """The objects not freed, in order, while they are a tree (``_at_once``); None once they are not, and
+        ``children`` is kept instead."""
         self.siblings: dict[int, int] = {}  # (client, base's name, class name): objects so far
         self.stable: dict[int, int] = {}  # (base's name, class name, order) -> a name
         self.rm_clients: dict[int, list[int]] = {}  # each client's root handles
-        self.name_of = array("i")  # each object's stable name (an index into ``stable``)
+        self.name_of = array("i")  # each object's stable name (an index into ``stable``; -1: not numbered yet)
         self.fields = {name: array(_typecode(dtype)) for name, dtype in ARRAYS.items()}
         """``ObjectColumns``' arrays, in its order (``freed_by``: 0 until the object is freed)."""
-        self.made_by = array("q")
-        """The operation (its place in ``apply``'s ``ops``) of each object made since the last ``flush``."""
-        self.copied: list[tuple[int, int, int, int]] = []
-        """(its place in ``made_by``, class name, category, class) of each copy made since then: what its
-        source had, not what its operation holds."""
 
     def apply(self, ops: dict[str, np.ndarray], dup_name: int) -> None:
-        """Apply ``ops`` (``ObjectsFold._merged``'s) in order."""
+        """Apply ``ops`` (``ObjectsFold._merged``'s) in order: at once where the objects so far and the
+        block keep to a tree (``_at_once``), else one by one (``_loop``)."""
         f = self.fields
-        by_handle, children, siblings, stable, rm_clients = (self.by_handle, self.children, self.siblings, self.stable,
-                                                             self.rm_clients)
-        name_of, class_names, categories, clss = self.name_of, f["class_name"], f["category"], f["cls"]
-        made_by, copied = self.made_by, self.copied
-        put_made, put_parent, put_base, put_order = made_by.append, f["parent"].append, f["base"].append, f["order"].append
-        made = int(np.count_nonzero(ops["kind"] <= Op.DUP))  # at most one object per ALLOC or DUP
-        for column in FREES:  # zeros a free of an object made here writes over
-            f[column].frombytes(bytes(made * f[column].itemsize))
+        first = len(self.name_of)
+        made = np.flatnonzero((ops["kind"] <= Op.DUP) & (ops["client"] >= 0))  # ``Folder.add_object`` keeps
+        for name, op_field in FROM_OPS.items():  # no object of no client
+            f[name].frombytes(ops[op_field][made].astype(ARRAYS[name]).tobytes())
+        parent = np.where(ops["has_parent"][made], ops["parent"][made].astype(np.int64), NONE)
+        f["parent"].frombytes(parent.astype(ARRAYS["parent"]).tobytes())
+        for column in FREES:  # zeros a free writes over
+            f[column].frombytes(bytes(len(made) * f[column].itemsize))
+        del parent
+        bases = self._at_once(ops, made, first) if self.live is not None else None
+        if bases is not None:
+            self._name(first, bases)
+            return
+        if self.live is not None:  # the children lists the tree stood for
+            self.children, self.live = self._live_children(self.live), None
+        self._name(first, self._loop(ops, dup_name, first))
+        self.live = self._tree()
+
+    def _at_once(self, ops: dict[str, np.ndarray], made: np.ndarray, first: int) -> np.ndarray | None:
+        """Apply ``ops`` with numpy, where the objects before the block were a tree (``live``) and the
+        block keeps to it: no copy; an object allocated where no live object has its handle, under a live
+        parent.  Then the children under a handle are its live object's live children, a free of a live
+        object frees its subtree, and an object goes with the first free (or exit) of it or of an
+        ancestor.  Each object's base, as ``_loop`` gives it; None, with nothing applied, where the block
+        does not keep to the tree (``made``: the operations that make an object, numbered from ``first``)."""
+        kind, client, handle = ops["kind"], ops["client"], ops["handle"]
+        if (kind[made] == Op.DUP).any():
+            return None
+        f = self.fields
+        shifted = ops["h_client"].astype(np.uint64) << np.uint64(32)
+        written = (shifted | handle)[made]
+        newest = _Newest(written, made, first, self.by_handle, len(kind))
+        with_parent = ops["has_parent"][made]
+        bases = np.full(len(made), -1, dtype=np.int64)
+        bases[with_parent] = newest((shifted | ops["parent"])[made[with_parent]], made[with_parent])
+        del shifted
+        frees = np.flatnonzero(kind == Op.FREE)  # rmtrace.session.fold.free: a root client named by itself
+        h_client, freed = ops["h_client"][frees].astype(np.uint64), handle[frees].astype(np.uint64)
+        rootless = np.flatnonzero((h_client == 0) | (h_client == freed))
+        alone = newest((freed[rootless] << np.uint64(32)) | freed[rootless], frees[rootless]) >= 0
+        h_client[rootless[alone]] = freed[rootless[alone]]
+        root = CATEGORIES.index(Category.ROOT)
+        roots = made[ops["category"][made] == root]
+        added: dict[int, list[tuple[int, int]]] = {}  # each client's root handles of the block, at their places
+        for at, c, h in zip(roots.tolist(), client[roots].tolist(), handle[roots].tolist()):
+            added.setdefault(c, []).append((at, h))
+        exits = np.flatnonzero(kind == Op.EXIT)  # ``_exited``: each root handle of the client, as it stood
+        exit_at: list[int] = []
+        exit_handle: list[int] = []
+        for at, c in zip(exits.tolist(), client[exits].tolist()):
+            for h in [*self.rm_clients.get(c, ()), *(h for when, h in added.get(c, ()) if when < at)]:
+                exit_at.append(at)
+                exit_handle.append(h)
+        gone = np.array(exit_handle, dtype=np.uint64)
+        events = np.concatenate([frees, np.array(exit_at, dtype=np.int64)])
+        order = np.argsort(events, kind="stable")  # a free and an exit are never one operation
+        places = events[order]
+        targets = np.concatenate([newest((h_client << np.uint64(32)) | freed, frees),
+                                  newest((gone << np.uint64(32)) | gone, events[len(frees):])])[order]
+        how = np.concatenate([np.ones(len(frees), dtype=np.int8), np.full(len(gone), 2, dtype=np.int8)])[order]
+        del h_client, freed, gone
+        live = self.live
+        assert live is not None
+        objects = np.concatenate([live, first + np.arange(len(made), dtype=np.int64)])
+        parents = np.concatenate([np.frombuffer(f["base"], dtype=np.int32)[live].astype(np.int64), bases])
+        up = _place(objects, parents)
+        never = len(places)
+        death = np.full(len(objects), never, dtype=np.int64)  # the first event it goes with (never: none)
+        hit = _place(objects, targets)
+        np.minimum.at(death, hit[hit >= 0], np.flatnonzero(hit >= 0))  # events in order: the first is the least
+        child = np.flatnonzero(up >= 0)
+        while True:  # down the tree, a generation a step
+            inherited = np.minimum(death[child], death[up[child]])
+            if (inherited == death[child]).all():
+                break
+            death[child] = inherited
+        ends = np.append(places, len(kind))[death]  # where each object goes (the block's end: it does not)
+
+        def alive(obj: np.ndarray, at: np.ndarray) -> np.ndarray:
+            found = _place(objects, obj)
+            return (found >= 0) & (ends[np.maximum(found, 0)] > at)
+        previous = newest(written, made)  # the object that had the handle: gone before it is given again
+        if alive(previous, made).any() or not alive(bases[with_parent], made[with_parent]).all():
+            return None
+        went = np.flatnonzero(death < never)
+        event = death[went]
+        for column, values in (("freed_by", how[event]), ("free_seq", ops["seq"][places[event]]),
+                               ("free_ns", ops["ns"][places[event]])):
+            view = np.frombuffer(f[column], dtype=ARRAYS[column])
+            view[objects[went]] = values
+            del view  # an array cannot grow while it is exported
+        self.by_handle.update(zip(written.tolist(), range(first, first + len(made))))  # the newest: the last
+        for c, given in added.items():
+            self.rm_clients.setdefault(c, []).extend(h for _, h in given)
+        self.live = objects[death == never]
+        return bases
+
+    def _live_children(self, live: np.ndarray) -> dict[int, list[int]]:
+        """The children lists of ``_loop`` that the tree of ``live`` objects stands for: each live object's
+        handle under its parent's handle, in allocation order."""
+        f = self.fields
+        with_parent = np.frombuffer(f["has_parent"], dtype=np.bool_)[live]
+        kept = live[with_parent]
+        keys = (np.frombuffer(f["h_client"], dtype=np.int64)[kept].astype(np.uint64) << np.uint64(32)) | \
+            np.frombuffer(f["parent"], dtype=np.int64)[kept].astype(np.uint64)
+        children: dict[int, list[int]] = {}
+        for key, h in zip(keys.tolist(), np.frombuffer(f["handle"], dtype=np.int64)[kept].tolist()):
+            children.setdefault(key, []).append(h)
+        return children
+
+    def _tree(self) -> np.ndarray | None:
+        """The live objects, where what ``_loop`` left is a tree ``_at_once`` can go on from (None where it is
+        not): no two live objects of one handle, each the newest of its handle; each one's base (its parent) a
+        live object; the children lists those of the live objects alone (``_live_children``)."""
+        f = self.fields
+        live = np.flatnonzero(np.frombuffer(f["freed_by"], dtype=np.int8) == 0)
+        keys = ((np.frombuffer(f["h_client"], dtype=np.int64)[live].astype(np.uint64) << np.uint64(32))
+                | np.frombuffer(f["handle"], dtype=np.int64)[live].astype(np.uint64))
+        if len(distinct(keys)) != len(keys):
+            return None
+        if any(self.by_handle.get(k) != obj for k, obj in zip(keys.tolist(), live.tolist())):
+            return None
+        with_parent = np.frombuffer(f["has_parent"], dtype=np.bool_)[live]
+        bases = np.frombuffer(f["base"], dtype=np.int32)[live[with_parent]].astype(np.int64)
+        if (_place(live, bases) < 0).any():
+            return None
+        if {k: v for k, v in self.children.items() if v} != self._live_children(live):
+            return None
+        self.children = {}
+        return live
+
+    def _loop(self, ops: dict[str, np.ndarray], dup_name: int, first: int) -> np.ndarray:
+        """Apply ``ops`` in order to the handles, children, root handles and frees (the objects they make
+        numbered from ``first``); each object's base (the newest object of its parent's handle as it was
+        allocated, -1: none)."""
+        f = self.fields
+        by_handle, children, rm_clients = self.by_handle, self.children, self.rm_clients
+        class_names, categories, clss = f["class_name"], f["category"], f["cls"]
+        bases = array("q")
+        put_base = bases.append
         other, root = CATEGORIES.index(Category.OTHER), CATEGORIES.index(Category.ROOT)
         free_op, exit_op, dup_op = int(Op.FREE), int(Op.EXIT), int(Op.DUP)  # an enum member is an attribute lookup
         free_object = self.free
-        for i, (kind, client, h_client, handle, parent, has_parent, category, name, seq, ns, src_client,
-                src_handle) in enumerate(in_blocks(*(ops[k] for k in LOOP_FIELDS))):
+        h_client = ops["h_client"].astype(np.uint64) << np.uint64(32)
+        keys = {"key": h_client | ops["handle"], "parent_key": h_client | ops["parent"],
+                "root_key": (ops["handle"].astype(np.uint64) << np.uint64(32)) | ops["handle"],
+                "src_key": (ops["src_client"].astype(np.uint64) << np.uint64(32)) | ops["src_handle"]}
+        del h_client
+        obj = first
+        for (kind, client, key, parent_key, has_parent, h_client, handle, root_key, category, seq, ns,
+             src_key) in in_blocks(*(ops[k] if k in ops else keys[k] for k in LOOP_FIELDS)):
             if kind == free_op:  # rmtrace.session.fold.free; a stray free frees nothing
                 if not h_client or h_client == handle:
-                    h_client = handle if (handle << 32 | handle) in by_handle else h_client
+                    h_client = handle if root_key in by_handle else h_client
                 free_object(h_client, handle, seq, ns, 1)
                 continue
             if kind == exit_op:  # the kernel frees what the process left behind (``_exited``)
                 for h in rm_clients.get(client, ()):
                     free_object(h, h, seq, ns, 2)
                 continue
-            if client < 0:  # ``Folder.add_object``: an object of no client is not kept
+            if client < 0:
                 continue
             if kind == dup_op:  # a copy of nothing known has no class; a copy of a copy, what its source copied
-                src = by_handle.get(src_client << 32 | src_handle)
+                src = by_handle.get(src_key)
                 if src is None:
-                    name, category, cls = dup_name, other, -1
+                    class_names[obj], categories[obj], clss[obj] = dup_name, other, -1
                 else:
-                    if src >= len(clss):  # made since the last flush: its class is not in its array yet
-                        self.flush(ops)
-                    name, category, cls = class_names[src], categories[src], clss[src]
-                copied.append((len(made_by), name, category, cls))
+                    class_names[obj], categories[obj], clss[obj] = class_names[src], categories[src], clss[src]
+                category = categories[obj]
             if category == root:
                 rm_clients.setdefault(client, []).append(handle)
-            base = by_handle.get(h_client << 32 | parent, -1) if has_parent else -1
-            base_name = name_of[base] if base >= 0 else -1
-            key = client << 64 | (base_name + 1) << 32 | name  # exact: every index here is below 2**32
-            order = siblings.get(key, 0)
-            siblings[key] = order + 1
-            name_key = ((base_name + 1) << 32 | name) << 32 | order
-            own = stable.get(name_key)
-            if own is None:
-                own = stable[name_key] = len(stable)
-            by_handle[h_client << 32 | handle] = len(name_of)
-            name_of.append(own)
-            put_made(i)
-            put_parent(parent if has_parent else NONE)
-            put_base(base)
-            put_order(order)
             if has_parent:
-                children.setdefault(h_client << 32 | parent, []).append(handle)
-        self.flush(ops)
-        for column in FREES:  # the room of the operations that made no object
-            del f[column][len(name_of):]
+                put_base(by_handle.get(parent_key, -1))
+                children.setdefault(parent_key, []).append(handle)
+            else:
+                put_base(-1)
+            by_handle[key] = obj
+            obj += 1
+        return np.frombuffer(bases, dtype=np.int64).copy()
 
-    def flush(self, ops: dict[str, np.ndarray]) -> None:
-        """Put the ``FROM_OPS`` fields of the objects made since the last flush into their arrays."""
-        made = np.frombuffer(self.made_by, dtype=np.int64)
-        at, *copied = zip(*self.copied) if self.copied else ((),)
-        for name, op_field in FROM_OPS.items():
-            values = ops[op_field][made].astype(ARRAYS[name])
-            if at and name in COPIED:
-                values[list(at)] = copied[COPIED.index(name)]
-            self.fields[name].frombytes(values.tobytes())
-        del made  # the view holds made_by's buffer: an array cannot shrink while it is exported
-        del self.made_by[:]
-        self.copied.clear()
+    def _name(self, first: int, bases: np.ndarray) -> None:
+        """The stable names of the objects from ``first`` on (``bases``: each one's base): its base's name,
+        its class name and its order among its client's objects of those two (``Folder.add_object``).  An
+        object's base is older, so the names go a generation at a time: those of no base or an older base
+        first, then those whose base is one of those, and so on; each generation's objects are grouped by
+        client, base's name and class name with numpy, and the dicts are read once a group.  That orders
+        an object among the objects of its own generation only, which are all of its group where every base
+        is its object's client's (a client's names are distinct: the same base's name is the same base);
+        otherwise they go one by one.  A name is numbered (``stable``) only once it is a base's: most
+        objects are no object's base."""
+        f = self.fields
+        m = len(bases)
+        client = np.frombuffer(f["client"], dtype=np.int32)[first:].astype(np.int64)
+        names = np.frombuffer(f["class_name"], dtype=np.int32)[first:].astype(np.int64)
+        inner = bases >= first  # a base made in this block
+        outer = np.flatnonzero((bases >= 0) & ~inner)
+        local = np.where(inner, bases - first, 0)
+        base_client = np.where(inner, client[local], -1)
+        base_client[outer] = np.frombuffer(f["client"], dtype=np.int32)[bases[outer]]
+        base_name = np.full(m, -1, dtype=np.int64)
+        base_name[outer] = self._names_of(bases[outer])
+        if ((bases >= 0) & (base_client != client)).any():
+            own, order = self._name_each(first, bases, client, names)
+        else:
+            own, order = self._name_generations(inner, local, base_name, client, names)
+        self.name_of.frombytes(own.astype(np.int32).tobytes())
+        f["base"].frombytes(bases.astype(ARRAYS["base"]).tobytes())
+        f["order"].frombytes(order.astype(ARRAYS["order"]).tobytes())
+
+    def _names_of(self, objects: np.ndarray) -> np.ndarray:
+        """The stable names (``stable``) of ``objects``, made before the block: numbered now where they were
+        not (a base's was, when the object was named)."""
+        view = np.frombuffer(self.name_of, dtype=np.int32)
+        got = view[objects].astype(np.int64)
+        missing = np.flatnonzero(got < 0)
+        if missing.size:
+            f = self.fields
+            wanted = distinct(objects[missing])
+            base = np.frombuffer(f["base"], dtype=np.int32)[wanted]
+            base_name = np.where(base >= 0, view[np.maximum(base, 0)], -1)
+            view[wanted] = self._numbered(base_name, np.frombuffer(f["class_name"], dtype=np.int32)[wanted],
+                                          np.frombuffer(f["order"], dtype=np.int32)[wanted])
+            got[missing] = view[objects[missing]]
+        del view  # an array cannot grow while it is exported
+        return got
+
+    def _numbered(self, base_name: np.ndarray, names: np.ndarray, order: np.ndarray) -> list[int]:
+        """The number of each stable name of base's name, class name and order (``stable``; a new one: the next)."""
+        stable = self.stable
+        return [stable.setdefault(((b + 1) << 32 | n) << 32 | o, len(stable))
+                for b, n, o in zip(base_name.tolist(), names.tolist(), order.tolist())]
+
+    def _name_generations(self, inner: np.ndarray, local: np.ndarray, base_name: np.ndarray, client: np.ndarray,
+                          names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_name``'s names (-1: not numbered) and orders a generation at a time (``inner``: the objects whose
+        base is in the block, ``local`` its place there; ``base_name``: the others' bases' names)."""
+        siblings = self.siblings
+        m = len(inner)
+        own = np.full(m, -1, dtype=np.int64)
+        order = np.full(m, -1, dtype=np.int64)
+        ready = ~inner
+        while ready.any():
+            at = np.flatnonzero(ready)
+            bases = distinct(local[at[inner[at]]])  # of the last generation: named now
+            own[bases] = self._numbered(base_name[bases], names[bases], order[bases])
+            base_name[at] = np.where(inner[at], own[local[at]], base_name[at])
+            grouped, bounds = group_rows((client[at], base_name[at], names[at]), stable=True)
+            sizes = np.diff(bounds)
+            heads = at[grouped[bounds[:-1]]]
+            before = []
+            for c, b, n, size in zip(client[heads].tolist(), base_name[heads].tolist(), names[heads].tolist(),
+                                     sizes.tolist()):
+                key = c << 64 | (b + 1) << 32 | n  # exact: every index here is below 2**32
+                got = siblings.get(key, 0)
+                siblings[key] = got + size
+                before.append(got)
+            rank = np.arange(len(at)) - np.repeat(bounds[:-1], sizes)
+            order[at[grouped]] = np.repeat(np.array(before, dtype=np.int64), sizes) + rank
+            ready = inner & (order < 0) & (order[local] >= 0)
+        return own, order
+
+    def _name_each(self, first: int, bases: np.ndarray, client: np.ndarray, names: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """``_name``'s names and orders one object at a time, in order (each numbered)."""
+        siblings, stable = self.siblings, self.stable
+        outer = distinct(bases[(bases >= 0) & (bases < first)])
+        named = dict(zip(outer.tolist(), self._names_of(outer).tolist()))
+        own: list[int] = []
+        order: list[int] = []
+        for c, base, n in zip(client.tolist(), bases.tolist(), names.tolist()):
+            b = -1 if base < 0 else own[base - first] if base >= first else named[base]
+            key = c << 64 | (b + 1) << 32 | n  # exact: every index here is below 2**32
+            o = siblings.get(key, 0)
+            siblings[key] = o + 1
+            own.append(stable.setdefault(((b + 1) << 32 | n) << 32 | o, len(stable)))
+            order.append(o)
+        return np.array(own, dtype=np.int64), np.array(order, dtype=np.int64)
 
     def free(self, h_client: int, handle: int, seq: int, t: int, how: int) -> None:
         """``Folder.free_object``: the newest object of the handle, and first what was allocated under it."""
@@ -475,15 +685,51 @@ class _Objects:
         return ObjectColumns(**arrays, client_ids=client_ids, names=names)
 
 
-LOOP_FIELDS = ("kind", "client", "h_client", "handle", "parent", "has_parent", "category", "name", "seq", "ns",
-               "src_client", "src_handle")
-"""The operations' columns ``_Objects.apply`` reads for every operation."""
+class _Newest:
+    """The newest object of each (hClient, handle) key at a place among a block's operations, as the
+    operations before it left it: the last of the block's allocations of the key before it (``keys``, at
+    their places ``at``, the objects numbered from ``first``), else the one ``by_handle`` holds."""
+
+    def __init__(self, keys: np.ndarray, at: np.ndarray, first: int, by_handle: dict[int, int], places: int) -> None:
+        order = np.argsort(keys, kind="stable")  # a key's allocations in their order
+        self.keys = keys[order]
+        self.objects = first + order
+        starts = np.ones(len(order), dtype=bool)
+        np.not_equal(self.keys[1:], self.keys[:-1], out=starts[1:])
+        self.group = np.cumsum(starts) - 1
+        self.places = places + 1
+        self.sorted = self.group * self.places + at[order]  # ascending: by key, then by place
+        self.by_handle = by_handle
+
+    def __call__(self, keys: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The newest object of each of ``keys`` just before place ``at`` (-1: none)."""
+        lo = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
+        known = (lo < len(self.keys)) & (self.keys[lo] == keys) if len(self.keys) else np.zeros(len(keys), dtype=bool)
+        last = np.searchsorted(self.sorted, self.group[lo] * self.places + at) - 1 if len(self.keys) else lo
+        found = known & (last >= lo)
+        out = np.where(found, self.objects[np.maximum(last, 0)] if len(self.keys) else -1, -1)
+        rest = np.flatnonzero(~found)
+        get = self.by_handle.get
+        out[rest] = [get(k, -1) for k in keys[rest].tolist()]
+        return out
+
+
+def _place(objects: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Where each of ``values`` is in ``objects`` (sorted, distinct), -1 where it is not."""
+    at = np.minimum(np.searchsorted(objects, values), max(len(objects) - 1, 0))
+    if not len(objects):
+        return np.full(len(values), -1, dtype=np.int64)
+    return np.where(objects[at] == values, at, -1)
+
+
+LOOP_FIELDS = ("kind", "client", "key", "parent_key", "has_parent", "h_client", "handle", "root_key", "category",
+               "seq", "ns", "src_key")
+"""What ``_Objects._loop`` reads of every operation: its columns, and the keys (``hClient << 32 | handle``)
+of its object, its parent, its handle as a root client, and its source."""
 FROM_OPS = {"client": "client", "h_client": "h_client", "handle": "handle", "has_parent": "has_parent", "cls": "cls",
             "class_name": "name", "category": "category", "alloc_seq": "seq", "alloc_ns": "ns", "status": "status"}
 """The fields of an object that are its operation's columns (``ObjectColumns``' name: the operation's), as they
-are but for a copy's class, class name and category (``COPIED``)."""
-COPIED = ("class_name", "category", "cls")
-"""The fields of a copy that are its source's, in the order ``_Objects.copied`` holds them."""
+are but for a copy's class, class name and category (its source's: ``_Objects._loop``)."""
 FREES = ("free_seq", "free_ns", "freed_by")
 """The fields of an object that a free writes."""
 
