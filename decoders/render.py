@@ -126,7 +126,7 @@ def _buffer_object(b: DecodedBuffer) -> dict[str, Any]:
         names = _PLACES[place] = (b.label, enum_name(Role, b.role), enum_name(When, b.when))
     return {"buffer": names[0], "role": names[1], "when": names[2], "slot": b.slot,
             "title": b.title, "layout": getattr(b.layout, "name", None), "fields": _fields(b), "note": b.note,
-            "hex": _hex(b.data)}
+            "hex": hex_of(b.data)}
 
 
 _PLACES: dict[tuple[int, int, int], tuple[str, str, str]] = {}
@@ -134,12 +134,13 @@ _PLACES: dict[tuple[int, int, int], tuple[str, str, str]] = {}
 
 
 _LAST_HEX: list[Any] = [b"", ""]
-"""The bytes ``_hex`` took last and their hex."""
+"""The bytes ``hex_of`` took last and their hex."""
 
 
-def _hex(data: bytes) -> str:
+def hex_of(data: bytes) -> str:
     """``data.hex()``, the last one's given again where the bytes are the same: a call's buffer before and
-    after is most often as it was (a UVM_MAP_EXTERNAL_ALLOCATION's 9 KB params twice)."""
+    after is most often as it was (a UVM_MAP_EXTERNAL_ALLOCATION's 9 KB params twice), and jsonl's records
+    hold those bytes again (``jsonschema.record_buffer``'s ``hex_text``)."""
     last = _LAST_HEX
     if data == last[0]:
         return last[1]

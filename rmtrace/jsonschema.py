@@ -205,10 +205,11 @@ def record(rec: Record, start_ns: int, buffer: Callable[[Buffer], Any] | None = 
     }
 
 
-def record_buffer(b: Buffer) -> JsonObject:
-    """A record's buffer as it is in the trace, its bytes in hex."""
+def record_buffer(b: Buffer, hex_text: str | None = None) -> JsonObject:
+    """A record's buffer as it is in the trace, its bytes in hex (``hex_text``: that hex, made already)."""
     return {"role": enum_name(Role, b.role), "when": enum_name(When, b.when), "flags": b.flags, "addr": b.addr,
-            "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot, "hex": b.data.hex()}
+            "len": len(b.data), "orig_len": b.orig_len, "slot": b.slot,
+            "hex": b.data.hex() if hex_text is None else hex_text}
 
 
 def call(decoded: Decoded, folded: Call, start_ns: int, buffers: list[Any] | None = None,

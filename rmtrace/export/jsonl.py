@@ -26,7 +26,7 @@ from rmtrace.calls import Call, CallState
 from rmtrace.columns.memokey import VOLATILE_SPAN, memoizable
 from rmtrace.decoders import DecoderSet, Level
 from rmtrace.decoders.base import Decoded
-from rmtrace.decoders.render import buffer_fragments
+from rmtrace.decoders.render import buffer_fragments, hex_of
 from rmtrace.export.source import ExportInput
 from rmtrace.lru import BoundedLRU
 from rmtrace.record import Buffer, Record
@@ -276,10 +276,10 @@ def _record_buffer_fragment(b: Buffer) -> orjson.Fragment | dict[str, Any]:
         data = bytes(data)
     key = (b.role, b.when, b.flags, b.addr, b.orig_len, b.slot, data)
     found = RECORD_BUFFERS.get(key)
-    if found is None:
+    if found is None:  # its hex most often made already, for the call's decoded buffer of the same bytes
         RECORD_BUFFERS.put(key, [None], len(data))
-        return jsonschema.record_buffer(b)
+        return jsonschema.record_buffer(b, hex_of(data))
     fragment = found[0]
     if fragment is None:  # the second time: its fragment, in the entry as it is (no second put)
-        fragment = found[0] = orjson.Fragment(orjson.dumps(jsonschema.record_buffer(b)))
+        fragment = found[0] = orjson.Fragment(orjson.dumps(jsonschema.record_buffer(b, hex_of(data))))
     return fragment
