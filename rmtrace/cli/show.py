@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
 
 from rmtrace.cli.common import (
     add_filter_arguments,
@@ -22,7 +22,8 @@ from rmtrace.exitcodes import ExitCode
 if TYPE_CHECKING:
     from rmtrace.calls import Call
     from rmtrace.columns.lines import Lines
-    from rmtrace.decoders import DecoderSet
+    from rmtrace.decoders import DecoderSet, Level
+    from rmtrace.decoders.base import Decoded
     from rmtrace.decoders.filters import CallFilter
     from rmtrace.record import Record
     from rmtrace.trace import RecordFilter, TraceReader
@@ -172,7 +173,6 @@ def _calls(reader: TraceReader, decoders: DecoderSet, records: RecordFilter, wan
 
 
 def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
-    from rmtrace.calls import Call
     from rmtrace.decoders import Level, decoders_for, render
     if args.json:
         from rmtrace import jsonschema
@@ -192,48 +192,55 @@ def _show_calls(args: argparse.Namespace, reader: TraceReader) -> None:
     # nor the records --phase looks at
     lines = level == Level.CALL and phases is None
     out = sys.stdout
+    calls = _shown(_calls(reader, decoders, records, wanted, lines, (start, end)), decoders, wanted, level, until,
+                   phases)
+    if args.json:  # every call decoded in full: no Lines come (``lines`` is False)
+        jsonschema.write_lines((jsonschema.call(item.decoded, item.call, start) for item in calls if isinstance(item, Shown)),
+                               out, args.limit)
+        return
     shown = 0
-    encoded: list[bytes] = []  # --json: lines as bytes, written JSON_BYTES_AT_ONCE at once (jsonschema.write_encoded)
-    pending = 0
-    for call in _calls(reader, decoders, records, wanted, lines, (start, end)):
+    for item in calls:
         if args.limit is not None and shown >= args.limit:
             break
-        if not isinstance(call, Call):  # Lines (their module, and numpy, imported only with the table): their
-            texts = call.texts          # calls start by --to and pass the call filter (the row mask, and they)
+        if not isinstance(item, Shown):  # Lines (their module, and numpy, imported only with the table): their
+            texts = item.texts          # calls start by --to and pass the call filter (the row mask, and they)
             if args.limit is not None:
                 texts = texts[:args.limit - shown]
             shown += len(texts)
             out.write("\n".join(texts) + "\n")
             continue
+        shown += 1
+        out.write(render.line(item.decoded, item.call, start, end) + "\n")
+        if args.verbose:
+            for text in render.tree(item.decoded, status_name):
+                out.write(text + "\n")
+
+class Shown(NamedTuple):
+    """A call ``show`` prints, with its decode."""
+
+    call: Call
+    decoded: Decoded
+
+
+def _shown(calls: Iterable[Call | Lines], decoders: DecoderSet, wanted: CallFilter, level: Level, until: int | None,
+           phases: Collection[int] | None) -> Iterator[Shown | Lines]:
+    """Of ``calls``, those shown, each call with its decode at ``level``; ``Lines`` as they come (checked
+    already).  Calls come in the order they start (a recording is written in time order), so the first after
+    ``until`` ends them."""
+    from rmtrace.calls import Call
+    for call in calls:
+        if not isinstance(call, Call):
+            yield call
+            continue
         if until is not None and call.first.time_ns > until:
-            break  # calls come in the order they start (a recording is written in time order)
+            return
         if phases is not None and not any(r.phase in phases for r in call.records):
             continue
         if not wanted.wants_label(decoders.label(call.first)):
             continue
         decoded = decoders.decode(call, level)
-        if not wanted.wants(decoded):
-            continue
-        shown += 1
-        if args.json:
-            encoded.append(line := jsonschema.encode(jsonschema.call(decoded, call, start), newline=True))
-            pending += len(line)
-            if pending >= JSON_BYTES_AT_ONCE:
-                jsonschema.write_encoded([b"".join(encoded)], out)
-                encoded.clear()
-                pending = 0
-            continue
-        out.write(render.line(decoded, call, start, end) + "\n")
-        if args.verbose:
-            for text in render.tree(decoded, status_name):
-                out.write(text + "\n")
-    if encoded:
-        jsonschema.write_encoded([b"".join(encoded)], out)
-
-
-JSON_BYTES_AT_ONCE = 1 << 16
-"""show --json's lines are written as bytes once this many have gathered: each line made text and then
-bytes again, a write each, cost more than the encode (a call's line averages ~8 KB, buffers in hex)."""
+        if wanted.wants(decoded):
+            yield Shown(call, decoded)
 
 
 def run(args: argparse.Namespace) -> int:
