@@ -32,9 +32,19 @@ from rmtrace.decoders import DecoderSet
 
 from rmtrace.columns.cache import build_into, built_table, cache_root, cacheable, entry_key, load
 from rmtrace.columns.collector import young_collections
-from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_columns, load_frame, save_frame
+from rmtrace.columns.frames import (
+    Unsaved,
+    decode,
+    decode_instance,
+    encode,
+    encode_instance,
+    load_columns,
+    load_frame,
+    save_columns,
+    save_frame,
+)
 from rmtrace.columns.table import CallTable
-from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition
+from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank
 from rmtrace.session.model import SNAPSHOT_EVERY, Objects, ObjectsModel, SessionModel
 from rmtrace.session.objects import NewestObjects, ObjectColumns, ObjectList
 from rmtrace.session.planned import client_ids
@@ -161,7 +171,7 @@ def _store_session(entry: Path, model: SessionModel, name: str) -> bool:
         return {
             "start_ns": model.start_ns, "end_ns": model.end_ns,
             **_objects_part(model, columns, work),
-            "transitions": save_frame(model.transitions, Transition, work, "transitions"),
+            "transitions": save_columns(model.timeline.columns(), work, "transitions"),
             "channels": save_frame(list(model.channels.values()), Channel, work, "channels"),
             "ranks": [encode_instance(r) for r in model.ranks.values()],
             "gsp": [encode_instance(x) for x in model.gsp],
