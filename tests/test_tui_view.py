@@ -189,3 +189,26 @@ def test_a_model_loaded_from_the_cache_names_row_handles_as_the_folded_one(tmp_p
     assert classes.get((client, -1)) is None and classes.get((client, 1 << 32)) is None
     folded.close()
     loaded.close()
+
+
+def test_the_first_screens_channels_fold_is_not_stored(tmp_path, monkeypatch):
+    """The TUI's lanes and wedges come from a channels' fold it does not store (the whole model, stored when
+    its fold ends, follows it; a store would come before the first screen): the entry then holds neither,
+    and once the whole model is kept, the next open loads it."""
+    from rmtrace import captures
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RMTRACE_CACHE", str(cache))
+    path = tmp_path / "capture.trace"
+    path.write_bytes(captures.path("cuda-streams-3x-sequential").read_bytes())
+    services = library_services()
+    first = services.load_channels(str(path), None)
+    assert first is not None and not first[1]
+    assert len(list(cache.iterdir())) == 1  # the entry, its call table built into it
+    assert not list(cache.glob("*/channels")) and not list(cache.glob("*/model"))
+    view = RunView(TraceReader(str(path)), services)
+    view.attach(view.build_model(view.build_decoders()))
+    services.keep_model(view.model)
+    again = services.load_channels(str(path), None)
+    assert again is not None and again[1]  # the whole model, from the entry
+    view.close()

@@ -57,7 +57,7 @@ def library_services() -> Services:
     from rmtrace.analysis.wedges import find_wedges
     from rmtrace.columns.cache import cache_root
     from rmtrace.columns.live import LiveSession
-    from rmtrace.columns.modelcache import channels_or_whole, unkept_session
+    from rmtrace.columns.modelcache import unkept_channels, unkept_session
     from rmtrace.session import STATE_SYMBOLS
     from rmtrace.session.model import SNAPSHOT_EVERY, fold_channels, fold_session
     from rmtrace.trace import TraceReader, is_finished
@@ -83,11 +83,13 @@ def library_services() -> Services:
         # wedges read, and the lanes' host-side states: about half the whole fold's time) over the call
         # table, which it builds into the entry, so that load_model's fold then loads it.  Not for a trace
         # still being recorded (its refolds continue one fold), nor with the cache off (the table would be
-        # built twice).
+        # built twice).  A channels' fold is not stored: load_model's whole model, stored by keep_model, follows
+        # it, and the store would come before the lanes and wedges are drawn.
         if path in live or not is_finished(path) or cache_root() is None:
             return None
         reader = TraceReader(path)
-        return channels_or_whole(reader, decoders or decoders_for(reader), fold_channels)
+        model, whole, _ = unkept_channels(reader, decoders or decoders_for(reader), fold_channels)
+        return model, whole
 
     def keep_model(model: SessionModel) -> None:
         found = unkept.pop(id(model), None)
