@@ -73,16 +73,18 @@ def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
     return [_kept(b)[2] for b in buffers]
 
 
-def buffer_fragments(buffers: Sequence[DecodedBuffer]) -> list[Any] | None:
+def buffer_fragments(buffers: Sequence[DecodedBuffer], hexes: list[tuple[bytes, str]]) -> list[Any] | None:
     """Each buffer's object (``buffer_objects``) for a line that orjson writes: from the second time an
     object comes, the bytes ``jsonschema.encode`` writes for it, to be spliced in (``orjson.Fragment``, kept
     beside the object); the first time, the object itself, which orjson encodes with the line (most buffers
     of a trace as recorded come once: their fragments would encode each twice, once alone and once copied
     into the line).  None when a kept one is not what orjson writes alone (``jsonschema.fragment``): the
-    caller encodes the plain objects then (as it does when the line it makes is not orjson's bytes)."""
+    caller encodes the plain objects then (as it does when the line it makes is not orjson's bytes).
+    ``hexes`` gets each buffer's (bytes, hex) from its object: the call's records hold the same bytes."""
     out = []
     for b in buffers:
         kept = _kept(b)
+        hexes.append((b.data, kept[2]["hex"]))
         encoded = kept[3]
         if encoded is _UNENCODED:
             kept[3] = _ONCE
