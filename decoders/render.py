@@ -153,9 +153,10 @@ def hex_of(data: bytes) -> str:
 
 def plain_args(d: Decoded) -> dict[str, Any]:
     """``plain(d.args)``, an argument that is a member of a buffer's parsed struct (the summary shows the
-    params' members) taken from that buffer's fields (``_fields``) where its type makes ``plain`` the same with
-    its layout as without (``_as_is``): that member made once, the same object in ``args`` and ``fields``
-    (jsonl encodes it once for both; a UVM_MAP_EXTERNAL_ALLOCATION's 256 per-GPU slots are most of its line)."""
+    params' members) taken from the fields of that buffer's object (``_kept``: made once, by ``buffer_objects``
+    or here, kept) where its type makes ``plain`` the same with its layout as without (``_as_is``): that member
+    made once, the same object in ``args`` and ``fields`` (jsonl encodes it once for both; a
+    UVM_MAP_EXTERNAL_ALLOCATION's 256 per-GPU slots are most of its line)."""
     out: dict[str, Any] = {}
     for k, v in d.args.items():
         if str(k).startswith("_"):  # as plain leaves them out
@@ -166,7 +167,7 @@ def plain_args(d: Decoded) -> dict[str, Any]:
         for b in d.buffers:
             value, layout = b.value, b.layout
             if layout is not None and hasattr(value, "get") and value.get(k) is v and _as_is(layout, b.layouts, k):
-                out[k] = _fields(b)[k]
+                out[k] = _kept(b)[2]["fields"][k]  # not _fields(b): its memo holds the last buffer's, not this one's
                 break
         else:
             out[k] = plain(v)
