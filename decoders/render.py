@@ -73,16 +73,18 @@ def buffer_objects(buffers: Sequence[DecodedBuffer]) -> list[dict[str, Any]]:
     return [_kept(b)[2] for b in buffers]
 
 
-def buffer_fragments(buffers: Sequence[DecodedBuffer]) -> list[Any] | None:
+def buffer_fragments(buffers: Sequence[DecodedBuffer], hexes: list[tuple[bytes, str]]) -> list[Any] | None:
     """Each buffer's object (``buffer_objects``) for a line that orjson writes: from the second time an
     object comes, the bytes ``jsonschema.encode`` writes for it, to be spliced in (``orjson.Fragment``, kept
     beside the object); the first time, the object itself, which orjson encodes with the line (most buffers
     of a trace as recorded come once: their fragments would encode each twice, once alone and once copied
     into the line).  None when a kept one is not what orjson writes alone (``jsonschema.fragment``): the
-    caller encodes the plain objects then (as it does when the line it makes is not orjson's bytes)."""
+    caller encodes the plain objects then (as it does when the line it makes is not orjson's bytes).
+    ``hexes`` gets each buffer's (bytes, hex) from its object: the call's records hold the same bytes."""
     out = []
     for b in buffers:
         kept = _kept(b)
+        hexes.append((b.data, kept[2]["hex"]))
         encoded = kept[3]
         if encoded is _UNENCODED:
             kept[3] = _ONCE
@@ -151,9 +153,10 @@ def hex_of(data: bytes) -> str:
 
 def plain_args(d: Decoded) -> dict[str, Any]:
     """``plain(d.args)``, an argument that is a member of a buffer's parsed struct (the summary shows the
-    params' members) taken from that buffer's fields (``_fields``) where its type makes ``plain`` the same with
-    its layout as without (``_as_is``): that member made once, the same object in ``args`` and ``fields``
-    (jsonl encodes it once for both; a UVM_MAP_EXTERNAL_ALLOCATION's 256 per-GPU slots are most of its line)."""
+    params' members) taken from the fields of that buffer's object (``_kept``: made once, by ``buffer_objects``
+    or here, kept) where its type makes ``plain`` the same with its layout as without (``_as_is``): that member
+    made once, the same object in ``args`` and ``fields`` (jsonl encodes it once for both; a
+    UVM_MAP_EXTERNAL_ALLOCATION's 256 per-GPU slots are most of its line)."""
     out: dict[str, Any] = {}
     for k, v in d.args.items():
         if str(k).startswith("_"):  # as plain leaves them out
@@ -164,7 +167,7 @@ def plain_args(d: Decoded) -> dict[str, Any]:
         for b in d.buffers:
             value, layout = b.value, b.layout
             if layout is not None and hasattr(value, "get") and value.get(k) is v and _as_is(layout, b.layouts, k):
-                out[k] = _fields(b)[k]
+                out[k] = _kept(b)[2]["fields"][k]  # not _fields(b): its memo holds the last buffer's, not this one's
                 break
         else:
             out[k] = plain(v)

@@ -167,12 +167,12 @@ def test_args_share_the_params_fields_where_plain_makes_them_the_same():
         with ExportInput(str(path), progress=False) as src:
             for call in src.calls():
                 decoded = src.decoders.decode(call, Level.FULL)
+                render.BUFFER_OBJECTS.clear()  # a kept object of an earlier call holds the fields made then
                 args = render.plain_args(decoded)
                 assert orjson.dumps(args) == orjson.dumps(_oracle(decoded.args)), (path, call.first.seq)
                 if decoded.name != "UVM_MAP_EXTERNAL_ALLOCATION":
                     continue
                 before, after = (b for b in decoded.buffers if b.role == Role.ARG)
-                render.BUFFER_OBJECTS.clear()  # a kept object of an earlier call holds the fields made then
                 assert args["perGpuAttributes"] is render.buffer_objects([before])[0]["fields"]["perGpuAttributes"]
                 obj = jsonl._spliced(decoded, call, src.start_ns)
                 assert obj is not None
@@ -206,7 +206,7 @@ def test_the_writer_splices_buffers_into_the_bytes_of_the_plain_objects(legacy_r
                 assert line == jsonschema.encode(plain, newline=True), (path, call.first.seq)
                 assert json.loads(line) == plain
                 calls += 1
-                spliced += render.buffer_fragments(decoded.buffers) is not None
+                spliced += render.buffer_fragments(decoded.buffers, []) is not None
         assert calls > 0 and spliced > calls * 0.9, (path, spliced, calls)  # the spliced way, nearly always
 
 
@@ -255,3 +255,30 @@ def test_jsonl_export_leaves_numpy_unimported(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.split()[-1] == "False", done.stderr[-2000:]
     assert (tmp_path / "o.jsonl").stat().st_size > 0
+
+
+def test_the_export_restores_the_collector_thresholds(tmp_path) -> None:
+    """jsonl raises the youngest generation's threshold while it writes (``YOUNG_COLLECTED_AT``) and puts the
+    thresholds back after, when the writing fails too."""
+    import gc
+
+    import pytest
+
+    from rmtrace.export import jsonl
+    from rmtrace.export.source import ExportInput
+    before = gc.get_threshold()
+    seen = []
+    lines = jsonl._lines
+
+    def watched(src, memo=None):
+        seen.append(gc.get_threshold())
+        return lines(src, memo)
+    jsonl._lines = watched
+    try:
+        with ExportInput(str(shipped("cuda-streams")), progress=False) as src:
+            assert jsonl.write_jsonl(src, str(tmp_path / "o.jsonl")) > 100
+            with pytest.raises(OSError):
+                jsonl.write_jsonl(src, str(tmp_path / "no" / "such" / "dir.jsonl"))
+    finally:
+        jsonl._lines = lines
+    assert seen[0] == (jsonl.YOUNG_COLLECTED_AT, *before[1:]) and gc.get_threshold() == before
