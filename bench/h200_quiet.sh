@@ -4,7 +4,7 @@
 # Staged by hand in a gitignored folder of the tree carried there (the device tool's carry), say .wt-q/ (the copy of the tree leaves it out): this
 # script, base.tar (`git archive --format=tar.gz BASE`), t1m.trace (bench/session.py's replicate), whl/ (the
 # cp312 wheels of the dependencies that host lacks) and, if that host has none, a zstd binary.
-# For PART scaling, also t100k.trace and a 10M-record trace: t10m.trace, or (too big for one carry) its `zstd --long=30`
+# For PART scaling, also t100k.trace (in any of those folders) and a 10M-record trace: t10m.trace, or (too big for one carry) its `zstd --long=30`
 # compression in pieces p0, p1, ... carried in separate calls into sibling folders named .wt-q*/ (a warm machine keeps
 # the ones before), joined here and checked against t10m.sha (sha256sum's line of the trace).
 # usage: bash .wt-q/h200_quiet.sh PART   (PART: cmds | tui | scaling; ROUNDS=N, default 4, 2 for scaling); results in
@@ -36,7 +36,7 @@ if [ $PART = scaling ]; then
     for i in $(seq 0 9); do cat $S/../.wt-q*/p$i 2>/dev/null; done | zstd -dc --long=30 > $T10 || exit 1
     (cd $S && sed "s#  .*#  $T10#" t10m.sha | sha256sum -c) || exit 1
   fi
-  timeout 560 /tmp/vnew/bin/python bench/scaling.py --traces $S/t100k.trace $T $T10 --rounds ${ROUNDS:-2} \
+  timeout 560 /tmp/vnew/bin/python bench/scaling.py --traces $(ls $S/../.wt-q*/t100k.trace | head -1) $T $T10 --rounds ${ROUNDS:-2} \
     --steps "stats, cache cold" "wedges, cache cold" "show, cache cold" "stats, cache warm" "wedges, cache warm" \
     "show, cache warm" > $OUT/q/scaling.txt 2>&1; echo "rc=$?" >> $OUT/q/scaling.txt
 elif [ $PART = cmds ]; then
