@@ -25,7 +25,7 @@ from rmtrace.session import load_session
 from rmtrace.session.entities import Client, FreedBy
 from rmtrace.session.fold import Folder, duplicate, free
 from rmtrace.session.model import ObjectsModel, fold_objects, load_objects
-from rmtrace.session.objects import ARRAYS, CATEGORIES, ObjectColumns, ObjectsFold, Op, _Column, _Objects
+from rmtrace.session.objects import ARRAYS, CATEGORIES, ObjectColumns, ObjectsFold, Op, _Column, _Objects, _Siblings
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 from tests.golden_outputs import COMMITTED_TRACES
@@ -157,6 +157,26 @@ def test_a_column_in_a_file_keeps_what_was_put_in_as_it_grows(dtype, monkeypatch
     assert len(column) == 23 and [column[i] for i in range(23)] == values.tolist()
     assert column.view().tolist() == values.tolist()
     assert isinstance(column.array(), np.memmap) and column.array().tolist() == values.tolist()
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(-1, 3), st.integers(0, 3), st.integers(0, 9)),
+                         max_size=8), max_size=8))
+def test_the_siblings_count_as_a_dict_does(batches):
+    """``_Siblings``: counts put batch after batch (a key once a batch) read back as a dict of the triples
+    keeps them, keys new and old."""
+    siblings, expected = _Siblings(), {}
+    for batch in batches:
+        batch = list({(c, b, n): k for c, b, n, k in batch}.items())
+        if not batch:
+            continue
+        client, base, name = (np.array(v, dtype=np.int64) for v in zip(*(t for t, _ in batch)))
+        keys = siblings.keys(client, base, name)
+        assert siblings.get(keys).tolist() == [expected.get(t, 0) for t, _ in batch]
+        siblings.put(keys, np.array([k for _, k in batch], dtype=np.int64))
+        expected.update(batch)
+    if expected:
+        client, base, name = (np.array(v, dtype=np.int64) for v in zip(*expected))
+        assert siblings.get(siblings.keys(client, base, name)).tolist() == list(expected.values())
 
 
 def test_the_names_of_some_objects_are_those_of_all():
