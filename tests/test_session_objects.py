@@ -25,7 +25,7 @@ from rmtrace.session import load_session
 from rmtrace.session.entities import Client, FreedBy
 from rmtrace.session.fold import Folder, duplicate, free
 from rmtrace.session.model import ObjectsModel, fold_objects, load_objects
-from rmtrace.session.objects import CATEGORIES, ObjectColumns, ObjectsFold, Op, _Objects
+from rmtrace.session.objects import ARRAYS, CATEGORIES, ObjectColumns, ObjectsFold, Op, _Column, _Objects, _Siblings
 from rmtrace.session.timeline import Timeline
 from rmtrace.trace import TraceReader
 from tests.golden_outputs import COMMITTED_TRACES
@@ -125,6 +125,58 @@ def test_the_columns_round_trip_through_files(tmp_path):
     np.save(tmp_path / "objects.handle.npy", np.zeros(1, dtype=np.int64))
     with pytest.raises(ValueError):
         ObjectColumns.load(saved, tmp_path, "objects")
+
+
+def test_the_columns_are_saved_as_np_save_writes_them(tmp_path, monkeypatch):
+    """The fold's columns are mapped from its files, and ``save`` writes them a part at a time (parts of a
+    few items here) to the bytes ``np.save`` writes of each."""
+    columns = load_objects(captures.path("cuda-streams-3x-sequential"), cache=False)
+    assert isinstance(columns, ObjectsModel) and len(columns.columns) > 3 * 7
+    assert isinstance(columns.columns.handle, np.memmap)
+    monkeypatch.setattr("rmtrace.session.objects.SAVE_ROWS", 7)
+    columns.columns.save(tmp_path, "objects")
+    for name in ARRAYS:
+        np.save(tmp_path / "expected.npy", np.asarray(getattr(columns.columns, name)))
+        assert (tmp_path / f"objects.{name}.npy").read_bytes() == (tmp_path / "expected.npy").read_bytes(), name
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.bool_, np.int32, np.int64])
+def test_a_column_in_a_file_keeps_what_was_put_in_as_it_grows(dtype, monkeypatch):
+    """``_Column``: added to past its file's first size (a few items here) and let go of between, it reads
+    back what was put in, item by item and as an array, and an item set stays set."""
+    monkeypatch.setattr("rmtrace.session.objects.COLUMN_ITEMS", 4)
+    column = _Column(dtype)
+    assert len(column) == 0 and len(column.view()) == 0 and len(column.array()) == 0
+    values = (np.arange(23) % 2 if dtype is np.bool_ else np.arange(23) - 11).astype(dtype)
+    for start, stop in ((0, 3), (3, 4), (4, 13), (13, 23)):
+        column.extend(values[start:stop])
+        column.release()
+    values[5] = 1
+    column[5] = values[5].item()
+    column.release()
+    assert len(column) == 23 and [column[i] for i in range(23)] == values.tolist()
+    assert column.view().tolist() == values.tolist()
+    assert isinstance(column.array(), np.memmap) and column.array().tolist() == values.tolist()
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(-1, 3), st.integers(0, 3), st.integers(0, 9)),
+                         max_size=8), max_size=8))
+def test_the_siblings_count_as_a_dict_does(batches):
+    """``_Siblings``: counts put batch after batch (a key once a batch) read back as a dict of the triples
+    keeps them, keys new and old."""
+    siblings, expected = _Siblings(), {}
+    for batch in batches:
+        batch = list({(c, b, n): k for c, b, n, k in batch}.items())
+        if not batch:
+            continue
+        client, base, name = (np.array(v, dtype=np.int64) for v in zip(*(t for t, _ in batch)))
+        keys = siblings.keys(client, base, name)
+        assert siblings.get(keys).tolist() == [expected.get(t, 0) for t, _ in batch]
+        siblings.put(keys, np.array([k for _, k in batch], dtype=np.int64))
+        expected.update(batch)
+    if expected:
+        client, base, name = (np.array(v, dtype=np.int64) for v in zip(*expected))
+        assert siblings.get(siblings.keys(client, base, name)).tolist() == list(expected.values())
 
 
 def test_the_names_of_some_objects_are_those_of_all():

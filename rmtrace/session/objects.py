@@ -16,6 +16,8 @@ checks that on every test trace and committed capture.
 from __future__ import annotations
 
 import enum
+import mmap
+import tempfile
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rmtrace.columns.arrays import distinct, group_rows
+from rmtrace.columns.store import release_rows
 from rmtrace.decoders.roles import Category
 from rmtrace.semantics import CallMeaning
 from rmtrace.semantics import events as ev
@@ -153,9 +156,16 @@ class ObjectColumns:
         return cls(**arrays, client_ids=tuple(client_ids), names=tuple(interned))
 
     def save(self, directory: Path, prefix: str) -> dict[str, Any]:
-        """Write the arrays as ``directory/{prefix}.{field}.npy``; returns what ``load`` needs besides."""
+        """Write the arrays as ``directory/{prefix}.{field}.npy`` (``np.save``'s bytes), a part at a time,
+        the pages of a mapped array let go after each part (a fold's columns are in files: writing them
+        must not hold them all); returns what ``load`` needs besides."""
         for name in ARRAYS:
-            np.save(directory / f"{prefix}.{name}.npy", getattr(self, name))
+            values = getattr(self, name)
+            with open(directory / f"{prefix}.{name}.npy", "wb") as out:
+                np.lib.format.write_array_header_1_0(out, np.lib.format.header_data_from_array_1_0(values))
+                for start in range(0, len(values), SAVE_ROWS):
+                    out.write(np.ascontiguousarray(values[start:start + SAVE_ROWS]).data)
+                    release_rows(values, start, start + SAVE_ROWS)
         return {"rows": len(self), "client_ids": list(self.client_ids), "names": list(self.names)}
 
     @classmethod
@@ -171,9 +181,73 @@ ARRAYS: dict[str, type[np.generic]] = {f.name: f.metadata["dtype"] for f in fiel
 """``ObjectColumns``' arrays, in its order, and the type of each: its fields say it once (``_array``)."""
 
 
-def _typecode(dtype: type[np.generic]) -> str:
-    """The ``array`` type code of ``dtype``'s items (a bool as a byte: ``array`` has no bool)."""
-    return "b" if dtype is np.bool_ else np.dtype(dtype).char
+SAVE_ROWS = 1 << 18
+"""Items of a column ``ObjectColumns.save`` writes at a time."""
+
+
+class _Column:
+    """A column of the fold's objects that only grows, in a file of its own (unlinked: it goes with the
+    column), mapped; ``release`` lets go of its pages (the kernel keeps them in its page cache, and maps
+    them again when read).  Only the newest objects of the handles, and the live ones, are read or
+    written again once made: their pages alone come back after a release, where arrays in memory held
+    some 90 bytes an object (70 MB of a 10M-record trace's fold)."""
+
+    def __init__(self, dtype: type[np.generic]) -> None:
+        self.dtype = np.dtype(dtype)
+        self._file = tempfile.TemporaryFile(prefix="rmtrace-objects.")
+        self._size = 0
+        self._capacity = 0
+        self._map: mmap.mmap | None = None
+        self._items = _items(b"", self.dtype)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, i: int) -> Any:
+        return self._items[i]
+
+    def __setitem__(self, i: int, value: Any) -> None:
+        self._items[i] = value
+
+    def extend(self, values: np.ndarray) -> None:
+        """Add ``values`` at the end."""
+        end = self._size + len(values)
+        if end > self._capacity:
+            # a new, larger mapping of the same file (the old one stays valid for views made of it, which
+            # hold it: an exported mapping cannot be resized)
+            self._capacity = max(end, 2 * self._capacity, COLUMN_ITEMS)
+            self._file.truncate(self._capacity * self.dtype.itemsize)
+            self._map = mmap.mmap(self._file.fileno(), self._capacity * self.dtype.itemsize)
+            self._items = _items(self._map, self.dtype)
+        self._size = end
+        self.view()[end - len(values):] = values
+
+    def view(self) -> np.ndarray:
+        """The column, writable."""
+        if self._map is None:
+            return np.zeros(0, dtype=self.dtype)
+        return np.frombuffer(self._map, dtype=self.dtype, count=self._size)
+
+    def release(self) -> None:
+        """Let go of the pages read or written so far."""
+        if self._map is not None:
+            self._map.madvise(mmap.MADV_DONTNEED)
+
+    def array(self) -> np.ndarray:
+        """The column, read-only and mapped (``release_rows`` lets go of the pages a reader has read)."""
+        if not self._size:
+            return np.zeros(0, dtype=self.dtype)
+        return np.memmap(self._file, dtype=self.dtype, mode="r", shape=(self._size,))
+
+
+def _items(buffer: bytes | mmap.mmap, dtype: np.dtype[Any]) -> memoryview:
+    """``buffer`` as items of ``dtype`` (a memoryview's item is read and written as fast as an ``array``'s)."""
+    format_: str = dtype.char
+    return memoryview(buffer).cast(format_)  # type: ignore[call-overload]  # a format known at run time
+
+
+COLUMN_ITEMS = 1 << 16
+"""Items a column's file first holds."""
 
 
 class ObjectList(Sequence[RmObject]):
@@ -355,8 +429,9 @@ class _Objects:
     recursive closure refers to itself, a cycle that would keep its dicts until the collector ran).
 
     Each (hClient, handle) is one number, ``hClient << 32 | handle``: a tuple key and its ints cost four
-    times as much, and a 10M-record trace has a million objects.  Each object's fields are in arrays of
-    the widths ``ObjectColumns`` holds (some 90 bytes an object), which become its columns without a copy.
+    times as much, and a 10M-record trace has a million objects.  Each object's fields are in columns of
+    the widths ``ObjectColumns`` holds (some 90 bytes an object), in files (``_Column``: their pages let go
+    after each block), which become its columns, mapped, without a copy.
     Which operations make an object is known before they are applied (an allocation or copy of a client),
     so the fields an object takes from its operation (``FROM_OPS``) and its parent are put in with numpy
     first; one loop then applies the operations in order, each reading what those before it left (the
@@ -371,11 +446,11 @@ class _Objects:
         self.live: np.ndarray | None = np.zeros(0, dtype=np.int64)
         """The objects not freed, in order, while they are a tree (``_at_once``); None once they are not, and
         ``children`` is kept instead."""
-        self.siblings: dict[int, int] = {}  # (client, base's name, class name): objects so far
+        self.siblings = _Siblings()
         self.stable: dict[int, int] = {}  # (base's name, class name, order) -> a name
         self.rm_clients: dict[int, list[int]] = {}  # each client's root handles
-        self.name_of = array("i")  # each object's stable name (an index into ``stable``; -1: not numbered yet)
-        self.fields = {name: array(_typecode(dtype)) for name, dtype in ARRAYS.items()}
+        self.name_of = _Column(np.int32)  # each object's stable name (an index into ``stable``; -1: not numbered yet)
+        self.fields = {name: _Column(dtype) for name, dtype in ARRAYS.items()}
         """``ObjectColumns``' arrays, in its order (``freed_by``: 0 until the object is freed)."""
 
     def apply(self, ops: dict[str, np.ndarray], dup_name: int) -> None:
@@ -385,20 +460,21 @@ class _Objects:
         first = len(self.name_of)
         made = np.flatnonzero((ops["kind"] <= Op.DUP) & (ops["client"] >= 0))  # ``Folder.add_object`` keeps
         for name, op_field in FROM_OPS.items():  # no object of no client
-            f[name].frombytes(ops[op_field][made].astype(ARRAYS[name]).tobytes())
-        parent = np.where(ops["has_parent"][made], ops["parent"][made].astype(np.int64), NONE)
-        f["parent"].frombytes(parent.astype(ARRAYS["parent"]).tobytes())
+            f[name].extend(ops[op_field][made])
+        f["parent"].extend(np.where(ops["has_parent"][made], ops["parent"][made].astype(np.int64), NONE))
         for column in FREES:  # zeros a free writes over
-            f[column].frombytes(bytes(len(made) * f[column].itemsize))
-        del parent
+            f[column].extend(np.zeros(len(made), dtype=ARRAYS[column]))
         bases = self._at_once(ops, made, first) if self.live is not None else None
-        if bases is not None:
+        if bases is None:
+            if self.live is not None:  # the children lists the tree stood for
+                self.children, self.live = self._live_children(self.live), None
+            bases = self._loop(ops, dup_name, first)
             self._name(first, bases)
-            return
-        if self.live is not None:  # the children lists the tree stood for
-            self.children, self.live = self._live_children(self.live), None
-        self._name(first, self._loop(ops, dup_name, first))
-        self.live = self._tree()
+            self.live = self._tree()
+        else:
+            self._name(first, bases)
+        for kept in (self.name_of, *f.values()):
+            kept.release()
 
     def _at_once(self, ops: dict[str, np.ndarray], made: np.ndarray, first: int) -> np.ndarray | None:
         """Apply ``ops`` with numpy, where the objects before the block were a tree (``live``) and the
@@ -446,7 +522,7 @@ class _Objects:
         live = self.live
         assert live is not None
         objects = np.concatenate([live, first + np.arange(len(made), dtype=np.int64)])
-        parents = np.concatenate([np.frombuffer(f["base"], dtype=np.int32)[live].astype(np.int64), bases])
+        parents = np.concatenate([f["base"].view()[live].astype(np.int64), bases])
         up = _place(objects, parents)
         never = len(places)
         death = np.full(len(objects), never, dtype=np.int64)  # the first event it goes with (never: none)
@@ -470,9 +546,7 @@ class _Objects:
         event = death[went]
         for column, values in (("freed_by", how[event]), ("free_seq", ops["seq"][places[event]]),
                                ("free_ns", ops["ns"][places[event]])):
-            view = np.frombuffer(f[column], dtype=ARRAYS[column])
-            view[objects[went]] = values
-            del view  # an array cannot grow while it is exported
+            f[column].view()[objects[went]] = values
         self.by_handle.update(zip(written.tolist(), range(first, first + len(made))))  # the newest: the last
         for c, given in added.items():
             self.rm_clients.setdefault(c, []).extend(h for _, h in given)
@@ -483,12 +557,12 @@ class _Objects:
         """The children lists of ``_loop`` that the tree of ``live`` objects stands for: each live object's
         handle under its parent's handle, in allocation order."""
         f = self.fields
-        with_parent = np.frombuffer(f["has_parent"], dtype=np.bool_)[live]
+        with_parent = f["has_parent"].view()[live]
         kept = live[with_parent]
-        keys = (np.frombuffer(f["h_client"], dtype=np.int64)[kept].astype(np.uint64) << np.uint64(32)) | \
-            np.frombuffer(f["parent"], dtype=np.int64)[kept].astype(np.uint64)
+        keys = (f["h_client"].view()[kept].astype(np.uint64) << np.uint64(32)) | \
+            f["parent"].view()[kept].astype(np.uint64)
         children: dict[int, list[int]] = {}
-        for key, h in zip(keys.tolist(), np.frombuffer(f["handle"], dtype=np.int64)[kept].tolist()):
+        for key, h in zip(keys.tolist(), f["handle"].view()[kept].tolist()):
             children.setdefault(key, []).append(h)
         return children
 
@@ -497,15 +571,15 @@ class _Objects:
         not): no two live objects of one handle, each the newest of its handle; each one's base (its parent) a
         live object; the children lists those of the live objects alone (``_live_children``)."""
         f = self.fields
-        live = np.flatnonzero(np.frombuffer(f["freed_by"], dtype=np.int8) == 0)
-        keys = ((np.frombuffer(f["h_client"], dtype=np.int64)[live].astype(np.uint64) << np.uint64(32))
-                | np.frombuffer(f["handle"], dtype=np.int64)[live].astype(np.uint64))
+        live = np.flatnonzero(f["freed_by"].view() == 0)
+        keys = ((f["h_client"].view()[live].astype(np.uint64) << np.uint64(32))
+                | f["handle"].view()[live].astype(np.uint64))
         if len(distinct(keys)) != len(keys):
             return None
         if any(self.by_handle.get(k) != obj for k, obj in zip(keys.tolist(), live.tolist())):
             return None
-        with_parent = np.frombuffer(f["has_parent"], dtype=np.bool_)[live]
-        bases = np.frombuffer(f["base"], dtype=np.int32)[live[with_parent]].astype(np.int64)
+        with_parent = f["has_parent"].view()[live]
+        bases = f["base"].view()[live[with_parent]].astype(np.int64)
         if (_place(live, bases) < 0).any():
             return None
         if {k: v for k, v in self.children.items() if v} != self._live_children(live):
@@ -574,38 +648,37 @@ class _Objects:
         objects are no object's base."""
         f = self.fields
         m = len(bases)
-        client = np.frombuffer(f["client"], dtype=np.int32)[first:].astype(np.int64)
-        names = np.frombuffer(f["class_name"], dtype=np.int32)[first:].astype(np.int64)
+        client = f["client"].view()[first:].astype(np.int64)
+        names = f["class_name"].view()[first:].astype(np.int64)
         inner = bases >= first  # a base made in this block
         outer = np.flatnonzero((bases >= 0) & ~inner)
         local = np.where(inner, bases - first, 0)
         base_client = np.where(inner, client[local], -1)
-        base_client[outer] = np.frombuffer(f["client"], dtype=np.int32)[bases[outer]]
+        base_client[outer] = f["client"].view()[bases[outer]]
         base_name = np.full(m, -1, dtype=np.int64)
         base_name[outer] = self._names_of(bases[outer])
         if ((bases >= 0) & (base_client != client)).any():
             own, order = self._name_each(first, bases, client, names)
         else:
             own, order = self._name_generations(inner, local, base_name, client, names)
-        self.name_of.frombytes(own.astype(np.int32).tobytes())
-        f["base"].frombytes(bases.astype(ARRAYS["base"]).tobytes())
-        f["order"].frombytes(order.astype(ARRAYS["order"]).tobytes())
+        self.name_of.extend(own)
+        f["base"].extend(bases)
+        f["order"].extend(order)
 
     def _names_of(self, objects: np.ndarray) -> np.ndarray:
         """The stable names (``stable``) of ``objects``, made before the block: numbered now where they were
         not (a base's was, when the object was named)."""
-        view = np.frombuffer(self.name_of, dtype=np.int32)
+        view = self.name_of.view()
         got = view[objects].astype(np.int64)
         missing = np.flatnonzero(got < 0)
         if missing.size:
             f = self.fields
             wanted = distinct(objects[missing])
-            base = np.frombuffer(f["base"], dtype=np.int32)[wanted]
+            base = f["base"].view()[wanted]
             base_name = np.where(base >= 0, view[np.maximum(base, 0)], -1)
-            view[wanted] = self._numbered(base_name, np.frombuffer(f["class_name"], dtype=np.int32)[wanted],
-                                          np.frombuffer(f["order"], dtype=np.int32)[wanted])
+            view[wanted] = self._numbered(base_name, f["class_name"].view()[wanted],
+                                          f["order"].view()[wanted])
             got[missing] = view[objects[missing]]
-        del view  # an array cannot grow while it is exported
         return got
 
     def _numbered(self, base_name: np.ndarray, names: np.ndarray, order: np.ndarray) -> list[int]:
@@ -631,15 +704,11 @@ class _Objects:
             grouped, bounds = group_rows((client[at], base_name[at], names[at]), stable=True)
             sizes = np.diff(bounds)
             heads = at[grouped[bounds[:-1]]]
-            before = []
-            for c, b, n, size in zip(client[heads].tolist(), base_name[heads].tolist(), names[heads].tolist(),
-                                     sizes.tolist()):
-                key = c << 64 | (b + 1) << 32 | n  # exact: every index here is below 2**32
-                got = siblings.get(key, 0)
-                siblings[key] = got + size
-                before.append(got)
+            keys = siblings.keys(client[heads], base_name[heads], names[heads])  # distinct: one a group
+            before = siblings.get(keys)
+            siblings.put(keys, before + sizes)
             rank = np.arange(len(at)) - np.repeat(bounds[:-1], sizes)
-            order[at[grouped]] = np.repeat(np.array(before, dtype=np.int64), sizes) + rank
+            order[at[grouped]] = np.repeat(before, sizes) + rank
             ready = inner & (order < 0) & (order[local] >= 0)
         return own, order
 
@@ -651,13 +720,18 @@ class _Objects:
         named = dict(zip(outer.tolist(), self._names_of(outer).tolist()))
         own: list[int] = []
         order: list[int] = []
+        counts: dict[int, int] = {}  # the block's keys: their counts, put back after
         for c, base, n in zip(client.tolist(), bases.tolist(), names.tolist()):
             b = -1 if base < 0 else own[base - first] if base >= first else named[base]
-            key = c << 64 | (b + 1) << 32 | n  # exact: every index here is below 2**32
-            o = siblings.get(key, 0)
-            siblings[key] = o + 1
+            key = siblings.key(c, b, n)
+            o = counts.get(key)
+            if o is None:
+                o = int(siblings.get(np.array([key], dtype=np.int64))[0])
+            counts[key] = o + 1
             own.append(stable.setdefault(((b + 1) << 32 | n) << 32 | o, len(stable)))
             order.append(o)
+        siblings.put(np.fromiter(counts, dtype=np.int64, count=len(counts)),
+                     np.fromiter(counts.values(), dtype=np.int64, count=len(counts)))
         return np.array(own, dtype=np.int64), np.array(order, dtype=np.int64)
 
     def free(self, h_client: int, handle: int, seq: int, t: int, how: int) -> None:
@@ -678,11 +752,60 @@ class _Objects:
 
     def columns(self, client_ids: tuple[str, ...], names: tuple[str, ...]) -> ObjectColumns:
         """The objects made so far as ``ObjectColumns`` (on these arrays: nothing is added to them after)."""
-        arrays: dict[str, np.ndarray] = {name: np.frombuffer(values, dtype=ARRAYS[name])
-                                         for name, values in self.fields.items()}
+        arrays = {name: column.array() for name, column in self.fields.items()}
         if any("/" in names[i] or "#" in names[i] for i in distinct(arrays["class_name"]).tolist()):
             raise Ambiguous("a class name with '/' or '#'")
         return ObjectColumns(**arrays, client_ids=client_ids, names=names)
+
+
+class _Siblings:
+    """How many objects each (client, base's name, class name) has had so far (``Folder.add_object``'s
+    siblings), as two arrays: a key per (client, pair), the pair (base's name, class name) numbered
+    (``pairs``: few, where the clients are many), sorted, and its count.  A dict of the three in one
+    int held some 75 bytes a key, and a replicated 10M-record trace has 300,000 (new clients in every
+    copy): 22 MB, freed at the fold's end into pages the process kept."""
+
+    def __init__(self) -> None:
+        self.pairs: dict[int, int] = {}  # (base's name + 1) << 32 | class name -> its number
+        self.sorted = np.zeros(0, dtype=np.int64)  # client << 32 | pair's number
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def key(self, client: int, base_name: int, name: int) -> int:
+        """The key of one (client, base's name (-1: none), class name); exact: each index is below 2**31."""
+        pair = (base_name + 1) << 32 | name
+        number = self.pairs.get(pair)
+        if number is None:
+            number = self.pairs[pair] = len(self.pairs)
+        return client << 32 | number
+
+    def keys(self, client: np.ndarray, base_name: np.ndarray, name: np.ndarray) -> np.ndarray:
+        """``key`` of each."""
+        return np.fromiter(map(self.key, client.tolist(), base_name.tolist(), name.tolist()), dtype=np.int64,
+                           count=len(client))
+
+    def _at(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        at = np.searchsorted(self.sorted, keys)
+        found = at < len(self.sorted)
+        found[found] = self.sorted[at[found]] == keys[found]
+        return at, found
+
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        """The count of each of ``keys`` (0: none yet)."""
+        at, found = self._at(keys)
+        out = np.zeros(len(keys), dtype=np.int64)
+        out[found] = self.counts[at[found]]
+        return out
+
+    def put(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        """Set the counts of ``keys`` (distinct)."""
+        at, found = self._at(keys)
+        self.counts[at[found]] = counts[found]
+        new = np.flatnonzero(~found)
+        if len(new):
+            order = new[np.argsort(keys[new], kind="stable")]
+            places = np.searchsorted(self.sorted, keys[order])
+            self.sorted = np.insert(self.sorted, places, keys[order])
+            self.counts = np.insert(self.counts, places, counts[order])
 
 
 class _Newest:
