@@ -96,7 +96,7 @@ def child(path: str, wait_model: bool, whole_first: bool = False) -> None:
     services = replace(services, load_channels=timed("load_channels", services.load_channels))
     RunView.build_decoders = timed("decoders", RunView.build_decoders)
     RunView.fold = timed("screen_fold", RunView.fold)
-    # the library's table build, by the name channels_or_whole and unkept_session call it (cold: once)
+    # the library's table build, by the name modelcache._unkept calls it (cold: once)
     modelcache.build_into = timed("call_table", modelcache.build_into)
     if whole_first:  # as before the channels' fold came first: the worker folds the whole model at once
         services = replace(services, load_channels=lambda path, decoders: None)

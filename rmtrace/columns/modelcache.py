@@ -75,15 +75,26 @@ def unkept_session(reader: TraceReader, decoders: DecoderSet, snapshot_every: in
                    cache: bool = True) -> tuple[SessionModel, Callable[[], bool]]:
     """``session``'s model, and what stores it in the cache entry (nothing when it came from there): for a
     caller that shows the model before it pays for storing it (the TUI's lanes and wedges)."""
+    model, _, keep = _unkept(reader, decoders, cache, snapshot_every, lambda table: fold(reader, decoders, table, snapshot_every),
+                             (MODEL,), store_model)
+    return model, keep
+
+
+def _unkept(reader: TraceReader, decoders: DecoderSet, cache: bool, snapshot_every: int,
+            fold: Callable[[CallTable], SessionModel], kept: tuple[str, ...], store: Callable[[Path, SessionModel], bool]
+            ) -> tuple[SessionModel, str | None, Callable[[], bool]]:
+    """The model of the first of ``kept`` the trace's entry holds, and its name; else ``fold`` over the call
+    table (loaded, or built into the entry), None, and what stores it in the entry (``store``)."""
     found = _entry(reader, decoders, cache)
     if found is None:
-        return fold(reader, decoders, built_table(reader, decoders, stash=True, params=True), snapshot_every), _kept
+        return fold(built_table(reader, decoders, stash=True, params=True)), None, _kept
     entry, table = found
-    model = load_model(entry, reader, decoders, table, snapshot_every)
-    if model is not None:
-        return model, _kept
-    folded = fold(reader, decoders, table, snapshot_every)
-    return folded, lambda: entry.is_dir() and store_model(entry, folded)
+    for name in kept:
+        model = load_model(entry, reader, decoders, table, snapshot_every, name)
+        if model is not None:
+            return model, name, _kept
+    folded = fold(table)
+    return folded, None, lambda: entry.is_dir() and store(entry, folded)
 
 
 def _entry(reader: TraceReader, decoders: DecoderSet, cache: bool, params: bool = True
@@ -129,36 +140,28 @@ def channels(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels, cach
     """The trace's model as far as its channels go: its whole model when the entry holds one, else the
     channels' model it holds, else ``fold`` over its call table (loaded, or built into the entry), stored
     in ``entry/channels``."""
-    return channels_or_whole(reader, decoders, fold, cache)[0]
-
-
-def channels_or_whole(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels,
-                      cache: bool = True) -> tuple[SessionModel, bool]:
-    """``channels``' model, and whether it is the whole model (the entry held one)."""
-    model, whole, keep = unkept_channels(reader, decoders, fold, cache)
+    model, _, keep = unkept_channels(reader, decoders, fold, cache)
     keep()
-    return model, whole
+    return model
 
 
 def unkept_channels(reader: TraceReader, decoders: DecoderSet, fold: FoldChannels, cache: bool = True
                     ) -> tuple[SessionModel, bool, Callable[[], bool]]:
-    """``channels_or_whole``'s model and whether it is the whole one, and what stores a folded one in
-    ``entry/channels`` (nothing when it came from the entry): for a caller that shows it first."""
-    found = _entry(reader, decoders, cache)
-    if found is None:
-        return fold(reader, decoders, built_table(reader, decoders, stash=True, params=True)), False, _kept
-    entry, table = found
-    for name, whole in ((MODEL, True), (CHANNELS, False)):
-        model = load_model(entry, reader, decoders, table, SNAPSHOT_EVERY, name)
-        if model is not None:
-            return model, whole, _kept
-    folded = fold(reader, decoders, table)
-    return folded, False, lambda: entry.is_dir() and _store_session(entry, folded, CHANNELS)
+    """``channels``' model, whether it is the whole one, and what stores a folded one in ``entry/channels``
+    (nothing when it came from the entry): for a caller that shows it first."""
+    model, name, keep = _unkept(reader, decoders, cache, SNAPSHOT_EVERY, lambda table: fold(reader, decoders, table),
+                                (MODEL, CHANNELS), _store_channels)
+    return model, name == MODEL, keep
 
 
 def store_model(entry: Path, model: SessionModel) -> bool:
     """Keep ``model`` in ``entry``; False when it has a value the codec cannot save, or the entry cannot be written."""
     return _store_session(entry, model, MODEL)
+
+
+def _store_channels(entry: Path, model: SessionModel) -> bool:
+    """``store_model`` of a channels-only fold's model, to ``entry/channels``."""
+    return _store_session(entry, model, CHANNELS)
 
 
 def _store_session(entry: Path, model: SessionModel, name: str) -> bool:
